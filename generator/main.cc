@@ -1,0 +1,232 @@
+// opgen: YAML op specs in, framework glue out.
+//
+//   opgen check SPEC...                 read and check specs; report every error
+//   opgen generate SPEC... -o DIR       also render the templates into DIR
+//
+// Exit status: 0 success, 1 spec (or generation) errors, 2 usage errors.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "diagnostics.h"
+#include "output_writer.h"
+#include "renderer.h"
+#include "spec_reader.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: opgen check SPEC...\n"
+    "       opgen generate SPEC... -o OUTPUT_DIR [--templates DIR] [--root DIR] [--quiet]\n"
+    "\n"
+    "SPEC is an op spec (<op>.yaml) or the package settings (package.yaml); a folder\n"
+    "stands for every *.yaml file in it. 'generate' needs exactly one package.yaml.\n"
+    "  -o DIR           where generated files go (written only when their bytes change;\n"
+    "                   stale files that opgen wrote earlier are removed)\n"
+    "  --templates DIR  the Jinja2 templates (default: " OPGEN_DEFAULT_TEMPLATES_DIR ")\n"
+    "  --root DIR       spec paths in stamps and messages are shown relative to DIR\n"
+    "                   (default: the current folder)\n"
+    "  --quiet          print nothing on success\n"
+    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds.\n";
+
+int usage_error(const std::string& message) {
+  std::cerr << "opgen: error: " << message << "\n" << kUsage;
+  return 2;
+}
+
+struct Options {
+  std::string command;
+  std::vector<std::string> specs;
+  std::string output_dir;
+  std::string templates_dir = OPGEN_DEFAULT_TEMPLATES_DIR;
+  std::string root = ".";
+  bool quiet = false;
+};
+
+// Returns an error message, or "" when the arguments are good.
+std::string parse_arguments(int argc, char** argv, Options& o) {
+  if (argc < 2) return "no command given";
+  o.command = argv[1];
+  if (o.command != "check" && o.command != "generate") return "unknown command '" + o.command + "'";
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string& into) -> bool {
+      if (i + 1 >= argc) return false;
+      into = argv[++i];
+      return true;
+    };
+    if (a == "-o" || a == "--output") {
+      if (!value(o.output_dir)) return a + " needs a folder";
+    } else if (a == "--templates") {
+      if (!value(o.templates_dir)) return a + " needs a folder";
+    } else if (a == "--root") {
+      if (!value(o.root)) return a + " needs a folder";
+    } else if (a == "--quiet" || a == "-q") {
+      o.quiet = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return "unknown option '" + a + "'";
+    } else {
+      o.specs.push_back(a);
+    }
+  }
+  if (o.specs.empty()) return "no spec files given";
+  if (o.command == "generate" && o.output_dir.empty()) return "generate needs -o OUTPUT_DIR";
+  if (o.command == "check" && !o.output_dir.empty()) return "check writes nothing; drop -o";
+  return "";
+}
+
+// Folders expand to their *.yaml files, sorted, so output order never
+// depends on the file system.
+std::vector<std::string> expand_specs(const std::vector<std::string>& args, std::string& error) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    std::error_code ec;
+    if (fs::is_directory(a, ec)) {
+      std::vector<std::string> found;
+      for (const auto& entry : fs::directory_iterator(a, ec)) {
+        if (entry.path().extension() == ".yaml") found.push_back(entry.path().string());
+      }
+      std::sort(found.begin(), found.end());
+      out.insert(out.end(), found.begin(), found.end());
+    } else if (fs::exists(a, ec)) {
+      out.push_back(a);
+    } else {
+      error = "no such spec file or folder: " + a;
+      return {};
+    }
+  }
+  return out;
+}
+
+std::string display_path(const std::string& path, const std::string& root) {
+  std::error_code ec;
+  fs::path rel = fs::relative(fs::absolute(path, ec), fs::absolute(root, ec), ec);
+  if (ec || rel.empty() || *rel.begin() == "..") return fs::path(path).lexically_normal().string();
+  return rel.generic_string();
+}
+
+// Files under `dir` that an earlier run of opgen wrote (they carry its
+// stamp in the first lines) and this run did not produce.
+std::vector<fs::path> stale_outputs(const fs::path& dir, const std::set<fs::path>& produced) {
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return stale;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (ec) break;
+    if (!it->is_regular_file() || produced.count(it->path().lexically_normal())) continue;
+    std::ifstream in(it->path(), std::ios::binary);
+    std::string head(400, '\0');
+    in.read(head.data(), head.size());
+    head.resize(static_cast<size_t>(in.gcount()));
+    if (head.find("Generated by opgen") != std::string::npos) stale.push_back(it->path());
+  }
+  std::sort(stale.begin(), stale.end());
+  return stale;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  Options o;
+  if (std::string error = parse_arguments(argc, argv, o); !error.empty()) return usage_error(error);
+  std::string error;
+  const std::vector<std::string> spec_files = expand_specs(o.specs, error);
+  if (!error.empty()) return usage_error(error);
+  if (spec_files.empty()) return usage_error("no *.yaml files in the given folders");
+
+  const auto start = std::chrono::steady_clock::now();
+  opgen::Diagnostics diags;
+  std::vector<opgen::Op> ops;
+  std::vector<opgen::Package> packages;
+  std::map<std::string, std::string> op_owner;
+  for (const std::string& path : spec_files) {
+    const std::string shown = display_path(path, o.root);
+    if (fs::path(path).filename() == opgen::kPackageSpecFileName) {
+      if (auto p = opgen::read_package_spec(path, shown, diags)) packages.push_back(*p);
+      continue;
+    }
+    if (auto op = opgen::read_op_spec(path, shown, diags)) {
+      auto [it, inserted] = op_owner.emplace(op->name, shown);
+      if (!inserted) {
+        diags.error({shown, 0, 0}, "op '" + op->name + "' is also defined in " + it->second);
+      } else {
+        ops.push_back(*op);
+      }
+    }
+  }
+  if (o.command == "generate" && !diags.has_errors()) {
+    if (packages.size() != 1) {
+      diags.error({o.specs.front(), 0, 0},
+                  packages.empty() ? "generate needs the package settings (package.yaml) among the specs"
+                                   : "more than one package.yaml given");
+    } else if (ops.empty()) {
+      diags.error({packages.front().spec_path, 0, 0}, "no op specs given beside the package settings");
+    }
+  }
+  diags.print(std::cerr);
+  if (diags.has_errors()) {
+    std::cerr << "opgen: " << diags.error_count() << (diags.error_count() == 1 ? " error" : " errors")
+              << " in " << spec_files.size() << " spec file(s)\n";
+    return 1;
+  }
+  if (o.command == "check") {
+    if (!o.quiet) std::cout << "opgen: " << spec_files.size() << " spec file(s) OK\n";
+    return 0;
+  }
+
+  std::vector<opgen::RenderedFile> files;
+  try {
+    opgen::Renderer renderer(o.templates_dir);
+    files = renderer.render_all(packages.front(), ops);
+  } catch (const std::exception& e) {
+    std::cerr << "opgen: error: " << e.what() << "\n";
+    return 1;
+  }
+  int written = 0, unchanged = 0;
+  std::set<fs::path> produced;
+  for (const opgen::RenderedFile& f : files) {
+    const fs::path path = (fs::path(o.output_dir) / f.path).lexically_normal();
+    produced.insert(path);
+    switch (opgen::write_if_changed(path.string(), f.contents, error)) {
+      case opgen::WriteResult::kWritten:
+        ++written;
+        if (!o.quiet) std::cout << "opgen: wrote " << path.string() << "\n";
+        break;
+      case opgen::WriteResult::kUnchanged:
+        ++unchanged;
+        break;
+      case opgen::WriteResult::kFailed:
+        std::cerr << "opgen: error: " << error << "\n";
+        return 1;
+    }
+  }
+  int removed = 0;
+  for (const fs::path& stale : stale_outputs(o.output_dir, produced)) {
+    std::error_code ec;
+    if (fs::remove(stale, ec)) {
+      ++removed;
+      if (!o.quiet) std::cout << "opgen: removed stale " << stale.string() << "\n";
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!o.quiet) {
+    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %d removed (%.2f s)\n",
+                ops.size(), files.size(), written, unchanged, removed, seconds);
+  }
+  return 0;
+}

@@ -1,0 +1,91 @@
+#include "model.h"
+
+#include <algorithm>
+
+namespace opgen {
+
+const std::vector<DTypeInfo>& all_dtypes() {
+  static const std::vector<DTypeInfo> table = {
+      {DType::kF16, "f16", "opgen::f16", "F16", "float16", 2},
+      {DType::kBF16, "bf16", "opgen::bf16", "BF16", "bfloat16", 2},
+      {DType::kF32, "f32", "float", "F32", "float32", 4},
+      {DType::kF64, "f64", "double", "F64", "float64", 8},
+      {DType::kI32, "i32", "int32_t", "S32", "int32", 4},
+      {DType::kI64, "i64", "int64_t", "S64", "int64", 8},
+      {DType::kU8, "u8", "uint8_t", "U8", "uint8", 1},
+      {DType::kBool, "bool", "bool", "PRED", "bool", 1},
+  };
+  return table;
+}
+
+const DTypeInfo& info(DType dtype) {
+  for (const DTypeInfo& i : all_dtypes()) {
+    if (i.dtype == dtype) return i;
+  }
+  return all_dtypes().front();  // unreachable: the table covers the enum
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (const DTypeInfo& i : all_dtypes()) {
+    if (name == i.name) return i.dtype;
+  }
+  return std::nullopt;
+}
+
+const std::vector<AttrTypeInfo>& all_attr_types() {
+  static const std::vector<AttrTypeInfo> table = {
+      {AttrType::kBool, "bool", "bool", "bool_", "?", 1},
+      {AttrType::kI32, "i32", "int32_t", "int32", "i", 4},
+      {AttrType::kI64, "i64", "int64_t", "int64", "q", 8},
+      {AttrType::kF32, "f32", "float", "float32", "f", 4},
+      {AttrType::kF64, "f64", "double", "float64", "d", 8},
+  };
+  return table;
+}
+
+const AttrTypeInfo& info(AttrType type) {
+  for (const AttrTypeInfo& i : all_attr_types()) {
+    if (i.type == type) return i;
+  }
+  return all_attr_types().front();
+}
+
+std::optional<AttrType> parse_attr_type(std::string_view name) {
+  for (const AttrTypeInfo& i : all_attr_types()) {
+    if (name == i.name) return i.type;
+  }
+  return std::nullopt;
+}
+
+bool Op::has_platform(Platform p) const {
+  return std::find(platforms.begin(), platforms.end(), p) != platforms.end();
+}
+
+bool Op::has_api_version(int v) const {
+  return std::find(api_versions.begin(), api_versions.end(), v) != api_versions.end();
+}
+
+bool Op::has_legacy_api() const {
+  return std::any_of(api_versions.begin(), api_versions.end(), [](int v) { return v != 4; });
+}
+
+uint64_t fnv1a64(std::string_view bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+uint64_t Op::opaque_fingerprint(const std::string& package) const {
+  // The descriptor holds the symbols (i64 each) then the attributes, so the
+  // signature names exactly those fields, in order, with their types.
+  std::string sig = package + "." + name + "/v" + std::to_string(kOpaqueLayoutVersion) + "(";
+  for (const SymbolBinding& s : symbols) sig += s.symbol + ":i64,";
+  for (const Attr& a : attrs) sig += a.name + ":" + info(a.type).name + ",";
+  sig += ")";
+  return fnv1a64(sig);
+}
+
+}  // namespace opgen

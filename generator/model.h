@@ -1,0 +1,130 @@
+// The checked model of a spec: what the reader produces and every template
+// consumes. Objects are built once by the spec reader and then only read
+// (passed as const&), so nothing downstream can disagree about an op.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "diagnostics.h"
+
+namespace opgen {
+
+// The spec format this generator reads (the `opgen:` key of every spec).
+inline constexpr int kSpecFormatVersion = 1;
+
+// The layout version of the legacy opaque descriptor (see docs/opaque.md).
+inline constexpr int kOpaqueLayoutVersion = 1;
+
+// ---------------------------------------------------------------------------
+// Element types
+// ---------------------------------------------------------------------------
+
+enum class DType { kF16, kBF16, kF32, kF64, kI32, kI64, kU8, kBool };
+
+struct DTypeInfo {
+  DType dtype;
+  const char* name;      // spelling in specs: f32
+  const char* cpp;       // type the kernel sees: float
+  const char* ffi;       // xla::ffi::DataType enumerator: F32
+  const char* numpy;     // numpy / jax.numpy dtype name: float32
+  int size;              // bytes per element
+};
+
+const std::vector<DTypeInfo>& all_dtypes();
+const DTypeInfo& info(DType dtype);
+std::optional<DType> parse_dtype(std::string_view name);
+
+// ---------------------------------------------------------------------------
+// Attributes (compile-time scalars of the op)
+// ---------------------------------------------------------------------------
+
+enum class AttrType { kBool, kI32, kI64, kF32, kF64 };
+
+struct AttrTypeInfo {
+  AttrType type;
+  const char* name;          // spelling in specs: f32
+  const char* cpp;           // C++ type: float
+  const char* numpy;         // numpy scalar type: float32
+  const char* struct_format; // Python struct code: f
+  int size;                  // bytes in the opaque descriptor
+};
+
+const std::vector<AttrTypeInfo>& all_attr_types();
+const AttrTypeInfo& info(AttrType type);
+std::optional<AttrType> parse_attr_type(std::string_view name);
+
+using AttrValue = std::variant<bool, int64_t, double>;
+
+// ---------------------------------------------------------------------------
+// Ops
+// ---------------------------------------------------------------------------
+
+// One dimension of a declared shape: a fixed size or a shape symbol.
+struct Dim {
+  std::optional<int64_t> fixed;  // set for a literal size
+  std::string symbol;            // set for a symbol
+  Location where;
+};
+
+struct Tensor {
+  std::string name;
+  DType dtype;
+  std::vector<Dim> shape;
+  std::string doc;
+  Location where;
+};
+
+struct Attr {
+  std::string name;
+  AttrType type;
+  std::optional<AttrValue> default_value;
+  std::string doc;
+  Location where;
+};
+
+// Where a shape symbol takes its value: the first input dimension that names
+// it. Every later use of the symbol in an input is checked equal at run time;
+// in an output it sizes the result.
+struct SymbolBinding {
+  std::string symbol;
+  int input = 0;  // index into Op::inputs
+  int axis = 0;
+};
+
+enum class Platform { kCuda, kCpu };
+
+struct Op {
+  std::string name;
+  std::string doc;
+  std::string spec_path;  // as shown in stamps and diagnostics
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  std::vector<Attr> attrs;
+  std::vector<Platform> platforms;  // in spec order, no duplicates
+  std::vector<int> api_versions;    // in spec order, no duplicates
+  bool command_buffer_compatible = true;
+  std::vector<SymbolBinding> symbols;  // in binding order
+
+  bool has_platform(Platform p) const;
+  bool has_api_version(int v) const;
+  bool has_legacy_api() const;
+  // Identifies the opaque layout of this op: two ops (or two revisions of
+  // one) whose descriptors differ in any field get different fingerprints.
+  uint64_t opaque_fingerprint(const std::string& package) const;
+};
+
+struct Package {
+  std::string name;
+  std::string torch_namespace;
+  std::string spec_path;
+};
+
+// 64-bit FNV-1a; the same function is used for every fingerprint.
+uint64_t fnv1a64(std::string_view bytes);
+
+}  // namespace opgen

@@ -1,0 +1,23 @@
+// Rules for the names in a spec. Names become C++ identifiers, Python
+// identifiers and parts of XLA target names, so they are checked against all
+// three languages before anything is emitted.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace opgen {
+
+// snake_case: op, tensor and attribute names.
+bool is_snake_identifier(std::string_view s);
+// Shape symbols may also use capitals (N, D, BlockSize).
+bool is_symbol_identifier(std::string_view s);
+// C++ or Python keyword, or a name the generated code itself uses.
+bool is_reserved_name(std::string_view s);
+
+// The candidate closest to `word` by edit distance, or "" when none is close
+// enough to be a likely fix.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace opgen

@@ -1,0 +1,358 @@
+#include "renderer.h"
+
+#include <pybind11/embed.h>
+#include <pybind11/stl.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+namespace py = pybind11;
+
+namespace opgen {
+namespace {
+
+// The Jinja2 environment and the escaping filters. Spec text reaches
+// generated code only through these filters, never raw.
+constexpr const char* kEnvironmentCode = R"PY(
+import jinja2
+
+def cpp_string(s):
+    """A C++ string literal: printable ASCII kept, everything else octal."""
+    out = ['"']
+    for b in s.encode('utf-8'):
+        c = chr(b)
+        if c in '"\\':
+            out.append('\\' + c)
+        elif 32 <= b < 127 and c != '?':
+            out.append(c)
+        else:
+            out.append('\\%03o' % b)  # fixed width: never swallows a digit
+    out.append('"')
+    return ''.join(out)
+
+def py_string(s):
+    """A Python string literal (repr escapes quotes, newlines, controls)."""
+    return repr(str(s))
+
+def comment_lines(s, marker):
+    """Spec text as line comments: each line gets the marker, and a trailing
+    backslash (a C++ line splice) is dropped, so text cannot leave the comment."""
+    lines = str(s).replace('\r', '\n').split('\n')
+    return '\n'.join((marker + ' ' + line.rstrip('\\').rstrip()).rstrip() for line in lines)
+
+def make_environment(templates_dir):
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters['cpp_string'] = cpp_string
+    env.filters['py_string'] = py_string
+    env.filters['cpp_comment'] = lambda s: comment_lines(s, '//')
+    env.filters['py_comment'] = lambda s: comment_lines(s, '#')
+    return env
+)PY";
+
+// The Python that opgen embeds should be the one the user works in, so that
+// Jinja2 comes from their virtualenv: OPGEN_PYTHON, else the active
+// virtualenv, else the interpreter opgen was built against.
+std::string choose_python_executable() {
+  if (const char* p = std::getenv("OPGEN_PYTHON"); p && *p) return p;
+  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv) {
+    std::filesystem::path candidate = std::filesystem::path(venv) / "bin" / "python3";
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return OPGEN_DEFAULT_PYTHON;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+// Literals that read back to exactly the spec's value.
+std::string float_literal(double v, bool single) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, single ? "%.9g" : "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+py::dict dtype_data(DType d) {
+  const DTypeInfo& i = info(d);
+  py::dict out;
+  out["name"] = i.name;
+  out["cpp"] = i.cpp;
+  out["ffi"] = i.ffi;
+  out["numpy"] = i.numpy;
+  out["size"] = i.size;
+  return out;
+}
+
+py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
+  py::dict out;
+  out["name"] = t.name;
+  out["index"] = index;
+  out["doc"] = t.doc;
+  out["dtype"] = dtype_data(t.dtype);
+  out["rank"] = t.shape.size();
+  py::list dims;
+  for (size_t axis = 0; axis < t.shape.size(); ++axis) {
+    const Dim& d = t.shape[axis];
+    py::dict dim;
+    dim["axis"] = axis;
+    if (d.fixed) {
+      dim["kind"] = "fixed";
+      dim["size"] = *d.fixed;
+      dim["symbol"] = py::none();
+      dim["text"] = std::to_string(*d.fixed);
+    } else {
+      bool binds = false;
+      if (is_input) {
+        for (const SymbolBinding& s : op.symbols) {
+          binds = binds || (s.symbol == d.symbol && s.input == index && s.axis == static_cast<int>(axis));
+        }
+      }
+      dim["kind"] = binds ? "bind" : "symbol";
+      dim["size"] = py::none();
+      dim["symbol"] = d.symbol;
+      dim["text"] = d.symbol;
+    }
+    dims.append(dim);
+  }
+  out["dims"] = dims;
+  return out;
+}
+
+py::dict attr_data(const Attr& a) {
+  const AttrTypeInfo& i = info(a.type);
+  py::dict out;
+  out["name"] = a.name;
+  out["doc"] = a.doc;
+  py::dict type;
+  type["name"] = i.name;
+  type["cpp"] = i.cpp;
+  type["numpy"] = i.numpy;
+  type["struct_format"] = i.struct_format;
+  type["size"] = i.size;
+  out["type"] = type;
+  out["has_default"] = a.default_value.has_value();
+  std::string cpp, python;
+  if (a.default_value) {
+    const AttrValue& v = *a.default_value;
+    if (std::holds_alternative<bool>(v)) {
+      cpp = std::get<bool>(v) ? "true" : "false";
+      python = std::get<bool>(v) ? "True" : "False";
+    } else if (std::holds_alternative<int64_t>(v)) {
+      cpp = python = std::to_string(std::get<int64_t>(v));
+    } else {
+      bool single = a.type == AttrType::kF32;
+      python = float_literal(std::get<double>(v), single);
+      cpp = python + (single ? "f" : "");
+    }
+  }
+  out["default_cpp"] = cpp;
+  out["default_py"] = python;
+  return out;
+}
+
+// The legacy descriptor: header, then the shape symbols as i64, then the
+// attributes in spec order, little-endian and unpadded. One description
+// feeds both the C++ decoder and the Python encoder.
+py::dict opaque_data(const Op& op, const std::string& package) {
+  constexpr int kHeaderSize = 16;  // magic[4], layout u16, reserved u16, fingerprint u64
+  py::list fields;
+  std::string format = "<4sHHQ";
+  int offset = kHeaderSize;
+  for (const SymbolBinding& s : op.symbols) {
+    py::dict f;
+    f["name"] = s.symbol;
+    f["kind"] = "symbol";
+    f["cpp"] = "int64_t";
+    f["offset"] = offset;
+    f["size"] = 8;
+    fields.append(f);
+    format += "q";
+    offset += 8;
+  }
+  for (const Attr& a : op.attrs) {
+    const AttrTypeInfo& i = info(a.type);
+    py::dict f;
+    f["name"] = a.name;
+    f["kind"] = "attr";
+    f["cpp"] = i.cpp;
+    f["offset"] = offset;
+    f["size"] = i.size;
+    fields.append(f);
+    format += i.struct_format;
+    offset += i.size;
+  }
+  py::dict out;
+  out["fields"] = fields;
+  out["size"] = offset;
+  out["header_size"] = kHeaderSize;
+  out["struct_format"] = format;
+  out["fingerprint"] = hex64(op.opaque_fingerprint(package));
+  out["layout_version"] = kOpaqueLayoutVersion;
+  return out;
+}
+
+const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "cpu"; }
+
+py::dict op_data(const Op& op, const Package& package) {
+  py::dict out;
+  out["name"] = op.name;
+  out["doc"] = op.doc;
+  out["spec_path"] = op.spec_path;
+  out["namespace"] = package.name + "::" + op.name;
+  py::list inputs, outputs, attrs, symbols;
+  for (size_t i = 0; i < op.inputs.size(); ++i) inputs.append(tensor_data(op.inputs[i], i, op, true));
+  for (size_t i = 0; i < op.outputs.size(); ++i) outputs.append(tensor_data(op.outputs[i], i, op, false));
+  for (const Attr& a : op.attrs) attrs.append(attr_data(a));
+  for (const SymbolBinding& s : op.symbols) {
+    py::dict d;
+    d["name"] = s.symbol;
+    d["input"] = s.input;
+    d["input_name"] = op.inputs[s.input].name;
+    d["axis"] = s.axis;
+    symbols.append(d);
+  }
+  out["inputs"] = inputs;
+  out["outputs"] = outputs;
+  out["attrs"] = attrs;
+  out["symbols"] = symbols;
+  out["cuda"] = op.has_platform(Platform::kCuda);
+  out["cpu"] = op.has_platform(Platform::kCpu);
+  out["api_versions"] = op.api_versions;
+  out["ffi"] = op.has_api_version(4);
+  std::vector<int> legacy;
+  for (int v : op.api_versions) if (v != 4) legacy.push_back(v);
+  out["legacy_versions"] = legacy;
+  out["command_buffer_compatible"] = op.command_buffer_compatible;
+  out["opaque"] = opaque_data(op, package.name);
+  out["ffi_target"] = package.name + "_" + op.name + "_ffi";
+
+  // Every (platform, api_version) pair that gets a handler. XLA:CPU runs
+  // only api_version 3 of the legacy ABI (1 and 2 are refused there), so a
+  // CPU handler exists for 4 and 3 alone.
+  py::list targets;
+  for (Platform p : op.platforms) {
+    for (int v : op.api_versions) {
+      if (p == Platform::kCpu && (v == 1 || v == 2)) continue;
+      py::dict t;
+      t["platform"] = platform_name(p);
+      t["api_version"] = v;
+      t["target"] = v == 4 ? package.name + "_" + op.name + "_ffi"
+                           : package.name + "_" + op.name + "_legacy_v" + std::to_string(v);
+      t["symbol"] = package.name + "_" + op.name + "_" + platform_name(p) +
+                    (v == 4 ? std::string("_ffi") : "_legacy_v" + std::to_string(v));
+      targets.append(t);
+    }
+  }
+  out["targets"] = targets;
+  return out;
+}
+
+}  // namespace
+
+struct Renderer::Impl {
+  std::unique_ptr<py::scoped_interpreter> interpreter;
+  py::object environment;
+};
+
+Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Impl>()) {
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.parse_argv = 0;
+  config.install_signal_handlers = 0;
+  const std::string python = choose_python_executable();
+  PyStatus status = PyConfig_SetBytesString(&config, &config.executable, python.c_str());
+  if (PyStatus_Exception(status)) {
+    PyConfig_Clear(&config);
+    throw std::runtime_error("cannot configure the embedded Python for " + python);
+  }
+  impl_->interpreter = std::make_unique<py::scoped_interpreter>(&config, 0, nullptr, false);
+  try {
+    py::dict scope;
+    py::exec(kEnvironmentCode, scope);
+    impl_->environment = scope["make_environment"](templates_dir);
+  } catch (const py::error_already_set& e) {
+    std::string where = python;
+    throw std::runtime_error(
+        "cannot load Jinja2 in the Python that opgen embeds (" + where + "): " + e.what() +
+        "\nInstall Jinja2 there (pip install jinja2), or point OPGEN_PYTHON at a Python "
+        "of the same version that has it.");
+  }
+}
+
+Renderer::~Renderer() {
+  // Python objects must go before the interpreter does.
+  impl_->environment = py::object();
+}
+
+std::vector<RenderedFile> Renderer::render_all(const Package& package, const std::vector<Op>& ops) {
+  std::vector<RenderedFile> files;
+  auto render = [&](const std::string& template_name, const std::string& out_path,
+                    const std::string& sources, py::dict context) {
+    context["generated_from"] = sources;
+    context["template_name"] = "templates/" + template_name;
+    try {
+      py::object tmpl = impl_->environment.attr("get_template")(template_name);
+      files.push_back({out_path, tmpl.attr("render")(**context).cast<std::string>()});
+    } catch (const py::error_already_set& e) {
+      throw std::runtime_error("template " + template_name + " failed for " + out_path + ": " +
+                               e.what());
+    }
+  };
+
+  py::dict package_data;
+  package_data["name"] = package.name;
+  package_data["torch_namespace"] = package.torch_namespace;
+  package_data["opaque_layout_version"] = kOpaqueLayoutVersion;
+  py::list all_ops;
+  std::string all_sources = package.spec_path;
+  for (const Op& op : ops) {
+    all_ops.append(op_data(op, package));
+    all_sources += ", " + op.spec_path;
+  }
+
+  const std::string include_dir = "include/" + package.name + "/";
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    auto context = [&] {
+      py::dict c;
+      c["package"] = package_data;
+      c["op"] = all_ops[i];
+      return c;
+    };
+    const std::string sources = package.spec_path + ", " + op.spec_path;
+    render("kernel_interface.h.j2", include_dir + op.name + ".h", sources, context());
+    render("opaque_layout.h.j2", include_dir + op.name + "_opaque.h", sources, context());
+    render("xla_ffi.cc.j2", "src/" + op.name + "_xla_ffi.cc", sources, context());
+    render("xla_legacy.cc.j2", "src/" + op.name + "_xla_legacy.cc", sources, context());
+  }
+  auto package_context = [&] {
+    py::dict c;
+    c["package"] = package_data;
+    c["ops"] = all_ops;
+    return c;
+  };
+  const std::string python_dir = "python/" + package.name + "/";
+  render("module.cc.j2", "src/module.cc", all_sources, package_context());
+  render("package.cmake.j2", "opgen_package.cmake", all_sources, package_context());
+  render("package_init.py.j2", python_dir + "__init__.py", all_sources, package_context());
+  render("opaque.py.j2", python_dir + "_opaque.py", all_sources, package_context());
+  render("jax.py.j2", python_dir + "jax.py", all_sources, package_context());
+  return files;
+}
+
+}  // namespace opgen

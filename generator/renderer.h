@@ -1,0 +1,37 @@
+// Turns the checked model into template data and renders the Jinja2
+// templates through an embedded Python interpreter (pybind11), so that opgen
+// stays one command while the templates stay plain Jinja2.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace opgen {
+
+struct RenderedFile {
+  std::string path;      // relative to the output folder
+  std::string contents;
+};
+
+class Renderer {
+ public:
+  // Starts the interpreter and loads Jinja2; throws std::runtime_error with a
+  // message that says how to fix the environment when Jinja2 is missing.
+  explicit Renderer(const std::string& templates_dir);
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
+
+  // Every file that the package and its ops produce. Throws
+  // std::runtime_error naming the template when rendering fails.
+  std::vector<RenderedFile> render_all(const Package& package, const std::vector<Op>& ops);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace opgen

@@ -1,0 +1,599 @@
+#include "spec_reader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "names.h"
+
+namespace opgen {
+namespace {
+
+// Reads one file: wraps yaml-cpp nodes with located, typed accessors that
+// report instead of throwing.
+class SpecFile {
+ public:
+  SpecFile(std::string display_path, Diagnostics& diags)
+      : path_(std::move(display_path)), diags_(diags) {}
+
+  Location at(const YAML::Node& node) const {
+    const YAML::Mark m = node.Mark();
+    if (m.is_null()) return {path_, 0, 0};
+    return {path_, m.line + 1, m.column + 1};
+  }
+  Location at(const YAML::Mark& m) const { return {path_, m.line + 1, m.column + 1}; }
+  Location whole_file() const { return {path_, 0, 0}; }
+
+  void error(const Location& where, std::string message) { diags_.error(where, std::move(message)); }
+
+  // Loads the document; reports a YAML syntax error at its position.
+  std::optional<YAML::Node> load(const std::string& fs_path) {
+    std::ifstream in(fs_path, std::ios::binary);
+    if (!in) {
+      error(whole_file(), "cannot open the spec file");
+      return std::nullopt;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      YAML::Node root = YAML::Load(text.str());
+      if (!root.IsMap()) {
+        error(root.IsDefined() && !root.IsNull() ? at(root) : whole_file(),
+              "a spec must be a YAML mapping of keys to values");
+        return std::nullopt;
+      }
+      return root;
+    } catch (const YAML::Exception& e) {
+      error(at(e.mark), "invalid YAML: " + e.msg);
+      return std::nullopt;
+    }
+  }
+
+  // The entries of a mapping, in document order, with every key checked
+  // against `allowed`. Duplicate and unknown keys are reported (with a likely
+  // fix where one is close); their values are skipped.
+  std::vector<std::pair<std::string, YAML::Node>> entries(const YAML::Node& map,
+                                                          const std::string& what,
+                                                          const std::vector<std::string>& allowed) {
+    std::vector<std::pair<std::string, YAML::Node>> out;
+    std::set<std::string> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node key = it->first;
+      if (!key.IsScalar()) {
+        error(at(key), "keys of " + what + " must be plain names");
+        continue;
+      }
+      const std::string name = key.Scalar();
+      if (!seen.insert(name).second) {
+        error(at(key), "duplicate key '" + name + "' in " + what);
+        continue;
+      }
+      if (!allowed.empty() &&
+          std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        std::string message = "unknown key '" + name + "' in " + what;
+        std::string fix = closest_match(name, allowed);
+        if (!fix.empty()) {
+          message += "; did you mean '" + fix + "'?";
+        } else {
+          message += " (expected one of:";
+          for (const std::string& a : allowed) message += " " + a;
+          message += ")";
+        }
+        error(at(key), message);
+        continue;
+      }
+      out.emplace_back(name, it->second);
+    }
+    return out;
+  }
+
+  // Reports each key of `required` that `map` lacks.
+  void require(const YAML::Node& map, const std::string& what,
+               const std::vector<std::string>& required) {
+    for (const std::string& key : required) {
+      if (!map[key]) error(at(map), what + " is missing the required key '" + key + "'");
+    }
+  }
+
+  bool expect_map(const YAML::Node& node, const std::string& what) {
+    if (node.IsMap()) return true;
+    error(at(node), what + " must be a mapping");
+    return false;
+  }
+
+  bool expect_sequence(const YAML::Node& node, const std::string& what) {
+    if (node.IsSequence()) return true;
+    error(at(node), what + " must be a list, such as [a, b]");
+    return false;
+  }
+
+  std::optional<std::string> string(const YAML::Node& node, const std::string& what) {
+    if (!node.IsScalar()) {
+      error(at(node), what + " must be a string");
+      return std::nullopt;
+    }
+    return node.Scalar();
+  }
+
+  // An integer written as a plain (unquoted) YAML scalar.
+  std::optional<int64_t> integer(const YAML::Node& node, const std::string& what) {
+    if (!node.IsScalar() || node.Tag() == "!") {
+      error(at(node), what + " must be an integer");
+      return std::nullopt;
+    }
+    const std::string& text = node.Scalar();
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE) {
+      error(at(node), what + " must be an integer, not '" + text + "'");
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<double> real(const YAML::Node& node, const std::string& what) {
+    if (!node.IsScalar() || node.Tag() == "!") {
+      error(at(node), what + " must be a number");
+      return std::nullopt;
+    }
+    const std::string& text = node.Scalar();
+    errno = 0;
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+      error(at(node), what + " must be a finite number, not '" + text + "'");
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  std::optional<bool> boolean(const YAML::Node& node, const std::string& what) {
+    if (node.IsScalar() && node.Tag() != "!") {
+      if (node.Scalar() == "true") return true;
+      if (node.Scalar() == "false") return false;
+    }
+    error(at(node), what + " must be true or false");
+    return std::nullopt;
+  }
+
+  std::optional<std::string> snake_name(const YAML::Node& node, const std::string& what) {
+    std::optional<std::string> s = string(node, what);
+    if (!s) return std::nullopt;
+    return checked_snake_name(*s, at(node), what) ? s : std::nullopt;
+  }
+
+  bool checked_snake_name(const std::string& s, const Location& where, const std::string& what) {
+    if (!is_snake_identifier(s)) {
+      error(where, what + " '" + s +
+                       "' is not a valid name: use lower case letters, digits and '_', "
+                       "starting with a letter");
+      return false;
+    }
+    if (is_reserved_name(s)) {
+      error(where, what + " '" + s + "' is reserved in C++, Python or the generated code");
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  std::string path_;
+  Diagnostics& diags_;
+};
+
+// The `opgen:` format version, which every spec carries.
+bool check_format_version(SpecFile& f, const YAML::Node& root) {
+  const YAML::Node v = root["opgen"];
+  if (!v) return false;  // reported by require()
+  std::optional<int64_t> version = f.integer(v, "the format version 'opgen'");
+  if (!version) return false;
+  if (*version > kSpecFormatVersion) {
+    f.error(f.at(v), "spec format version " + std::to_string(*version) +
+                         " is newer than this opgen reads (" + std::to_string(kSpecFormatVersion) +
+                         "); update opgen");
+    return false;
+  }
+  if (*version < 1) {
+    f.error(f.at(v), "spec format version must be " + std::to_string(kSpecFormatVersion));
+    return false;
+  }
+  return true;
+}
+
+std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YAML::Node& node,
+                                  const std::string& role, const Location& name_at) {
+  const std::string what = role + " '" + name + "'";
+  Tensor t;
+  t.name = name;
+  t.where = name_at;
+  bool ok = f.checked_snake_name(name, name_at, role + " name");
+  if (!f.expect_map(node, what)) return std::nullopt;
+  f.require(node, what, {"dtype", "shape"});
+  bool have_dtype = false, have_shape = false;
+  for (const auto& [key, value] : f.entries(node, what, {"dtype", "shape", "doc"})) {
+    if (key == "dtype") {
+      std::optional<std::string> s = f.string(value, "the dtype of " + what);
+      if (!s) {
+        ok = false;
+        continue;
+      }
+      std::optional<DType> d = parse_dtype(*s);
+      if (!d) {
+        std::vector<std::string> names;
+        for (const DTypeInfo& i : all_dtypes()) names.push_back(i.name);
+        std::string message = "unsupported dtype '" + *s + "' for " + what;
+        std::string fix = closest_match(*s, names);
+        message += fix.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool)"
+                               : "; did you mean '" + fix + "'?";
+        f.error(f.at(value), message);
+        ok = false;
+        continue;
+      }
+      t.dtype = *d;
+      have_dtype = true;
+    } else if (key == "shape") {
+      if (!f.expect_sequence(value, "the shape of " + what)) {
+        ok = false;
+        continue;
+      }
+      have_shape = true;
+      for (const YAML::Node& dim : value) {
+        Dim d;
+        d.where = f.at(dim);
+        if (!dim.IsScalar() || dim.Tag() == "!") {
+          f.error(d.where, "a dimension of " + what + " must be a size or a shape symbol");
+          ok = false;
+          continue;
+        }
+        const std::string& text = dim.Scalar();
+        if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) {
+          std::optional<int64_t> size = f.integer(dim, "a fixed dimension of " + what);
+          if (!size) {
+            ok = false;
+          } else if (*size < 1) {
+            f.error(d.where, "a fixed dimension of " + what + " must be at least 1, not " +
+                                 std::to_string(*size));
+            ok = false;
+          } else {
+            d.fixed = *size;
+            t.shape.push_back(d);
+          }
+        } else if (!is_symbol_identifier(text) || is_reserved_name(text)) {
+          f.error(d.where, "'" + text + "' in the shape of " + what +
+                               " is neither a size nor a valid shape symbol (a name such as N)");
+          ok = false;
+        } else {
+          d.symbol = text;
+          t.shape.push_back(d);
+        }
+      }
+    } else if (key == "doc") {
+      std::optional<std::string> s = f.string(value, "the doc of " + what);
+      if (s) t.doc = *s;
+      else ok = false;
+    }
+  }
+  if (!ok || !have_dtype || !have_shape) return std::nullopt;
+  return t;
+}
+
+std::optional<AttrValue> read_attr_value(SpecFile& f, AttrType type, const YAML::Node& node,
+                                         const std::string& what) {
+  switch (type) {
+    case AttrType::kBool: {
+      auto v = f.boolean(node, what);
+      if (v) return AttrValue{*v};
+      return std::nullopt;
+    }
+    case AttrType::kI32:
+    case AttrType::kI64: {
+      auto v = f.integer(node, what);
+      if (!v) return std::nullopt;
+      if (type == AttrType::kI32 && (*v < INT32_MIN || *v > INT32_MAX)) {
+        f.error(f.at(node), what + " is out of range for i32");
+        return std::nullopt;
+      }
+      return AttrValue{*v};
+    }
+    case AttrType::kF32:
+    case AttrType::kF64: {
+      auto v = f.real(node, what);
+      if (!v) return std::nullopt;
+      if (type == AttrType::kF32 && std::fabs(*v) > 3.4028234663852886e38) {
+        f.error(f.at(node), what + " is out of range for f32");
+        return std::nullopt;
+      }
+      return AttrValue{*v};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::Node& node,
+                              const Location& name_at) {
+  const std::string what = "attribute '" + name + "'";
+  Attr a;
+  a.name = name;
+  a.where = name_at;
+  bool ok = f.checked_snake_name(name, name_at, "attribute name");
+  if (!f.expect_map(node, what)) return std::nullopt;
+  f.require(node, what, {"type"});
+  auto fields = f.entries(node, what, {"type", "default", "doc"});
+  bool have_type = false;
+  for (const auto& [key, value] : fields) {
+    if (key != "type") continue;
+    std::optional<std::string> s = f.string(value, "the type of " + what);
+    if (!s) return std::nullopt;
+    std::optional<AttrType> type = parse_attr_type(*s);
+    if (!type) {
+      f.error(f.at(value), "unsupported type '" + *s + "' for " + what +
+                               " (supported: bool, i32, i64, f32, f64)");
+      return std::nullopt;
+    }
+    a.type = *type;
+    have_type = true;
+  }
+  if (!have_type) return std::nullopt;
+  for (const auto& [key, value] : fields) {
+    if (key == "default") {
+      a.default_value = read_attr_value(f, a.type, value, "the default of " + what);
+      if (!a.default_value) ok = false;
+    } else if (key == "doc") {
+      std::optional<std::string> s = f.string(value, "the doc of " + what);
+      if (s) a.doc = *s;
+      else ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return a;
+}
+
+// Reads `inputs:` or `outputs:`.
+bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& section,
+                  const std::string& role, std::vector<Tensor>& out) {
+  if (!f.expect_map(node, "'" + section + "'")) return false;
+  if (node.size() == 0) {
+    f.error(f.at(node), "'" + section + "' must name at least one " + role);
+    return false;
+  }
+  bool ok = true;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar()) {
+      f.error(f.at(it->first), role + " names must be plain names");
+      ok = false;
+      continue;
+    }
+    std::optional<Tensor> t = read_tensor(f, it->first.Scalar(), it->second, role, f.at(it->first));
+    if (t) out.push_back(*t);
+    else ok = false;
+  }
+  return ok;
+}
+
+// Binds every shape symbol to its first input dimension and checks that
+// outputs only use bound symbols.
+bool resolve_symbols(SpecFile& f, Op& op) {
+  bool ok = true;
+  std::map<std::string, bool> bound;
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const Tensor& t = op.inputs[i];
+    for (size_t axis = 0; axis < t.shape.size(); ++axis) {
+      const Dim& d = t.shape[axis];
+      if (d.fixed || bound.count(d.symbol)) continue;
+      bound[d.symbol] = true;
+      op.symbols.push_back({d.symbol, static_cast<int>(i), static_cast<int>(axis)});
+    }
+  }
+  for (const Tensor& t : op.outputs) {
+    for (const Dim& d : t.shape) {
+      if (d.fixed || bound.count(d.symbol)) continue;
+      f.error(d.where, "shape symbol '" + d.symbol + "' of output '" + t.name +
+                           "' is not bound by any input's shape");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Every name lands in one C++ struct and one Python signature.
+bool check_unique_names(SpecFile& f, const Op& op) {
+  bool ok = true;
+  std::map<std::string, std::string> owner;
+  auto claim = [&](const std::string& name, const std::string& role, const Location& where) {
+    auto [it, inserted] = owner.emplace(name, role);
+    if (!inserted) {
+      f.error(where, "the name '" + name + "' of this " + role + " is already used by " + it->second);
+      ok = false;
+    }
+  };
+  for (const Tensor& t : op.inputs) claim(t.name, "input", t.where);
+  for (const Tensor& t : op.outputs) claim(t.name, "output", t.where);
+  for (const Attr& a : op.attrs) claim(a.name, "attribute", a.where);
+  for (const SymbolBinding& s : op.symbols) {
+    const Dim& d = op.inputs[s.input].shape[s.axis];
+    claim(s.symbol, "shape symbol", d.where);
+  }
+  return ok;
+}
+
+void read_xla(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
+  if (!f.expect_map(node, "'xla'")) {
+    ok = false;
+    return;
+  }
+  for (const auto& [key, value] : f.entries(node, "'xla'", {"api_versions", "command_buffer_compatible"})) {
+    if (key == "api_versions") {
+      if (!f.expect_sequence(value, "'api_versions'")) {
+        ok = false;
+        continue;
+      }
+      op.api_versions.clear();
+      for (const YAML::Node& v : value) {
+        std::optional<int64_t> version = f.integer(v, "an api_version");
+        if (!version) {
+          ok = false;
+        } else if (*version < 1 || *version > 4) {
+          f.error(f.at(v), "unsupported api_version " + std::to_string(*version) +
+                               " (1, 2, 3: legacy custom call with an opaque descriptor; "
+                               "4: typed XLA FFI)");
+          ok = false;
+        } else if (op.has_api_version(static_cast<int>(*version))) {
+          f.error(f.at(v), "api_version " + std::to_string(*version) + " is listed twice");
+          ok = false;
+        } else {
+          op.api_versions.push_back(static_cast<int>(*version));
+        }
+      }
+      if (value.size() == 0) {
+        f.error(f.at(value), "'api_versions' must list at least one version");
+        ok = false;
+      }
+    } else if (key == "command_buffer_compatible") {
+      std::optional<bool> b = f.boolean(value, "'command_buffer_compatible'");
+      if (b) op.command_buffer_compatible = *b;
+      else ok = false;
+    }
+  }
+}
+
+void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
+  if (!f.expect_sequence(node, "'platforms'")) {
+    ok = false;
+    return;
+  }
+  op.platforms.clear();
+  for (const YAML::Node& p : node) {
+    std::optional<std::string> s = f.string(p, "a platform");
+    if (!s) {
+      ok = false;
+      continue;
+    }
+    std::optional<Platform> platform;
+    if (*s == "cuda") platform = Platform::kCuda;
+    if (*s == "cpu") platform = Platform::kCpu;
+    if (!platform) {
+      std::string fix = closest_match(*s, {"cuda", "cpu"});
+      f.error(f.at(p), "unknown platform '" + *s + "'" +
+                           (fix.empty() ? " (supported: cuda, cpu)" : "; did you mean '" + fix + "'?"));
+      ok = false;
+    } else if (op.has_platform(*platform)) {
+      f.error(f.at(p), "platform '" + *s + "' is listed twice");
+      ok = false;
+    } else {
+      op.platforms.push_back(*platform);
+    }
+  }
+  if (node.size() == 0) {
+    f.error(f.at(node), "'platforms' must list at least one platform");
+    ok = false;
+  }
+}
+
+}  // namespace
+
+std::optional<Op> read_op_spec(const std::string& path, const std::string& display_path,
+                               Diagnostics& diags) {
+  SpecFile f(display_path, diags);
+  std::optional<YAML::Node> loaded = f.load(path);
+  if (!loaded) return std::nullopt;
+  const YAML::Node& root = *loaded;
+
+  Op op;
+  op.spec_path = display_path;
+  op.platforms = {Platform::kCuda, Platform::kCpu};
+  op.api_versions = {4};
+  bool ok = true;
+
+  f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
+  const auto top = f.entries(
+      root, "the spec", {"opgen", "name", "doc", "inputs", "outputs", "attrs", "platforms", "xla"});
+  if (!check_format_version(f, root)) ok = false;
+  for (const auto& [key, value] : top) {
+    if (key == "name") {
+      std::optional<std::string> name = f.snake_name(value, "op name");
+      if (!name) {
+        ok = false;
+        continue;
+      }
+      op.name = *name;
+      const std::string stem = std::filesystem::path(display_path).stem().string();
+      if (stem != op.name) {
+        f.error(f.at(value), "op name '" + op.name + "' does not match the file name '" +
+                                 std::filesystem::path(display_path).filename().string() +
+                                 "' (an op's spec is <name>.yaml)");
+        ok = false;
+      }
+    } else if (key == "doc") {
+      std::optional<std::string> s = f.string(value, "'doc'");
+      if (s) op.doc = *s;
+      else ok = false;
+    } else if (key == "inputs") {
+      ok = read_tensors(f, value, "inputs", "input", op.inputs) && ok;
+    } else if (key == "outputs") {
+      ok = read_tensors(f, value, "outputs", "output", op.outputs) && ok;
+    } else if (key == "attrs") {
+      if (!f.expect_map(value, "'attrs'")) {
+        ok = false;
+        continue;
+      }
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        if (!it->first.IsScalar()) {
+          f.error(f.at(it->first), "attribute names must be plain names");
+          ok = false;
+          continue;
+        }
+        std::optional<Attr> a = read_attr(f, it->first.Scalar(), it->second, f.at(it->first));
+        if (a) op.attrs.push_back(*a);
+        else ok = false;
+      }
+    } else if (key == "platforms") {
+      read_platforms(f, value, op, ok);
+    } else if (key == "xla") {
+      read_xla(f, value, op, ok);
+    }
+  }
+  if (!ok || op.name.empty() || op.inputs.empty() || op.outputs.empty()) return std::nullopt;
+  if (!resolve_symbols(f, op)) return std::nullopt;
+  if (!check_unique_names(f, op)) return std::nullopt;
+  return op;
+}
+
+std::optional<Package> read_package_spec(const std::string& path, const std::string& display_path,
+                                         Diagnostics& diags) {
+  SpecFile f(display_path, diags);
+  std::optional<YAML::Node> loaded = f.load(path);
+  if (!loaded) return std::nullopt;
+  const YAML::Node& root = *loaded;
+  Package pkg;
+  pkg.spec_path = display_path;
+  bool ok = true;
+  f.require(root, "the package settings", {"opgen", "package"});
+  const auto top = f.entries(root, "the package settings", {"opgen", "package"});
+  if (!check_format_version(f, root)) ok = false;
+  for (const auto& [key, value] : top) {
+    if (key != "package" || !f.expect_map(value, "'package'")) {
+      ok = ok && key != "package";
+      continue;
+    }
+    f.require(value, "'package'", {"name", "torch_namespace"});
+    for (const auto& [k, v] : f.entries(value, "'package'", {"name", "torch_namespace"})) {
+      std::optional<std::string> s = f.snake_name(v, k == "name" ? "package name" : "torch namespace");
+      if (!s) ok = false;
+      else if (k == "name") pkg.name = *s;
+      else pkg.torch_namespace = *s;
+    }
+  }
+  if (!ok || pkg.name.empty() || pkg.torch_namespace.empty()) return std::nullopt;
+  return pkg;
+}
+
+}  // namespace opgen

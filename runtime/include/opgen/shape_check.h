@@ -1,0 +1,28 @@
+// Messages for the shape checks that generated handlers run before a kernel
+// body sees its arguments. They name the op, the tensor, the axis and the
+// spec's declared shape, so the caller can tell which argument is wrong.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace opgen {
+
+// "[8, 3]"
+std::string shape_text(const int64_t* dims, size_t rank);
+
+// "simple_add: input 'a' has rank 2 (shape [8, 3]); the spec declares [N]"
+std::string rank_mismatch(const char* op, const char* role, const char* tensor,
+                          const int64_t* dims, size_t rank, const char* declared);
+
+// "simple_add: input 'b' has shape [7]; dimension 0 must be N = 8 (bound by
+// input 'a' dimension 0); the spec declares [N]"
+std::string dim_mismatch(const char* op, const char* role, const char* tensor,
+                         const int64_t* dims, size_t rank, size_t axis, int64_t expected,
+                         const char* expected_because, const char* declared);
+
+// Product of the dimensions, or -1 when it overflows int64.
+int64_t element_count(const int64_t* dims, size_t rank);
+
+}  // namespace opgen

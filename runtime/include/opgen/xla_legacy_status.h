@@ -1,0 +1,32 @@
+// Reporting failures from legacy (api_version 1, 2, 3) custom calls.
+//
+// XLA's status setter, XlaCustomCallStatusSetFailure, lives inside XLA and is
+// not exported by jaxlib or torch_xla wheels (checked: jaxlib 0.10.2,
+// torch_xla 2.9.0), so an extension cannot link against it. opgen looks it up
+// in the process at run time; where it is found, a failure becomes an XLA
+// error status that the framework raises. Where it is not (and always for
+// api_version 1, which has no status argument) the failure is printed to
+// stderr and the kernel is not run. The typed FFI (api_version 4) has none of
+// these limits: prefer it.
+#pragma once
+
+#include <cstddef>
+
+#include "opgen/status.h"
+
+extern "C" {
+typedef struct XlaCustomCallStatus_ XlaCustomCallStatus;
+}
+
+namespace opgen::xla_legacy {
+
+using SetFailureFn = void (*)(XlaCustomCallStatus*, const char* message, size_t message_len);
+
+// The setter found in the process, or nullptr.
+SetFailureFn failure_setter();
+
+// Reports `s` (when it is an error) for custom-call `target`: through
+// `status` when it is non-null and a setter is known, else on stderr.
+void report(XlaCustomCallStatus* status, const char* target, const Status& s);
+
+}  // namespace opgen::xla_legacy
