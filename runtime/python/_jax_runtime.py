@@ -107,7 +107,7 @@ def check_attr(op: str, name: str, value, numpy_type: str):
         if not info.min <= int(value) <= info.max:
             raise ValueError(f"{op}: attribute '{name}' = {value} does not fit {numpy_type}")
     if kind is float:
-        if not np.isfinite(float(value)) or abs(float(value)) > np.finfo(scalar_type).max:
+        if not np.isfinite(float(value)) or abs(float(value)) > float(np.finfo(scalar_type).max):
             raise ValueError(f"{op}: attribute '{name}' = {value} is not a finite {numpy_type}")
     return scalar_type(value)
 

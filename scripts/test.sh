@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine:
+#   1. GoogleTest: spec reader and every error kind, opaque layout, legacy status
+#      path, and generated/ == what opgen makes from specs/ (the build does NOT
+#      regenerate generated/ here, so a stale commit fails the golden test);
+#   2. pip install . (scikit-build-core) into .venv;
+#   3. pytest against the installed package (GPU tests skip without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+
+cmake -S . -B build/tests -G Ninja -DPython_EXECUTABLE="$PWD/.venv/bin/python" \
+  -DOPGEN_BUILD_TESTS=ON -DOPGEN_REGENERATE=OFF
+cmake --build build/tests
+(cd build/tests && ctest --output-on-failure)
+
+python -m pip install -q --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OFF .
+# Run from tests/ so that `import opgen_ops` is the installed package.
+(cd tests/python && python -m pytest -q -rs .)
