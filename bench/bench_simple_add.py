@@ -52,7 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--overhead-sizes", default="1024,1048576",
                    help="[c] vector lengths, comma-separated (default 1024,1048576)")
     p.add_argument("--overhead-k", type=int, default=100, help="[c] chained calls per jit (default 100)")
-    p.add_argument("--overhead-reps", type=int, default=300,
+    p.add_argument("--overhead-reps", type=int, default=1000,
                    help="[c] timed repetitions per measurement (default 300)")
     p.add_argument("--copy-baseline", choices=("auto", "torch", "xla"), default="auto",
                    help="[a] reference copy for the bandwidth target (auto: torch if it works, else XLA)")
@@ -561,7 +561,7 @@ def overhead_section(emit, hand, hand_label, randn, verdict) -> None:
     reps = ARGS.overhead_reps
     modes = [("graphs", None), ("no graphs", NO_GRAPHS)]
     emit(f"[c] Per-call overhead: K = {k} (and 2K) chained calls in one jit, generated v4 (A) vs {hand_label} (B), "
-         f"measured A B A B; median of {reps} jit calls each.")
+         f"interleaved A B per round, {reps} rounds, two runs; medians.")
     emit("    per call = total / K (includes 1/K of the dispatch); marginal = (T(2K) - T(K)) / K (dispatch-free).")
     emit("    graphs: XLA's default (calls may be captured in command buffers, i.e. CUDA graphs, and replayed "
          "without running the handler); no graphs: compiled with xla_gpu_graph_min_graph_size = 1e6, "
@@ -591,9 +591,13 @@ def overhead_section(emit, hand, hand_label, randn, verdict) -> None:
                     execs[(name, kk)] = c
             res = {name: [] for name in variants}
             for run in (1, 2):
-                for name in variants:  # A then B, twice: A B A B
-                    tk = med(timed(execs[(name, k)], (a, b), reps, warmup=10))
-                    t2k = med(timed(execs[(name, 2 * k)], (a, b), reps, warmup=10))
+                # One call of each executable per round (A_K B_K A_2K B_2K), `reps` rounds:
+                # host and clock drift hit both variants alike.
+                keys = [(name, kk) for kk in (k, 2 * k) for name in variants]
+                times = timed_interleaved({key: execs[key] for key in keys},
+                                          {key: (a, b) for key in keys}, reps, warmup=10)
+                for name in variants:
+                    tk, t2k = med(times[(name, k)]), med(times[(name, 2 * k)])
                     res[name].append((tk / k, (t2k - tk) / k))
                     log(f"[c] N = {n}, {mode}, run {run}, {name}: {tk / k * 1e6:.3f} us per call, "
                         f"marginal {(t2k - tk) / k * 1e6:.3f} us")

@@ -1,1 +1,439 @@
+// The spec reader: every spec in tests/bad_specs/ is rejected with the
+// message its first line names; the real specs read into the expected model.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "diagnostics.h"
+#include "model.h"
+#include "spec_reader.h"
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using opgen_test::source_dir;
+
+// ---------------------------------------------------------------------------
+// The bad-spec corpus
+// ---------------------------------------------------------------------------
+
+// One file of tests/bad_specs/. Its leading comment lines carry the
+// expectation:
+//   # expect: <text that some diagnostic's formatted line contains>
+//   # expect-line: <1-based line that diagnostic points at>   (optional)
+//   # known-bug: <why the reader still returns a model>       (optional)
+// A known-bug file is reported with its message but the reader still returns
+// an Op (or Package) for it; its "rejected" test is skipped, and fails once
+// the reader is fixed, to say that the marker should go.
+struct BadSpec {
+  std::string file_name;  // simple_add.yaml
+  fs::path path;
+  std::string expect;     // empty when the header is missing
+  int line = -1;          // -1: any line
+  std::string known_bug;
+  std::string header_problem;
+};
+
+// Names the parameter in gtest's messages (instead of its bytes).
+void PrintTo(const BadSpec& spec, std::ostream* os) { *os << spec.file_name; }
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+BadSpec parse_bad_spec(const fs::path& path) {
+  BadSpec spec;
+  spec.path = path;
+  spec.file_name = path.filename().string();
+  std::istringstream in(opgen_test::read_file(path));
+  std::string line;
+  bool first = true;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '#') break;  // the header is the leading comment block
+    const std::string expect_key = "# expect:";
+    const std::string line_key = "# expect-line:";
+    const std::string bug_key = "# known-bug:";
+    if (line.rfind(bug_key, 0) == 0) {
+      spec.known_bug = trim(line.substr(bug_key.size()));
+    } else if (line.rfind(line_key, 0) == 0) {
+      const std::string value = trim(line.substr(line_key.size()));
+      char* end = nullptr;
+      const long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 1) {
+        spec.header_problem = "'# expect-line:' must give a line number >= 1, not '" + value + "'";
+      } else {
+        spec.line = static_cast<int>(n);
+      }
+    } else if (line.rfind(expect_key, 0) == 0) {
+      if (!first) spec.header_problem = "'# expect:' must be the first line";
+      spec.expect = trim(line.substr(expect_key.size()));
+    }
+    first = false;
+  }
+  if (spec.expect.empty() && spec.header_problem.empty()) {
+    spec.header_problem = "the first line must be '# expect: <part of the expected message>'";
+  }
+  return spec;
+}
+
+// Enumerated when the tests are registered, so a new file needs no code.
+std::vector<BadSpec> bad_specs() {
+  std::vector<fs::path> paths;
+  for (const auto& entry : fs::directory_iterator(source_dir() / "tests" / "bad_specs")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      paths.push_back(entry.path());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  std::vector<BadSpec> specs;
+  for (const fs::path& p : paths) specs.push_back(parse_bad_spec(p));
+  return specs;
+}
+
+std::string test_name(const ::testing::TestParamInfo<BadSpec>& info) {
+  std::string name = fs::path(info.param.file_name).stem().string();
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+std::string all_messages(const opgen::Diagnostics& diags) {
+  std::string out;
+  for (const opgen::Diagnostic& d : diags.all()) out += "  " + opgen::format(d) + "\n";
+  return out.empty() ? "  (none)\n" : out;
+}
+
+// The name shown in diagnostics; an op spec's name must match its stem.
+std::string shown_name(const BadSpec& spec) { return "tests/bad_specs/" + spec.file_name; }
+
+// Reads the spec as opgen does: package.yaml holds the package settings.
+// Returns whether the reader returned a model.
+bool read_spec(const BadSpec& spec, opgen::Diagnostics& diags) {
+  if (spec.file_name == opgen::kPackageSpecFileName) {
+    return opgen::read_package_spec(spec.path.string(), shown_name(spec), diags).has_value();
+  }
+  return opgen::read_op_spec(spec.path.string(), shown_name(spec), diags).has_value();
+}
+
+class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(BadSpecTest, IsRejected) {
+  const BadSpec& spec = GetParam();
+  ASSERT_TRUE(spec.header_problem.empty()) << spec.path << ": " << spec.header_problem;
+  opgen::Diagnostics diags;
+  const bool accepted = read_spec(spec, diags);
+  EXPECT_TRUE(diags.has_errors()) << shown_name(spec) << " produced no error";
+  if (!spec.known_bug.empty()) {
+    if (accepted) GTEST_SKIP() << "known generator bug: " << spec.known_bug;
+    FAIL() << shown_name(spec) << " is now rejected: delete its '# known-bug:' line";
+  }
+  EXPECT_FALSE(accepted) << shown_name(spec) << " was returned as a model; diagnostics:\n"
+                         << all_messages(diags);
+}
+
+TEST_P(BadSpecTest, ReportsTheExpectedMessage) {
+  const BadSpec& spec = GetParam();
+  ASSERT_TRUE(spec.header_problem.empty()) << spec.path << ": " << spec.header_problem;
+  const std::string shown = shown_name(spec);
+  opgen::Diagnostics diags;
+  read_spec(spec, diags);
+  ASSERT_TRUE(diags.has_errors()) << shown << " produced no error";
+  EXPECT_GE(diags.error_count(), 1);
+
+  bool found_text = false, found_at_line = false;
+  for (const opgen::Diagnostic& d : diags.all()) {
+    EXPECT_EQ(d.where.file, shown) << "a diagnostic names another file: " << opgen::format(d);
+    const std::string text = opgen::format(d);
+    if (text.find(spec.expect) == std::string::npos) continue;
+    found_text = true;
+    if (spec.line < 0 || d.where.line == spec.line) {
+      found_at_line = true;
+      EXPECT_EQ(d.severity, opgen::Diagnostic::Severity::kError) << text;
+      if (d.where.line > 0) {
+        // The formatted line leads with FILE:LINE:COL.
+        EXPECT_EQ(text.rfind(shown + ":" + std::to_string(d.where.line) + ":", 0), 0u) << text;
+        EXPECT_GE(d.where.column, 1) << text;
+      }
+    }
+  }
+  EXPECT_TRUE(found_text) << shown << ": no diagnostic contains \"" << spec.expect
+                          << "\"; got:\n" << all_messages(diags);
+  if (found_text) {
+    EXPECT_TRUE(found_at_line) << shown << ": \"" << spec.expect << "\" is reported, but not at line "
+                               << spec.line << "; got:\n" << all_messages(diags);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BadSpecs, BadSpecTest, ::testing::ValuesIn(bad_specs()), test_name);
+
+// Guards the enumeration itself: an empty or unreadable folder would
+// otherwise instantiate nothing and pass.
+TEST(BadSpecCorpus, IsPresentAndEveryFileHasAnExpectation) {
+  const std::vector<BadSpec> specs = bad_specs();
+  EXPECT_GE(specs.size(), 30u);
+  for (const BadSpec& s : specs) EXPECT_TRUE(s.header_problem.empty()) << s.file_name;
+}
+
+// ---------------------------------------------------------------------------
+// The good specs
+// ---------------------------------------------------------------------------
+
+// The 1-based line of `specs/<file>` that starts with `prefix`, or 0.
+int line_of(const std::string& file, const std::string& prefix) {
+  std::istringstream in(opgen_test::read_file(source_dir() / "specs" / file));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.rfind(prefix, 0) == 0) return n;
+  }
+  return 0;
+}
+
+class SimpleAddSpec : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    op_ = opgen::read_op_spec((source_dir() / "specs" / "simple_add.yaml").string(),
+                              "specs/simple_add.yaml", diags_);
+    ASSERT_TRUE(op_.has_value()) << all_messages(diags_);
+  }
+  opgen::Diagnostics diags_;
+  std::optional<opgen::Op> op_;
+};
+
+TEST_F(SimpleAddSpec, ReadsWithoutDiagnostics) {
+  EXPECT_FALSE(diags_.has_errors());
+  EXPECT_TRUE(diags_.all().empty()) << all_messages(diags_);
+  EXPECT_EQ(op_->name, "simple_add");
+  EXPECT_EQ(op_->spec_path, "specs/simple_add.yaml");
+  EXPECT_EQ(op_->doc, "Elementwise `a + alpha * b` of two vectors of equal length.");
+}
+
+TEST_F(SimpleAddSpec, Inputs) {
+  ASSERT_EQ(op_->inputs.size(), 2u);
+  const char* names[] = {"a", "b"};
+  const char* docs[] = {"first addend", "second addend, scaled by alpha"};
+  for (size_t i = 0; i < 2; ++i) {
+    const opgen::Tensor& t = op_->inputs[i];
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(t.name, names[i]);
+    EXPECT_EQ(t.dtype, opgen::DType::kF32);
+    EXPECT_STREQ(opgen::info(t.dtype).name, "f32");
+    EXPECT_STREQ(opgen::info(t.dtype).cpp, "float");
+    EXPECT_EQ(t.doc, docs[i]);
+    ASSERT_EQ(t.shape.size(), 1u);
+    EXPECT_FALSE(t.shape[0].fixed.has_value());
+    EXPECT_EQ(t.shape[0].symbol, "N");
+    EXPECT_EQ(t.where.file, "specs/simple_add.yaml");
+    EXPECT_EQ(t.where.line, line_of("simple_add.yaml", std::string("  ") + names[i] + ":"));
+    EXPECT_EQ(t.where.column, 3);
+  }
+}
+
+TEST_F(SimpleAddSpec, Outputs) {
+  ASSERT_EQ(op_->outputs.size(), 1u);
+  const opgen::Tensor& out = op_->outputs[0];
+  EXPECT_EQ(out.name, "out");
+  EXPECT_EQ(out.dtype, opgen::DType::kF32);
+  EXPECT_EQ(out.doc, "the sum");
+  ASSERT_EQ(out.shape.size(), 1u);
+  EXPECT_EQ(out.shape[0].symbol, "N");
+  EXPECT_EQ(out.where.line, line_of("simple_add.yaml", "  out:"));
+}
+
+TEST_F(SimpleAddSpec, Attributes) {
+  ASSERT_EQ(op_->attrs.size(), 1u);
+  const opgen::Attr& alpha = op_->attrs[0];
+  EXPECT_EQ(alpha.name, "alpha");
+  EXPECT_EQ(alpha.type, opgen::AttrType::kF32);
+  EXPECT_STREQ(opgen::info(alpha.type).cpp, "float");
+  EXPECT_EQ(opgen::info(alpha.type).size, 4);
+  EXPECT_EQ(alpha.doc, "scale applied to b");
+  ASSERT_TRUE(alpha.default_value.has_value());
+  ASSERT_TRUE(std::holds_alternative<double>(*alpha.default_value));
+  EXPECT_EQ(std::get<double>(*alpha.default_value), 1.0);
+  EXPECT_EQ(alpha.where.line, line_of("simple_add.yaml", "  alpha:"));
+}
+
+TEST_F(SimpleAddSpec, PlatformsAndApiVersions) {
+  EXPECT_EQ(op_->platforms, (std::vector<opgen::Platform>{opgen::Platform::kCuda, opgen::Platform::kCpu}));
+  EXPECT_EQ(op_->api_versions, (std::vector<int>{4, 3, 2, 1}));
+  EXPECT_TRUE(op_->has_platform(opgen::Platform::kCpu));
+  EXPECT_TRUE(op_->has_platform(opgen::Platform::kCuda));
+  for (int v = 1; v <= 4; ++v) EXPECT_TRUE(op_->has_api_version(v)) << v;
+  EXPECT_FALSE(op_->has_api_version(5));
+  EXPECT_TRUE(op_->has_legacy_api());
+  EXPECT_TRUE(op_->command_buffer_compatible);
+}
+
+TEST_F(SimpleAddSpec, SymbolNIsBoundToInput0Axis0) {
+  ASSERT_EQ(op_->symbols.size(), 1u);
+  EXPECT_EQ(op_->symbols[0].symbol, "N");
+  EXPECT_EQ(op_->symbols[0].input, 0);
+  EXPECT_EQ(op_->symbols[0].axis, 0);
+}
+
+TEST(PackageSpec, ReadsTheRepositorysPackageSettings) {
+  opgen::Diagnostics diags;
+  std::optional<opgen::Package> pkg = opgen::read_package_spec(
+      (source_dir() / "specs" / "package.yaml").string(), "specs/package.yaml", diags);
+  ASSERT_TRUE(pkg.has_value()) << all_messages(diags);
+  EXPECT_FALSE(diags.has_errors());
+  EXPECT_EQ(pkg->name, "opgen_ops");
+  EXPECT_EQ(pkg->torch_namespace, "opgen_ops");
+  EXPECT_EQ(pkg->spec_path, "specs/package.yaml");
+}
+
+// ---------------------------------------------------------------------------
+// Specs written by the tests
+// ---------------------------------------------------------------------------
+
+// Reads `text` as the op spec `<name>.yaml` in a temporary folder.
+std::optional<opgen::Op> read_text(const std::string& name, const std::string& text,
+                                   opgen::Diagnostics& diags) {
+  opgen_test::TempDir dir;
+  const fs::path path = dir / (name + ".yaml");
+  opgen_test::write_file(path, text);
+  return opgen::read_op_spec(path.string(), name + ".yaml", diags);
+}
+
+TEST(SpecReader, OmittedOptionalKeysTakeTheirDefaults) {
+  opgen::Diagnostics diags;
+  std::optional<opgen::Op> op = read_text("minimal", R"(opgen: 1
+name: minimal
+inputs:
+  x: {dtype: i64, shape: [4, K]}
+outputs:
+  y: {dtype: bool, shape: [K]}
+)", diags);
+  ASSERT_TRUE(op.has_value()) << all_messages(diags);
+  EXPECT_EQ(op->platforms, (std::vector<opgen::Platform>{opgen::Platform::kCuda, opgen::Platform::kCpu}));
+  EXPECT_EQ(op->api_versions, std::vector<int>{4});
+  EXPECT_FALSE(op->has_legacy_api());
+  EXPECT_TRUE(op->command_buffer_compatible);
+  EXPECT_TRUE(op->attrs.empty());
+  EXPECT_TRUE(op->doc.empty());
+  ASSERT_EQ(op->inputs.size(), 1u);
+  EXPECT_EQ(op->inputs[0].dtype, opgen::DType::kI64);
+  ASSERT_EQ(op->inputs[0].shape.size(), 2u);
+  EXPECT_EQ(op->inputs[0].shape[0].fixed, std::optional<int64_t>(4));
+  EXPECT_EQ(op->inputs[0].shape[1].symbol, "K");
+  EXPECT_EQ(op->outputs[0].dtype, opgen::DType::kBool);
+  ASSERT_EQ(op->symbols.size(), 1u);
+  EXPECT_EQ(op->symbols[0].symbol, "K");
+  EXPECT_EQ(op->symbols[0].input, 0);
+  EXPECT_EQ(op->symbols[0].axis, 1);
+}
+
+TEST(SpecReader, SymbolsBindToTheirFirstInputDimensionInOrder) {
+  opgen::Diagnostics diags;
+  std::optional<opgen::Op> op = read_text("matvec", R"(opgen: 1
+name: matvec
+inputs:
+  m: {dtype: f32, shape: [B, R, C]}
+  v: {dtype: f32, shape: [B, C]}
+  w: {dtype: f64, shape: [K]}
+outputs:
+  y: {dtype: f32, shape: [B, R]}
+attrs:
+  flag: {type: bool, default: false}
+  block: {type: i32, default: -7}
+  seed: {type: i64}
+  eps: {type: f64, default: 1.0e-6}
+platforms: [cpu]
+xla:
+  api_versions: [2]
+  command_buffer_compatible: false
+)", diags);
+  ASSERT_TRUE(op.has_value()) << all_messages(diags);
+  ASSERT_EQ(op->symbols.size(), 4u);
+  const struct { const char* symbol; int input, axis; } expected[] = {
+      {"B", 0, 0}, {"R", 0, 1}, {"C", 0, 2}, {"K", 2, 0}};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(op->symbols[i].symbol, expected[i].symbol);
+    EXPECT_EQ(op->symbols[i].input, expected[i].input) << expected[i].symbol;
+    EXPECT_EQ(op->symbols[i].axis, expected[i].axis) << expected[i].symbol;
+  }
+  ASSERT_EQ(op->attrs.size(), 4u);
+  EXPECT_EQ(std::get<bool>(*op->attrs[0].default_value), false);
+  EXPECT_EQ(std::get<int64_t>(*op->attrs[1].default_value), -7);
+  EXPECT_FALSE(op->attrs[2].default_value.has_value());
+  EXPECT_EQ(std::get<double>(*op->attrs[3].default_value), 1.0e-6);
+  EXPECT_EQ(op->platforms, std::vector<opgen::Platform>{opgen::Platform::kCpu});
+  EXPECT_EQ(op->api_versions, std::vector<int>{2});
+  EXPECT_TRUE(op->has_legacy_api());
+  EXPECT_FALSE(op->command_buffer_compatible);
+}
+
+TEST(SpecReader, ReportsEveryMistakeInOneFile) {
+  // Three independent mistakes on three lines: a dtype typo, an unsupported
+  // api_version and an unknown platform.
+  opgen::Diagnostics diags;
+  std::optional<opgen::Op> op = read_text("three_mistakes", R"(opgen: 1
+name: three_mistakes
+inputs:
+  a: {dtype: f33, shape: [N]}
+outputs:
+  out: {dtype: f32, shape: [N]}
+platforms: [cpu, rocm]
+xla:
+  api_versions: [4, 7]
+)", diags);
+  EXPECT_FALSE(op.has_value());
+  EXPECT_GE(diags.error_count(), 3) << all_messages(diags);
+  const struct { const char* text; int line; } expected[] = {
+      {"unsupported dtype 'f33'", 4},
+      {"unknown platform 'rocm'", 7},
+      {"unsupported api_version 7", 9},
+  };
+  for (const auto& e : expected) {
+    bool found = false;
+    for (const opgen::Diagnostic& d : diags.all()) {
+      if (d.message.find(e.text) != std::string::npos && d.where.line == e.line) found = true;
+    }
+    EXPECT_TRUE(found) << "missing \"" << e.text << "\" at line " << e.line << "; got:\n"
+                       << all_messages(diags);
+  }
+}
+
+TEST(SpecReader, ReportsAMissingFile) {
+  opgen::Diagnostics diags;
+  EXPECT_FALSE(opgen::read_op_spec("/nonexistent/opgen/no_such_op.yaml", "no_such_op.yaml", diags));
+  ASSERT_EQ(diags.error_count(), 1);
+  EXPECT_EQ(opgen::format(diags.all()[0]), "no_such_op.yaml: error: cannot open the spec file");
+}
+
+TEST(SpecReader, DiagnosticsAccumulateAcrossFiles) {
+  opgen::Diagnostics diags;
+  EXPECT_FALSE(read_text("first", "opgen: 1\nname: first\n", diags));
+  const int after_first = diags.error_count();
+  EXPECT_GE(after_first, 2);  // no inputs, no outputs
+  EXPECT_FALSE(read_text("second", "opgen: 9\n", diags));
+  EXPECT_GT(diags.error_count(), after_first);
+  EXPECT_EQ(diags.all().front().where.file, "first.yaml");
+  EXPECT_EQ(diags.all().back().where.file, "second.yaml");
+}
+
+TEST(Diagnostics, FormatsLocatedAndWholeFileMessages) {
+  opgen::Diagnostics diags;
+  diags.error({"specs/x.yaml", 3, 7}, "bad thing");
+  diags.warning({"specs/x.yaml", 0, 0}, "odd thing");
+  EXPECT_EQ(diags.error_count(), 1);
+  ASSERT_EQ(diags.all().size(), 2u);
+  EXPECT_EQ(opgen::format(diags.all()[0]), "specs/x.yaml:3:7: error: bad thing");
+  EXPECT_EQ(opgen::format(diags.all()[1]), "specs/x.yaml: warning: odd thing");
+  std::ostringstream printed;
+  diags.print(printed);
+  EXPECT_EQ(printed.str(), "specs/x.yaml:3:7: error: bad thing\nspecs/x.yaml: warning: odd thing\n");
+}
+
+}  // namespace
