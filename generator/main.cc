@@ -168,6 +168,19 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Two ops must not write the same file (op 'x_opaque' beside op 'x' would).
+  std::map<std::string, const opgen::Op*> path_owner;
+  for (const opgen::Op& op : ops) {
+    for (const std::string& path : opgen::op_output_paths("PKG", op.name)) {
+      auto [it, inserted] = path_owner.emplace(path, &op);
+      if (!inserted) {
+        diags.error({op.spec_path, 0, 0},
+                    "op '" + op.name + "' would write the file " + path + ", which op '" +
+                        it->second->name + "' (" + it->second->spec_path +
+                        ") also writes; rename one of them");
+      }
+    }
+  }
   if (o.command == "generate" && !diags.has_errors()) {
     if (packages.size() != 1) {
       diags.error({o.specs.front(), 0, 0},

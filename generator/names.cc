@@ -10,30 +10,39 @@ bool is_lower(char c) { return c >= 'a' && c <= 'z'; }
 bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+// Optimal string alignment distance: insertions, deletions, substitutions
+// and swaps of two adjacent letters ("dtpye" is one edit from "dtype").
 size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
   }
-  return row[b.size()];
+  return d[a.size()][b.size()];
+}
+
+// Names may not end in '_' or hold "__": the generated code's own locals end
+// in '_', and C++ reserves identifiers with a double underscore.
+bool well_formed_tail(std::string_view s) {
+  return s.back() != '_' && s.find("__") == std::string_view::npos;
 }
 
 }  // namespace
 
 bool is_snake_identifier(std::string_view s) {
-  if (s.empty() || !is_lower(s[0])) return false;
+  if (s.empty() || !is_lower(s[0]) || !well_formed_tail(s)) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return is_lower(c) || is_digit(c) || c == '_'; });
 }
 
 bool is_symbol_identifier(std::string_view s) {
-  if (s.empty() || !(is_lower(s[0]) || is_upper(s[0]))) return false;
+  if (s.empty() || !(is_lower(s[0]) || is_upper(s[0])) || !well_formed_tail(s)) return false;
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return is_lower(c) || is_upper(c) || is_digit(c) || c == '_'; });
 }
@@ -56,9 +65,17 @@ bool is_reserved_name(std::string_view s) {
       "None", "True", "False", "as", "assert", "async", "await", "def", "del", "elif", "except",
       "finally", "from", "global", "import", "in", "is", "lambda", "nonlocal", "pass", "raise",
       "with", "yield", "match", "case", "type",
+      // macros of the C and CUDA headers the generated code includes
+      "errno", "assert", "offsetof", "stdin", "stdout", "stderr", "setjmp", "va_start", "va_arg",
+      "va_end", "va_copy", "EOF", "NULL", "BUFSIZ", "FILENAME_MAX", "RAND_MAX", "EXIT_SUCCESS",
+      "EXIT_FAILURE", "CHAR_BIT", "INT_MAX", "INT_MIN", "UINT_MAX", "LONG_MAX", "LONG_MIN",
+      "SIZE_MAX", "INT8_MAX", "INT16_MAX", "INT32_MAX", "INT64_MAX", "INT8_MIN", "INT16_MIN",
+      "INT32_MIN", "INT64_MIN", "UINT8_MAX", "UINT16_MAX", "UINT32_MAX", "UINT64_MAX", "FLT_MAX",
+      "DBL_MAX", "FLT_MIN", "DBL_MIN", "FLT_EPSILON", "DBL_EPSILON", "INFINITY", "NAN", "HUGE_VAL",
+      "EDOM", "ERANGE", "EINVAL", "ENOMEM", "linux", "unix", "i386", "major", "minor",
       // names the generated code itself declares next to spec names
       "args", "stream", "status", "api_version", "buffers", "opaque", "opaque_len", "self",
-      "jax", "jnp", "np", "ffi", "opgen"};
+      "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11"};
   return reserved.count(s) > 0;
 }
 

@@ -264,6 +264,12 @@ py::dict op_data(const Op& op, const Package& package) {
 
 }  // namespace
 
+std::vector<std::string> op_output_paths(const std::string& package, const std::string& op) {
+  const std::string include_dir = "include/" + package + "/";
+  return {include_dir + op + ".h", include_dir + op + "_opaque.h", "src/" + op + "_xla_ffi.cc",
+          "src/" + op + "_xla_legacy.cc"};
+}
+
 struct Renderer::Impl {
   std::unique_ptr<py::scoped_interpreter> interpreter;
   py::object environment;
@@ -325,7 +331,6 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
     all_sources += ", " + op.spec_path;
   }
 
-  const std::string include_dir = "include/" + package.name + "/";
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     auto context = [&] {
@@ -335,10 +340,11 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
       return c;
     };
     const std::string sources = package.spec_path + ", " + op.spec_path;
-    render("kernel_interface.h.j2", include_dir + op.name + ".h", sources, context());
-    render("opaque_layout.h.j2", include_dir + op.name + "_opaque.h", sources, context());
-    render("xla_ffi.cc.j2", "src/" + op.name + "_xla_ffi.cc", sources, context());
-    render("xla_legacy.cc.j2", "src/" + op.name + "_xla_legacy.cc", sources, context());
+    const std::vector<std::string> paths = op_output_paths(package.name, op.name);
+    render("kernel_interface.h.j2", paths[0], sources, context());
+    render("opaque_layout.h.j2", paths[1], sources, context());
+    render("xla_ffi.cc.j2", paths[2], sources, context());
+    render("xla_legacy.cc.j2", paths[3], sources, context());
   }
   auto package_context = [&] {
     py::dict c;

@@ -16,6 +16,10 @@ struct RenderedFile {
   std::string contents;
 };
 
+// The files one op produces, relative to the output folder, in the order
+// they are rendered: kernel interface, opaque layout, FFI handlers, legacy shims.
+std::vector<std::string> op_output_paths(const std::string& package, const std::string& op);
+
 class Renderer {
  public:
   // Starts the interpreter and loads Jinja2; throws std::runtime_error with a

@@ -44,7 +44,13 @@ class SpecFile {
     std::stringstream text;
     text << in.rdbuf();
     try {
-      YAML::Node root = YAML::Load(text.str());
+      std::vector<YAML::Node> documents = YAML::LoadAll(text.str());
+      if (documents.size() > 1) {
+        error(at(documents[1]), "a spec is one YAML document; this file holds " +
+                                    std::to_string(documents.size()) + " (remove the '---' separators)");
+        return std::nullopt;
+      }
+      YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
       if (!root.IsMap()) {
         error(root.IsDefined() && !root.IsNull() ? at(root) : whole_file(),
               "a spec must be a YAML mapping of keys to values");
@@ -149,7 +155,8 @@ class SpecFile {
     errno = 0;
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+    // strtod reports ERANGE for subnormal results too; only overflow is an error.
+    if (text.empty() || *end != '\0' || !std::isfinite(v) || (errno == ERANGE && std::fabs(v) > 1.0)) {
       error(at(node), what + " must be a finite number, not '" + text + "'");
       return std::nullopt;
     }
@@ -175,7 +182,7 @@ class SpecFile {
     if (!is_snake_identifier(s)) {
       error(where, what + " '" + s +
                        "' is not a valid name: use lower case letters, digits and '_', "
-                       "starting with a letter");
+                       "starting with a letter, with no '__' and no trailing '_'");
       return false;
     }
     if (is_reserved_name(s)) {
@@ -189,6 +196,30 @@ class SpecFile {
   std::string path_;
   Diagnostics& diags_;
 };
+
+// The spec spelling of a dtype written as numpy, C or torch names it, or "".
+std::string dtype_alias(const std::string& s) {
+  static const std::map<std::string, std::string> aliases = {
+      {"float16", "f16"}, {"half", "f16"},     {"fp16", "f16"},     {"bfloat16", "bf16"},
+      {"float32", "f32"}, {"float", "f32"},    {"fp32", "f32"},     {"float64", "f64"},
+      {"double", "f64"},  {"fp64", "f64"},     {"int32", "i32"},    {"int", "i32"},
+      {"int64", "i64"},   {"long", "i64"},     {"uint8", "u8"},     {"byte", "u8"},
+      {"bool_", "bool"},  {"pred", "bool"},    {"s32", "i32"},      {"s64", "i64"},
+      {"F16", "f16"},     {"BF16", "bf16"},    {"F32", "f32"},      {"F64", "f64"},
+      {"I32", "i32"},     {"I64", "i64"},      {"U8", "u8"},        {"S32", "i32"},
+      {"S64", "i64"},     {"PRED", "bool"}};
+  auto it = aliases.find(s);
+  return it == aliases.end() ? "" : it->second;
+}
+
+std::string platform_alias(const std::string& s) {
+  static const std::map<std::string, std::string> aliases = {
+      {"gpu", "cuda"}, {"GPU", "cuda"}, {"CUDA", "cuda"}, {"nvidia", "cuda"},
+      {"host", "cpu"}, {"Host", "cpu"}, {"CPU", "cpu"}};
+  auto it = aliases.find(s);
+  if (it != aliases.end()) return it->second;
+  return closest_match(s, {"cuda", "cpu"});
+}
 
 // The `opgen:` format version, which every spec carries.
 bool check_format_version(SpecFile& f, const YAML::Node& root) {
@@ -217,9 +248,10 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   t.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, role + " name");
   if (!f.expect_map(node, what)) return std::nullopt;
+  const auto fields = f.entries(node, what, {"dtype", "shape", "doc"});
   f.require(node, what, {"dtype", "shape"});
   bool have_dtype = false, have_shape = false;
-  for (const auto& [key, value] : f.entries(node, what, {"dtype", "shape", "doc"})) {
+  for (const auto& [key, value] : fields) {
     if (key == "dtype") {
       std::optional<std::string> s = f.string(value, "the dtype of " + what);
       if (!s) {
@@ -228,10 +260,8 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       }
       std::optional<DType> d = parse_dtype(*s);
       if (!d) {
-        std::vector<std::string> names;
-        for (const DTypeInfo& i : all_dtypes()) names.push_back(i.name);
         std::string message = "unsupported dtype '" + *s + "' for " + what;
-        std::string fix = closest_match(*s, names);
+        std::string fix = dtype_alias(*s);
         message += fix.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool)"
                                : "; did you mean '" + fix + "'?";
         f.error(f.at(value), message);
@@ -249,6 +279,13 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       for (const YAML::Node& dim : value) {
         Dim d;
         d.where = f.at(dim);
+        if (dim.IsNull()) {
+          f.error(d.where, "a dimension of " + what +
+                               " is empty or null in YAML (null, ~ and NULL read as null); "
+                               "give a size or a shape symbol");
+          ok = false;
+          continue;
+        }
         if (!dim.IsScalar() || dim.Tag() == "!") {
           f.error(d.where, "a dimension of " + what + " must be a size or a shape symbol");
           ok = false;
@@ -267,9 +304,14 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
             d.fixed = *size;
             t.shape.push_back(d);
           }
-        } else if (!is_symbol_identifier(text) || is_reserved_name(text)) {
+        } else if (!is_symbol_identifier(text)) {
           f.error(d.where, "'" + text + "' in the shape of " + what +
-                               " is neither a size nor a valid shape symbol (a name such as N)");
+                               " is neither a size nor a valid shape symbol (a name such as N, "
+                               "with no '__' and no trailing '_')");
+          ok = false;
+        } else if (is_reserved_name(text)) {
+          f.error(d.where, "shape symbol '" + text + "' of " + what +
+                               " is reserved in C++, Python or the generated code");
           ok = false;
         } else {
           d.symbol = text;
@@ -312,6 +354,10 @@ std::optional<AttrValue> read_attr_value(SpecFile& f, AttrType type, const YAML:
         f.error(f.at(node), what + " is out of range for f32");
         return std::nullopt;
       }
+      if (type == AttrType::kF32 && *v != 0.0 && static_cast<float>(*v) == 0.0f) {
+        f.error(f.at(node), what + " underflows to 0 in f32");
+        return std::nullopt;
+      }
       return AttrValue{*v};
     }
   }
@@ -326,8 +372,8 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
   a.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, "attribute name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  f.require(node, what, {"type"});
   auto fields = f.entries(node, what, {"type", "default", "doc"});
+  f.require(node, what, {"type"});
   bool have_type = false;
   for (const auto& [key, value] : fields) {
     if (key != "type") continue;
@@ -335,8 +381,11 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
     if (!s) return std::nullopt;
     std::optional<AttrType> type = parse_attr_type(*s);
     if (!type) {
+      std::string fix = dtype_alias(*s);
       f.error(f.at(value), "unsupported type '" + *s + "' for " + what +
-                               " (supported: bool, i32, i64, f32, f64)");
+                               (fix.empty() || !parse_attr_type(fix)
+                                    ? std::string(" (supported: bool, i32, i64, f32, f64)")
+                                    : "; did you mean '" + fix + "'?"));
       return std::nullopt;
     }
     a.type = *type;
@@ -407,11 +456,14 @@ bool resolve_symbols(SpecFile& f, Op& op) {
 // Every name lands in one C++ struct and one Python signature.
 bool check_unique_names(SpecFile& f, const Op& op) {
   bool ok = true;
-  std::map<std::string, std::string> owner;
+  std::map<std::string, std::pair<std::string, Location>> owner;
   auto claim = [&](const std::string& name, const std::string& role, const Location& where) {
-    auto [it, inserted] = owner.emplace(name, role);
+    auto [it, inserted] = owner.emplace(name, std::make_pair(role, where));
     if (!inserted) {
-      f.error(where, "the name '" + name + "' of this " + role + " is already used by " + it->second);
+      const Location& first = it->second.second;
+      f.error(where, "the name '" + name + "' of this " + role + " is already used by the " +
+                         it->second.first + " at line " + std::to_string(first.line) +
+                         "; inputs, outputs, attributes and shape symbols share one namespace");
       ok = false;
     }
   };
@@ -481,7 +533,7 @@ void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
     if (*s == "cuda") platform = Platform::kCuda;
     if (*s == "cpu") platform = Platform::kCpu;
     if (!platform) {
-      std::string fix = closest_match(*s, {"cuda", "cpu"});
+      std::string fix = platform_alias(*s);
       f.error(f.at(p), "unknown platform '" + *s + "'" +
                            (fix.empty() ? " (supported: cuda, cpu)" : "; did you mean '" + fix + "'?"));
       ok = false;
@@ -513,9 +565,10 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   op.api_versions = {4};
   bool ok = true;
 
-  f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
+  const int errors_before = diags.error_count();
   const auto top = f.entries(
       root, "the spec", {"opgen", "name", "doc", "inputs", "outputs", "attrs", "platforms", "xla"});
+  f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
   for (const auto& [key, value] : top) {
     if (key == "name") {
@@ -564,6 +617,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   if (!ok || op.name.empty() || op.inputs.empty() || op.outputs.empty()) return std::nullopt;
   if (!resolve_symbols(f, op)) return std::nullopt;
   if (!check_unique_names(f, op)) return std::nullopt;
+  // Any error reported on the way (an unknown or duplicate key, say) fails the spec.
+  if (diags.error_count() > errors_before) return std::nullopt;
   return op;
 }
 
@@ -576,16 +631,18 @@ std::optional<Package> read_package_spec(const std::string& path, const std::str
   Package pkg;
   pkg.spec_path = display_path;
   bool ok = true;
-  f.require(root, "the package settings", {"opgen", "package"});
+  const int errors_before = diags.error_count();
   const auto top = f.entries(root, "the package settings", {"opgen", "package"});
+  f.require(root, "the package settings", {"opgen", "package"});
   if (!check_format_version(f, root)) ok = false;
   for (const auto& [key, value] : top) {
     if (key != "package" || !f.expect_map(value, "'package'")) {
       ok = ok && key != "package";
       continue;
     }
+    const auto fields = f.entries(value, "'package'", {"name", "torch_namespace"});
     f.require(value, "'package'", {"name", "torch_namespace"});
-    for (const auto& [k, v] : f.entries(value, "'package'", {"name", "torch_namespace"})) {
+    for (const auto& [k, v] : fields) {
       std::optional<std::string> s = f.snake_name(v, k == "name" ? "package name" : "torch namespace");
       if (!s) ok = false;
       else if (k == "name") pkg.name = *s;
@@ -593,6 +650,7 @@ std::optional<Package> read_package_spec(const std::string& path, const std::str
     }
   }
   if (!ok || pkg.name.empty() || pkg.torch_namespace.empty()) return std::nullopt;
+  if (diags.error_count() > errors_before) return std::nullopt;
   return pkg;
 }
 

@@ -17,67 +17,67 @@ namespace ffi = ::xla::ffi;
 
 
 // Fills `args` from the call's buffers and attributes, checking every shape
-// rule of the spec. `*empty` is set when every output has zero elements.
-ffi::Error bind(ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::F32> b, ffi::ResultBuffer<ffi::F32> out, float alpha, Args& args, bool* empty) {
+// rule of the spec. `*empty_` is set when every output has zero elements.
+ffi::Error bind(ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::F32> b, ffi::ResultBuffer<ffi::F32> out, float alpha, Args& args, bool* empty_) {
   {
-    const auto dims = a.dimensions();
-    if (dims.size() != 1) {
+    const auto dims_ = a.dimensions();
+    if (dims_.size() != 1) {
       return ffi::Error::InvalidArgument(opgen::rank_mismatch(
-          "simple_add", "input", "a", dims.begin(), dims.size(), "[N]"));
+          "simple_add", "input", "a", dims_.begin(), dims_.size(), "[N]"));
     }
-    args.N = dims[0];
+    args.N = dims_[0];
   }
-  args.a = a.typed_data();
+  args.a = static_cast<const float*>(a.untyped_data());
   {
-    const auto dims = b.dimensions();
-    if (dims.size() != 1) {
+    const auto dims_ = b.dimensions();
+    if (dims_.size() != 1) {
       return ffi::Error::InvalidArgument(opgen::rank_mismatch(
-          "simple_add", "input", "b", dims.begin(), dims.size(), "[N]"));
+          "simple_add", "input", "b", dims_.begin(), dims_.size(), "[N]"));
     }
-    const int64_t expected_0 = args.N;
-    constexpr const char* because_0 = "N, bound by input 'a' dimension 0";
-    if (dims[0] != expected_0) {
+    const int64_t expected0_ = args.N;
+    constexpr const char* because0_ = "N, bound by input 'a' dimension 0";
+    if (dims_[0] != expected0_) {
       return ffi::Error::InvalidArgument(opgen::dim_mismatch(
-          "simple_add", "input", "b", dims.begin(), dims.size(), 0, expected_0,
-          because_0, "[N]"));
+          "simple_add", "input", "b", dims_.begin(), dims_.size(), 0, expected0_,
+          because0_, "[N]"));
     }
   }
-  args.b = b.typed_data();
+  args.b = static_cast<const float*>(b.untyped_data());
   {
-    const auto dims = out->dimensions();
-    if (dims.size() != 1) {
+    const auto dims_ = out->dimensions();
+    if (dims_.size() != 1) {
       return ffi::Error::InvalidArgument(opgen::rank_mismatch(
-          "simple_add", "output", "out", dims.begin(), dims.size(), "[N]"));
+          "simple_add", "output", "out", dims_.begin(), dims_.size(), "[N]"));
     }
-    const int64_t expected_0 = args.N;
-    constexpr const char* because_0 = "N, bound by input 'a' dimension 0";
-    if (dims[0] != expected_0) {
+    const int64_t expected0_ = args.N;
+    constexpr const char* because0_ = "N, bound by input 'a' dimension 0";
+    if (dims_[0] != expected0_) {
       return ffi::Error::InvalidArgument(opgen::dim_mismatch(
-          "simple_add", "output", "out", dims.begin(), dims.size(), 0, expected_0,
-          because_0, "[N]"));
+          "simple_add", "output", "out", dims_.begin(), dims_.size(), 0, expected0_,
+          because0_, "[N]"));
     }
   }
-  args.out = out->typed_data();
+  args.out = static_cast<float*>(out->untyped_data());
   args.alpha = alpha;
-  *empty = out->element_count() == 0;
+  *empty_ = out->element_count() == 0;
   return ffi::Error::Success();
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::F32> b, ffi::ResultBuffer<ffi::F32> out, float alpha) {
   Args args{};
-  bool empty = false;
-  if (ffi::Error e = bind(a, b, out, alpha, args, &empty); e.failure()) return e;
-  if (empty) return ffi::Error::Success();
+  bool empty_ = false;
+  if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
+  if (empty_) return ffi::Error::Success();
   return opgen::to_ffi_error(launch_cuda(stream, args));
 }
 #endif
 
 ffi::Error run_cpu_ffi(ffi::Buffer<ffi::F32> a, ffi::Buffer<ffi::F32> b, ffi::ResultBuffer<ffi::F32> out, float alpha) {
   Args args{};
-  bool empty = false;
-  if (ffi::Error e = bind(a, b, out, alpha, args, &empty); e.failure()) return e;
-  if (empty) return ffi::Error::Success();
+  bool empty_ = false;
+  if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
+  if (empty_) return ffi::Error::Success();
   return opgen::to_ffi_error(run_cpu(args));
 }
 

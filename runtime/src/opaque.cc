@@ -32,6 +32,10 @@ Status check_header(const char* data, size_t size, size_t expected_size, uint64_
     return Status::InvalidArgument(who + " has layout version " + std::to_string(version) +
                                    "; this build reads version " + std::to_string(kLayoutVersion));
   }
+  if (read_field<uint16_t>(data, 6) != 0) {
+    return Status::InvalidArgument(who + " has non-zero reserved bytes 6-7; it was not written by "
+                                   "this layout's encoder");
+  }
   const uint64_t found = read_field<uint64_t>(data, 8);
   if (found != fingerprint) {
     return Status::InvalidArgument(who + " has fingerprint " + hex(found) + ", expected " +
