@@ -6,14 +6,14 @@ namespace opgen {
 
 const std::vector<DTypeInfo>& all_dtypes() {
   static const std::vector<DTypeInfo> table = {
-      {DType::kF16, "f16", "opgen::f16", "F16", "float16", 2},
-      {DType::kBF16, "bf16", "opgen::bf16", "BF16", "bfloat16", 2},
-      {DType::kF32, "f32", "float", "F32", "float32", 4},
-      {DType::kF64, "f64", "double", "F64", "float64", 8},
-      {DType::kI32, "i32", "int32_t", "S32", "int32", 4},
-      {DType::kI64, "i64", "int64_t", "S64", "int64", 8},
-      {DType::kU8, "u8", "uint8_t", "U8", "uint8", 1},
-      {DType::kBool, "bool", "bool", "PRED", "bool", 1},
+      {DType::kF16, "f16", "opgen::f16", "F16", "float16", "float16", "Half", 2},
+      {DType::kBF16, "bf16", "opgen::bf16", "BF16", "bfloat16", "bfloat16", "BFloat16", 2},
+      {DType::kF32, "f32", "float", "F32", "float32", "float32", "Float", 4},
+      {DType::kF64, "f64", "double", "F64", "float64", "float64", "Double", 8},
+      {DType::kI32, "i32", "int32_t", "S32", "int32", "int32", "Int", 4},
+      {DType::kI64, "i64", "int64_t", "S64", "int64", "int64", "Long", 8},
+      {DType::kU8, "u8", "uint8_t", "U8", "uint8", "uint8", "Byte", 1},
+      {DType::kBool, "bool", "bool", "PRED", "bool", "bool", "Bool", 1},
   };
   return table;
 }
@@ -34,11 +34,11 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 const std::vector<AttrTypeInfo>& all_attr_types() {
   static const std::vector<AttrTypeInfo> table = {
-      {AttrType::kBool, "bool", "bool", "bool_", "?", 1},
-      {AttrType::kI32, "i32", "int32_t", "int32", "i", 4},
-      {AttrType::kI64, "i64", "int64_t", "int64", "q", 8},
-      {AttrType::kF32, "f32", "float", "float32", "f", 4},
-      {AttrType::kF64, "f64", "double", "float64", "d", 8},
+      {AttrType::kBool, "bool", "bool", "bool_", "?", "bool", "bool", 1},
+      {AttrType::kI32, "i32", "int32_t", "int32", "i", "int", "int64_t", 4},
+      {AttrType::kI64, "i64", "int64_t", "int64", "q", "int", "int64_t", 8},
+      {AttrType::kF32, "f32", "float", "float32", "f", "float", "double", 4},
+      {AttrType::kF64, "f64", "double", "float64", "d", "float", "double", 8},
   };
   return table;
 }

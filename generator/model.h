@@ -32,6 +32,8 @@ struct DTypeInfo {
   const char* cpp;       // type the kernel sees: float
   const char* ffi;       // xla::ffi::DataType enumerator: F32
   const char* numpy;     // numpy / jax.numpy dtype name: float32
+  const char* torch;     // torch dtype name: float32
+  const char* torch_scalar;  // torch ScalarType enumerator: Float
   int size;              // bytes per element
 };
 
@@ -51,6 +53,8 @@ struct AttrTypeInfo {
   const char* cpp;           // C++ type: float
   const char* numpy;         // numpy scalar type: float32
   const char* struct_format; // Python struct code: f
+  const char* torch_schema;  // type in a torch schema: float
+  const char* torch_boxed;   // C++ type torch passes it as: double
   int size;                  // bytes in the opaque descriptor
 };
 

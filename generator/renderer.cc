@@ -44,6 +44,11 @@ def comment_lines(s, marker):
     lines = str(s).replace('\r', '\n').split('\n')
     return '\n'.join((marker + ' ' + line.rstrip('\\').rstrip()).rstrip() for line in lines)
 
+def py_tuple(items):
+    """Python source of a tuple of the given item sources: (), (a,), (a, b)."""
+    items = list(items)
+    return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+
 def make_environment(templates_dir):
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir),
@@ -55,6 +60,7 @@ def make_environment(templates_dir):
     )
     env.filters['cpp_string'] = cpp_string
     env.filters['py_string'] = py_string
+    env.filters['py_tuple'] = py_tuple
     env.filters['cpp_comment'] = lambda s: comment_lines(s, '//')
     env.filters['py_comment'] = lambda s: comment_lines(s, '#')
     return env
@@ -94,6 +100,8 @@ py::dict dtype_data(DType d) {
   out["cpp"] = i.cpp;
   out["ffi"] = i.ffi;
   out["numpy"] = i.numpy;
+  out["torch"] = i.torch;
+  out["torch_scalar"] = i.torch_scalar;
   out["size"] = i.size;
   return out;
 }
@@ -115,6 +123,8 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
       dim["size"] = *d.fixed;
       dim["symbol"] = py::none();
       dim["text"] = std::to_string(*d.fixed);
+      dim["py_declared"] = std::to_string(*d.fixed);
+      dim["py_result"] = std::to_string(*d.fixed);
     } else {
       bool binds = false;
       if (is_input) {
@@ -126,6 +136,8 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
       dim["size"] = py::none();
       dim["symbol"] = d.symbol;
       dim["text"] = d.symbol;
+      dim["py_declared"] = "'" + d.symbol + "'";
+      dim["py_result"] = "_shape['" + d.symbol + "']";
     }
     dims.append(dim);
   }
@@ -143,6 +155,8 @@ py::dict attr_data(const Attr& a) {
   type["cpp"] = i.cpp;
   type["numpy"] = i.numpy;
   type["struct_format"] = i.struct_format;
+  type["torch_schema"] = i.torch_schema;
+  type["torch_boxed"] = i.torch_boxed;
   type["size"] = i.size;
   out["type"] = type;
   out["has_default"] = a.default_value.has_value();
@@ -162,6 +176,7 @@ py::dict attr_data(const Attr& a) {
   }
   out["default_cpp"] = cpp;
   out["default_py"] = python;
+  out["py_param"] = a.default_value ? a.name + "=" + python : a.name;
   return out;
 }
 
@@ -206,6 +221,28 @@ py::dict opaque_data(const Op& op, const std::string& package) {
   return out;
 }
 
+// The torch.library schema: tensors positional, attributes keyword-only
+// with their defaults, e.g. "simple_add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor".
+std::string torch_schema(const Op& op) {
+  std::string s = op.name + "(";
+  for (size_t i = 0; i < op.inputs.size(); ++i) s += (i ? ", " : "") + std::string("Tensor ") + op.inputs[i].name;
+  if (!op.attrs.empty()) s += ", *";
+  for (const Attr& a : op.attrs) {
+    s += std::string(", ") + info(a.type).torch_schema + " " + a.name;
+    if (a.default_value) {
+      const AttrValue& v = *a.default_value;
+      if (std::holds_alternative<bool>(v)) s += std::get<bool>(v) ? "=True" : "=False";
+      else if (std::holds_alternative<int64_t>(v)) s += "=" + std::to_string(std::get<int64_t>(v));
+      else s += "=" + float_literal(std::get<double>(v), a.type == AttrType::kF32);
+    }
+  }
+  s += ") -> ";
+  if (op.outputs.size() == 1) return s + "Tensor";
+  s += "(";
+  for (size_t i = 0; i < op.outputs.size(); ++i) s += (i ? ", " : "") + std::string("Tensor");
+  return s + ")";
+}
+
 const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "cpu"; }
 
 py::dict op_data(const Op& op, const Package& package) {
@@ -240,6 +277,17 @@ py::dict op_data(const Op& op, const Package& package) {
   out["command_buffer_compatible"] = op.command_buffer_compatible;
   out["opaque"] = opaque_data(op, package.name);
   out["ffi_target"] = package.name + "_" + op.name + "_ffi";
+  out["torch_schema"] = torch_schema(op);
+  // torch_xla passes attributes only through the opaque backend_config, so
+  // its custom call uses the first legacy version the spec lists.
+  int xla_version = 0;
+  for (int v : op.api_versions) {
+    if (v != 4) {
+      xla_version = v;
+      break;
+    }
+  }
+  out["torch_xla_api_version"] = xla_version;
 
   // Every (platform, api_version) pair that gets a handler. XLA:CPU runs
   // only api_version 3 of the legacy ABI (1 and 2 are refused there), so a
@@ -267,7 +315,7 @@ py::dict op_data(const Op& op, const Package& package) {
 std::vector<std::string> op_output_paths(const std::string& package, const std::string& op) {
   const std::string include_dir = "include/" + package + "/";
   return {include_dir + op + ".h", include_dir + op + "_opaque.h", "src/" + op + "_xla_ffi.cc",
-          "src/" + op + "_xla_legacy.cc"};
+          "src/" + op + "_xla_legacy.cc", "src/" + op + "_torch.cc"};
 }
 
 struct Renderer::Impl {
@@ -345,6 +393,7 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
     render("opaque_layout.h.j2", paths[1], sources, context());
     render("xla_ffi.cc.j2", paths[2], sources, context());
     render("xla_legacy.cc.j2", paths[3], sources, context());
+    render("torch_ops.cc.j2", paths[4], sources, context());
   }
   auto package_context = [&] {
     py::dict c;
@@ -358,6 +407,7 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
   render("package_init.py.j2", python_dir + "__init__.py", all_sources, package_context());
   render("opaque.py.j2", python_dir + "_opaque.py", all_sources, package_context());
   render("jax.py.j2", python_dir + "jax.py", all_sources, package_context());
+  render("torch.py.j2", python_dir + "torch.py", all_sources, package_context());
   return files;
 }
 

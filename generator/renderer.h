@@ -17,7 +17,8 @@ struct RenderedFile {
 };
 
 // The files one op produces, relative to the output folder, in the order
-// they are rendered: kernel interface, opaque layout, FFI handlers, legacy shims.
+// they are rendered: kernel interface, opaque layout, FFI handlers, legacy
+// shims, PyTorch kernels.
 std::vector<std::string> op_output_paths(const std::string& package, const std::string& op);
 
 class Renderer {

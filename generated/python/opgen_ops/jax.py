@@ -25,15 +25,15 @@ def simple_add(a, b, *, alpha=1.0, api_version=4):
     'Elementwise `a + alpha * b` of two vectors of equal length.\n\nArgs:\n  a: f32[N] first addend\n  b: f32[N] second addend, scaled by alpha\n  alpha: f32 = 1.0 scale applied to b\n  api_version: custom-call ABI, one of 4, 3, 2, 1 (4: typed XLA FFI).\n\nReturns:\n  out: f32[N] the sum'
     _op = 'simple_add'
     api_version = _rt.check_api_version(_op, api_version, (4, 3, 2, 1, ))
-    a = _rt.check_input(_op, 'a', a, 'float32', ('N', ))
-    b = _rt.check_input(_op, 'b', b, 'float32', ('N', ))
+    a = _rt.check_input(_op, 'a', a, 'float32', ('N',))
+    b = _rt.check_input(_op, 'b', b, 'float32', ('N',))
     _shape = _rt.bind_symbols(_op, (
-        ('a', a.shape, ('N', )),
-        ('b', b.shape, ('N', )),
+        ('a', a.shape, ('N',)),
+        ('b', b.shape, ('N',)),
     ))
     alpha = _rt.check_attr(_op, 'alpha', alpha, 'float32')
     _results = [
-        jax.ShapeDtypeStruct((_shape['N'], ), jax.numpy.dtype('float32')),
+        jax.ShapeDtypeStruct((_shape['N'],), jax.numpy.dtype('float32')),
     ]
     if api_version == 4:
         _out = jax.ffi.ffi_call('opgen_ops_simple_add_ffi', _results, vmap_method="sequential")(

@@ -1,0 +1,148 @@
+"""Support shared by every generated PyTorch binding (hand-written, op-independent).
+
+Loads the stable-ABI kernel library, checks arguments in the fake (meta)
+kernels, and drives torch_xla: registration of the legacy custom-call targets
+where the runtime supports it, and the plain answer where it does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Mapping, Sequence
+
+import torch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY_FILE = "_torch_ops.so"
+
+
+def load_library() -> None:
+    """Loads the kernels (their static initializers register the ops)."""
+    path = os.path.join(_HERE, _LIBRARY_FILE)
+    if not os.path.exists(path):
+        raise ImportError(
+            f"{path} is missing: the package was built without PyTorch. Rebuild it where torch "
+            "is importable at build time (pip install --no-build-isolation .)"
+        )
+    torch.ops.load_library(path)
+
+
+_DTYPES = {
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+    "float64": torch.float64, "int32": torch.int32, "int64": torch.int64,
+    "uint8": torch.uint8, "bool": torch.bool,
+}
+
+
+def dtype(name: str) -> torch.dtype:
+    return _DTYPES[name]
+
+
+def _declared(shape: Sequence[int | str]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def bind_symbols(op: str, inputs: Sequence[tuple[str, torch.Tensor, str, Sequence[int | str]]]) -> dict:
+    """The fake kernel's checks: dtype, rank, shape symbols (which may be
+    symbolic under torch.compile: equalities go through torch._check)."""
+    values: dict = {}
+    origin: dict = {}
+    for name, t, dtype_name, declared in inputs:
+        if t.dtype != _DTYPES[dtype_name]:
+            raise RuntimeError(f"{op}: input '{name}' has dtype {t.dtype}; the spec declares {dtype_name}")
+        if t.dim() != len(declared):
+            raise RuntimeError(
+                f"{op}: input '{name}' has rank {t.dim()} (shape {tuple(t.shape)}); "
+                f"the spec declares {_declared(declared)}"
+            )
+        for axis, dim in enumerate(declared):
+            size = t.shape[axis]
+            if isinstance(dim, int):
+                torch._check(size == dim, lambda: f"{op}: input '{name}' dimension {axis} must be {dim}")
+            elif dim in values:
+                by, by_axis = origin[dim]
+                torch._check(
+                    size == values[dim],
+                    lambda: f"{op}: input '{name}' has shape {tuple(t.shape)}; dimension {axis} must be "
+                    f"{dim} = {values[dim]} (bound by input '{by}' dimension {by_axis})",
+                )
+            else:
+                values[dim] = size
+                origin[dim] = (name, axis)
+    return values
+
+
+# --- torch_xla ----------------------------------------------------------------------------------
+
+_xla_lock = threading.Lock()
+_xla_registration: dict[str, str | None] = {}  # target -> None (registered) or why not
+_graph_only = threading.local()
+
+
+@contextlib.contextmanager
+def xla_graph_only():
+    """Lets ops on XLA tensors build their custom call even where its target
+    cannot be registered (torch_xla 2.9, XLA:CPU), so the graph can be
+    inspected or exported; executing that graph still fails."""
+    previous = getattr(_graph_only, "on", False)
+    _graph_only.on = True
+    try:
+        yield
+    finally:
+        _graph_only.on = previous
+
+
+def _torch_xla_device_type() -> str:
+    import torch_xla.runtime as xr
+
+    return xr.device_type()
+
+
+def register_xla_target(target: str, capsules: Mapping[str, Mapping[int, Mapping[str, object]]],
+                        api_version: int) -> str | None:
+    """Registers `target`'s CUDA legacy capsule with torch_xla once; returns
+    None on success, else the reason it cannot run."""
+    with _xla_lock:
+        if target in _xla_registration:
+            return _xla_registration[target]
+        reason = None
+        import torch_xla
+
+        device = _torch_xla_device_type()
+        capsule = capsules.get("cuda", {}).get(api_version, {}).get(target)
+        if device != "CUDA":
+            reason = (
+                f"torch_xla runs on {device} here, and torch_xla registers custom-call targets only "
+                f"for CUDA (XLA:CPU accepts none through it)"
+            )
+        elif capsule is None:
+            reason = "the package was built without CUDA, so it has no GPU target to register"
+        else:
+            try:
+                torch_xla._XLAC._xla_register_custom_call_target(target, capsule, "CUDA")
+            except Exception as e:  # torch_xla 2.9 raises "not implemented": XLA:CUDA was removed
+                reason = (
+                    f"torch_xla {torch_xla.__version__} refused to register it "
+                    f"({type(e).__name__}: {e}); torch_xla 2.5-2.8 with CUDA can run it"
+                )
+        _xla_registration[target] = reason
+        return reason
+
+
+def xla_custom_call(op: str, target: str, capsules, api_version: int, inputs: Sequence[torch.Tensor],
+                    output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[torch.dtype],
+                    opaque: bytes) -> list[torch.Tensor]:
+    import torch_xla
+
+    reason = register_xla_target(target, capsules, api_version)
+    if reason is not None and not getattr(_graph_only, "on", False):
+        raise RuntimeError(
+            f"{op} cannot execute on XLA tensors here: {reason}. To build the graph anyway (to "
+            f"inspect or export its HLO), call it inside opgen's xla_graph_only() context."
+        )
+    return torch_xla._XLAC._xla_custom_call(
+        list(inputs), target, [list(s) for s in output_shapes], list(output_dtypes), False, opaque,
+        api_version, {},
+    )
