@@ -8,7 +8,6 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "opgen/torch_stable.h"
 #include "opgen_ops/simple_add.h"
@@ -17,29 +16,29 @@ namespace opgen_ops::simple_add {
 namespace {
 
 namespace ts = ::opgen::torch_stable;
-using ::torch::headeronly::ScalarType;
 using ::torch::stable::Tensor;
 
 // Checks the arguments, allocates the outputs, fills `args`. Returns false
 // when every output is empty (nothing to launch).
-bool bind(const Tensor& a, const Tensor& b, float alpha, std::vector<Tensor>& outputs_, Args& args) {
-  ts::check_tensor("simple_add", "input", "a", a, ScalarType::Float, "float32",
+bool bind(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor* outputs_, Args& args) {
+  ts::check_tensor("simple_add", "input", "a", a, aoti_torch_dtype_float32(), "float32",
                    a, "a", 1, "[N]");
-  args.N = a.size(0);
-  args.a = static_cast<const float*>(a.data_ptr());
-  ts::check_tensor("simple_add", "input", "b", b, ScalarType::Float, "float32",
+  args.N = a.sizes[0];
+  args.a = static_cast<const float*>(a.data);
+  ts::check_tensor("simple_add", "input", "b", b, aoti_torch_dtype_float32(), "float32",
                    a, "a", 1, "[N]");
   ts::check_dim("simple_add", "input", "b", b, 0, args.N,
                 "N, bound by input 'a' dimension 0", "[N]");
-  args.b = static_cast<const float*>(b.data_ptr());
+  args.b = static_cast<const float*>(b.data);
   args.alpha = alpha;
   bool empty_ = true;
   {
-    const std::vector<int64_t> shape_ = {args.N};
-    Tensor t_ = torch::stable::new_empty(a, shape_, ScalarType::Float);
-    args.out = static_cast<float*>(t_.data_ptr());
-    empty_ = empty_ && t_.numel() == 0;
-    outputs_.push_back(t_);
+    const int64_t shape_[] = {args.N};
+    void* data_ = nullptr;
+    int64_t numel_ = 0;
+    outputs_[0] = ts::empty(a, shape_, 1, aoti_torch_dtype_float32(), &data_, &numel_);
+    args.out = static_cast<float*>(data_);
+    empty_ = empty_ && numel_ == 0;
   }
   return !empty_;
 }
@@ -47,33 +46,37 @@ bool bind(const Tensor& a, const Tensor& b, float alpha, std::vector<Tensor>& ou
 void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor a = to<Tensor>(stack[0]);
-  const Tensor b = to<Tensor>(stack[1]);
+  const Tensor a_tensor = to<Tensor>(stack[0]);
+  const ts::TensorView a(a_tensor);
+  const Tensor b_tensor = to<Tensor>(stack[1]);
+  const ts::TensorView b(b_tensor);
   const float alpha = static_cast<float>(to<double>(stack[2]));
-  std::vector<Tensor> outputs_;
+  if (!a.is_cpu()) ts::fail("simple_add: the CPU kernel got tensors on " + a.device_text());
+  Tensor outputs_[1];
   Args args{};
   if (bind(a, b, alpha, outputs_, args)) {
-    if (!a.is_cpu()) ts::fail("simple_add: the CPU kernel got tensors on " + ts::device_text(a));
     ts::check_status(run_cpu(args));
   }
-  for (size_t i = 0; i < outputs_.size(); ++i) stack[i] = from(outputs_[i]);
+  stack[0] = from(outputs_[0]);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor a = to<Tensor>(stack[0]);
-  const Tensor b = to<Tensor>(stack[1]);
+  const Tensor a_tensor = to<Tensor>(stack[0]);
+  const ts::TensorView a(a_tensor);
+  const Tensor b_tensor = to<Tensor>(stack[1]);
+  const ts::TensorView b(b_tensor);
   const float alpha = static_cast<float>(to<double>(stack[2]));
-  std::vector<Tensor> outputs_;
+  if (!a.is_cuda()) ts::fail("simple_add: the CUDA kernel got tensors on " + a.device_text());
+  const ts::CudaDeviceScope device_(a.device_index);
+  Tensor outputs_[1];
   Args args{};
   if (bind(a, b, alpha, outputs_, args)) {
-    if (!a.is_cuda()) ts::fail("simple_add: the CUDA kernel got tensors on " + ts::device_text(a));
-    const torch::stable::accelerator::DeviceGuard guard_(a.get_device_index());
-    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(a)), args));
+    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(a.device_index)), args));
   }
-  for (size_t i = 0; i < outputs_.size(); ++i) stack[i] = from(outputs_[i]);
+  stack[0] = from(outputs_[0]);
 }
 
 #endif

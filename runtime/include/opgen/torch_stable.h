@@ -1,7 +1,10 @@
-// Checks shared by every generated PyTorch kernel, written against the
-// LibTorch stable ABI (torch >= 2.9: torch/csrc/stable), so that one build of
-// the package serves several torch versions. A failed check throws
-// std::runtime_error, which PyTorch raises as RuntimeError with this text.
+// What every generated PyTorch kernel needs, written against the LibTorch
+// stable ABI (torch >= 2.9: the C shim of torch/csrc/inductor/aoti_torch and
+// torch/csrc/stable), so that one build of the package serves several torch
+// versions. It reads each tensor's metadata with a handful of shim calls,
+// allocates results with one call (no extra dispatcher round trip), and
+// throws std::runtime_error on a bad argument, which PyTorch raises as a
+// RuntimeError with the same text.
 #pragma once
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
@@ -10,7 +13,6 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
 #include "opgen/shape_check.h"
 #include "opgen/status.h"
@@ -21,49 +23,99 @@ using torch::stable::Tensor;
 
 [[noreturn]] inline void fail(const std::string& message) { throw std::runtime_error(message); }
 
-inline std::vector<int64_t> sizes(const Tensor& t) {
-  std::vector<int64_t> out(static_cast<size_t>(t.dim()));
-  for (int64_t i = 0; i < t.dim(); ++i) out[i] = t.size(i);
-  return out;
+inline void check_shim(AOTITorchError error, const char* what) {
+  if (error != AOTI_TORCH_SUCCESS) fail(std::string("opgen: torch shim call failed: ") + what);
 }
 
-inline std::string device_text(const Tensor& t) {
-  return t.is_cuda() ? "cuda:" + std::to_string(t.get_device_index()) : t.is_cpu() ? "cpu" : "another device";
-}
+// The metadata of one tensor argument, read once.
+struct TensorView {
+  AtenTensorHandle handle = nullptr;
+  int32_t dtype = 0;
+  int32_t device_type = 0;
+  int32_t device_index = 0;
+  int64_t dim = 0;
+  const int64_t* sizes = nullptr;
+  const int64_t* strides = nullptr;
+  void* data = nullptr;
+
+  explicit TensorView(const Tensor& t) : handle(t.get()) {
+    check_shim(aoti_torch_get_dtype(handle, &dtype), "get_dtype");
+    check_shim(aoti_torch_get_device_type(handle, &device_type), "get_device_type");
+    check_shim(aoti_torch_get_device_index(handle, &device_index), "get_device_index");
+    check_shim(aoti_torch_get_dim(handle, &dim), "get_dim");
+    int64_t* s = nullptr;
+    int64_t* st = nullptr;
+    check_shim(aoti_torch_get_sizes(handle, &s), "get_sizes");
+    check_shim(aoti_torch_get_strides(handle, &st), "get_strides");
+    check_shim(aoti_torch_get_data_ptr(handle, &data), "get_data_ptr");
+    sizes = s;
+    strides = st;
+  }
+
+  bool is_cuda() const { return device_type == aoti_torch_device_type_cuda(); }
+  bool is_cpu() const { return device_type == aoti_torch_device_type_cpu(); }
+
+  // Dense row-major (torch's is_contiguous: size-1 dimensions may have any stride).
+  bool is_contiguous() const {
+    int64_t expected = 1;
+    for (int64_t i = dim - 1; i >= 0; --i) {
+      if (sizes[i] != 1 && strides[i] != expected) return false;
+      expected *= sizes[i];
+    }
+    return true;
+  }
+
+  std::string device_text() const {
+    return is_cuda() ? "cuda:" + std::to_string(device_index) : is_cpu() ? "cpu" : "another device";
+  }
+};
 
 // The checks every tensor argument gets before a kernel body sees it:
-// defined, dtype, device (the one of the first input), dense layout, rank.
-inline void check_tensor(const char* op, const char* role, const char* name, const Tensor& t,
-                         torch::headeronly::ScalarType dtype, const char* dtype_name,
-                         const Tensor& first, const char* first_name, int64_t rank,
-                         const char* declared) {
+// dtype, device (the one of the first input), rank, dense layout.
+inline void check_tensor(const char* op, const char* role, const char* name, const TensorView& t,
+                         int32_t dtype, const char* dtype_name, const TensorView& first,
+                         const char* first_name, int64_t rank, const char* declared) {
   const std::string who = std::string(op) + ": " + role + " '" + name + "'";
-  if (!t.defined()) fail(who + " is an undefined tensor");
-  if (t.scalar_type() != dtype) {
+  if (t.dtype != dtype) {
     fail(who + " has the wrong dtype; the spec declares " + dtype_name +
          " (convert it explicitly, e.g. x.to(torch." + dtype_name + "))");
   }
-  if (t.is_cuda() != first.is_cuda() || t.is_cpu() != first.is_cpu() ||
-      (t.is_cuda() && t.get_device_index() != first.get_device_index())) {
-    fail(who + " is on " + device_text(t) + ", but input '" + first_name + "' is on " +
-         device_text(first) + "; all tensors of one call must be on one device");
+  if (t.device_type != first.device_type || t.device_index != first.device_index) {
+    fail(who + " is on " + t.device_text() + ", but input '" + first_name + "' is on " +
+         first.device_text() + "; all tensors of one call must be on one device");
   }
-  if (t.dim() != rank) {
-    const std::vector<int64_t> dims = sizes(t);
-    fail(opgen::rank_mismatch(op, role, name, dims.data(), dims.size(), declared));
-  }
+  if (t.dim != rank) fail(opgen::rank_mismatch(op, role, name, t.sizes, static_cast<size_t>(t.dim), declared));
   if (!t.is_contiguous()) {
     fail(who + " is not contiguous; the kernel reads dense row-major memory (call .contiguous())");
   }
 }
 
-inline void check_dim(const char* op, const char* role, const char* name, const Tensor& t,
+inline void check_dim(const char* op, const char* role, const char* name, const TensorView& t,
                       int64_t axis, int64_t expected, const char* because, const char* declared) {
-  if (t.size(axis) != expected) {
-    const std::vector<int64_t> dims = sizes(t);
-    fail(opgen::dim_mismatch(op, role, name, dims.data(), dims.size(), static_cast<size_t>(axis),
-                             expected, because, declared));
+  if (t.sizes[axis] != expected) {
+    fail(opgen::dim_mismatch(op, role, name, t.sizes, static_cast<size_t>(t.dim),
+                             static_cast<size_t>(axis), expected, because, declared));
   }
+}
+
+// A new dense tensor of `rank` dimensions on the device of `like`.
+inline Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype,
+                    void** data, int64_t* numel) {
+  int64_t strides[16];
+  if (rank > 16) fail("opgen: outputs of more than 16 dimensions are not supported");
+  int64_t n = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    strides[i] = n;
+    n *= sizes[i];
+  }
+  AtenTensorHandle out = nullptr;
+  check_shim(aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type,
+                                      like.device_index, &out),
+             "empty_strided");
+  Tensor t(out);
+  check_shim(aoti_torch_get_data_ptr(out, data), "get_data_ptr");
+  *numel = n;
+  return t;
 }
 
 // Results of a kernel body as a RuntimeError.
@@ -72,11 +124,32 @@ inline void check_status(const Status& s) {
 }
 
 #ifdef USE_CUDA
-// The caller's current stream on the tensor's device: kernels must launch
-// there (torch.compile's CUDA graphs and user streams depend on it).
-inline void* current_cuda_stream(const Tensor& t) {
+// Makes `device_index` current for the call when it is not already (the
+// common case costs one query, not a guard).
+class CudaDeviceScope {
+ public:
+  explicit CudaDeviceScope(int32_t device_index) {
+    int32_t current = -1;
+    check_shim(aoti_torch_get_current_device_index(&current), "get_current_device_index");
+    if (current != device_index) {
+      check_shim(aoti_torch_create_device_guard(device_index, &guard_), "create_device_guard");
+    }
+  }
+  ~CudaDeviceScope() {
+    if (guard_ != nullptr) aoti_torch_delete_device_guard(guard_);
+  }
+  CudaDeviceScope(const CudaDeviceScope&) = delete;
+  CudaDeviceScope& operator=(const CudaDeviceScope&) = delete;
+
+ private:
+  DeviceGuardHandle guard_ = nullptr;
+};
+
+// The caller's current stream on the device: kernels must launch there
+// (torch.compile's CUDA graphs and user streams depend on it).
+inline void* current_cuda_stream(int32_t device_index) {
   void* stream = nullptr;
-  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream));
+  check_shim(aoti_torch_get_current_cuda_stream(device_index, &stream), "get_current_cuda_stream");
   return stream;
 }
 #endif
