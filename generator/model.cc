@@ -34,11 +34,11 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 const std::vector<AttrTypeInfo>& all_attr_types() {
   static const std::vector<AttrTypeInfo> table = {
-      {AttrType::kBool, "bool", "bool", "bool_", "?", "bool", "bool", 1},
-      {AttrType::kI32, "i32", "int32_t", "int32", "i", "int", "int64_t", 4},
-      {AttrType::kI64, "i64", "int64_t", "int64", "q", "int", "int64_t", 8},
-      {AttrType::kF32, "f32", "float", "float32", "f", "float", "double", 4},
-      {AttrType::kF64, "f64", "double", "float64", "d", "float", "double", 8},
+      {AttrType::kBool, "bool", "bool", "bool_", "?", "bool", "bool", "bool", 1},
+      {AttrType::kI32, "i32", "int32_t", "int32", "i", "int", "int64_t", "int", 4},
+      {AttrType::kI64, "i64", "int64_t", "int64", "q", "int", "int64_t", "int", 8},
+      {AttrType::kF32, "f32", "float", "float32", "f", "float", "double", "float", 4},
+      {AttrType::kF64, "f64", "double", "float64", "d", "float", "double", "float", 8},
   };
   return table;
 }

@@ -55,6 +55,7 @@ struct AttrTypeInfo {
   const char* struct_format; // Python struct code: f
   const char* torch_schema;  // type in a torch schema: float
   const char* torch_boxed;   // C++ type torch passes it as: double
+  const char* py_type;       // Python annotation: float
   int size;                  // bytes in the opaque descriptor
 };
 

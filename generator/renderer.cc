@@ -157,6 +157,7 @@ py::dict attr_data(const Attr& a) {
   type["struct_format"] = i.struct_format;
   type["torch_schema"] = i.torch_schema;
   type["torch_boxed"] = i.torch_boxed;
+  type["py_type"] = i.py_type;
   type["size"] = i.size;
   out["type"] = type;
   out["has_default"] = a.default_value.has_value();
@@ -408,6 +409,10 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
   render("opaque.py.j2", python_dir + "_opaque.py", all_sources, package_context());
   render("jax.py.j2", python_dir + "jax.py", all_sources, package_context());
   render("torch.py.j2", python_dir + "torch.py", all_sources, package_context());
+  render("jax.pyi.j2", python_dir + "jax.pyi", all_sources, package_context());
+  render("torch.pyi.j2", python_dir + "torch.pyi", all_sources, package_context());
+  render("module.pyi.j2", python_dir + "_C.pyi", all_sources, package_context());
+  render("py.typed.j2", python_dir + "py.typed", all_sources, package_context());
   return files;
 }
 

@@ -5,6 +5,7 @@ Per framework, one module (imported on first use, so this package imports
 without any framework installed):
 
     import opgen_ops.jax    # JAX: typed wrappers over jax.ffi.ffi_call
+    import opgen_ops.torch  # PyTorch: torch.ops.opgen_ops.<op> (CPU, CUDA, XLA)
 
 Ops: simple_add.
 """
