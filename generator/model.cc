@@ -69,6 +69,28 @@ bool Op::has_legacy_api() const {
   return std::any_of(api_versions.begin(), api_versions.end(), [](int v) { return v != 4; });
 }
 
+bool Op::has_batch() const {
+  for (const Tensor& t : inputs) if (t.batch) return true;
+  for (const Tensor& t : outputs) if (t.batch) return true;
+  return false;
+}
+
+std::vector<std::map<std::string, DType>> Op::instantiations() const {
+  std::vector<std::map<std::string, DType>> out = {{}};
+  for (const TypeVar& v : type_vars) {
+    std::vector<std::map<std::string, DType>> next;
+    for (const auto& partial : out) {
+      for (DType d : v.dtypes) {
+        auto m = partial;
+        m[v.name] = d;
+        next.push_back(m);
+      }
+    }
+    out = next;
+  }
+  return out;
+}
+
 uint64_t fnv1a64(std::string_view bytes) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : bytes) {
@@ -82,6 +104,12 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
   // The descriptor holds the symbols (i64 each) then the attributes, so the
   // signature names exactly those fields, in order, with their types.
   std::string sig = package + "." + name + "/v" + std::to_string(kOpaqueLayoutVersion) + "(";
+  for (const TypeVar& v : type_vars) {
+    sig += v.name + ":dtype{";
+    for (DType d : v.dtypes) sig += std::string(info(d).name) + ",";
+    sig += "},";
+  }
+  if (has_batch()) sig += std::string(kBatchField) + ":i64,";
   for (const SymbolBinding& s : symbols) sig += s.symbol + ":i64,";
   for (const Attr& a : attrs) sig += a.name + ":" + info(a.type).name + ",";
   sig += ")";

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,17 +71,39 @@ using AttrValue = std::variant<bool, int64_t, double>;
 // Ops
 // ---------------------------------------------------------------------------
 
-// One dimension of a declared shape: a fixed size or a shape symbol.
+// An output dimension computed from shape symbols: `2*D`, `D/H`, `N+1`.
+// Division must be exact; the generated code checks it at run time.
+struct Expr {
+  enum class Kind { kInt, kSymbol, kAdd, kSub, kMul, kDiv };
+  Kind kind = Kind::kInt;
+  int64_t value = 0;
+  std::string symbol;
+  std::shared_ptr<const Expr> lhs, rhs;
+};
+
+// One dimension of a declared shape: a fixed size, a shape symbol, or (in
+// outputs) an expression over symbols.
 struct Dim {
-  std::optional<int64_t> fixed;  // set for a literal size
-  std::string symbol;            // set for a symbol
+  std::optional<int64_t> fixed;       // set for a literal size
+  std::string symbol;                 // set for a symbol
+  std::shared_ptr<const Expr> expr;   // set for an expression
+  std::string text;                   // as written in the spec
+  Location where;
+};
+
+// A type variable: one spec, several dtype instantiations.
+struct TypeVar {
+  std::string name;
+  std::vector<DType> dtypes;
   Location where;
 };
 
 struct Tensor {
   std::string name;
-  DType dtype;
-  std::vector<Dim> shape;
+  DType dtype = DType::kF32;  // when type_var is empty
+  std::string type_var;       // the type variable that gives the dtype, or ""
+  bool batch = false;         // shape starts with `...`: any number of leading batch dims
+  std::vector<Dim> shape;     // the dimensions after `...`
   std::string doc;
   Location where;
 };
@@ -88,6 +112,7 @@ struct Attr {
   std::string name;
   AttrType type;
   std::optional<AttrValue> default_value;
+  std::optional<double> min, max;  // inclusive range, checked where the value is given
   std::string doc;
   Location where;
 };
@@ -103,6 +128,16 @@ struct SymbolBinding {
 
 enum class Platform { kCuda, kCpu };
 
+// How jax.vmap maps the op (jax.ffi.ffi_call's vmap_method).
+inline const std::vector<std::string>& vmap_methods() {
+  static const std::vector<std::string> methods = {"sequential", "sequential_unrolled",
+                                                   "expand_dims", "broadcast_all"};
+  return methods;
+}
+
+// The name of the flattened batch count in Args when a shape uses `...`.
+inline constexpr const char* kBatchField = "batch";
+
 struct Op {
   std::string name;
   std::string doc;
@@ -113,8 +148,15 @@ struct Op {
   std::vector<Platform> platforms;  // in spec order, no duplicates
   std::vector<int> api_versions;    // in spec order, no duplicates
   bool command_buffer_compatible = true;
+  std::string vmap_method = "sequential";
+  bool batch_partitionable = false;
+  std::vector<TypeVar> type_vars;      // in declaration order
   std::vector<SymbolBinding> symbols;  // in binding order
 
+  bool has_batch() const;
+  // Every assignment of dtypes to the type variables (one empty map when
+  // there are none), in declaration order.
+  std::vector<std::map<std::string, DType>> instantiations() const;
   bool has_platform(Platform p) const;
   bool has_api_version(int v) const;
   bool has_legacy_api() const;

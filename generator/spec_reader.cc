@@ -25,6 +25,7 @@ class SpecFile {
       : path_(std::move(display_path)), diags_(diags) {}
 
   Location at(const YAML::Node& node) const {
+    if (!node.IsDefined()) return whole_file();  // a key the spec does not have
     const YAML::Mark m = node.Mark();
     if (m.is_null()) return {path_, 0, 0};
     return {path_, m.line + 1, m.column + 1};
@@ -240,8 +241,192 @@ bool check_format_version(SpecFile& f, const YAML::Node& root) {
   return true;
 }
 
+// Parses an output dimension expression: integers and shape symbols joined
+// by + - * / and parentheses, e.g. `2*D`, `D/H`, `(N+1)*2`.
+class ExprParser {
+ public:
+  explicit ExprParser(std::string_view text) : text_(text) {}
+
+  std::shared_ptr<const Expr> parse(std::string& error) {
+    std::shared_ptr<const Expr> e = sum(error);
+    skip_space();
+    if (e && pos_ != text_.size()) {
+      error = "unexpected '" + std::string(text_.substr(pos_, 1)) + "' at column " + std::to_string(pos_ + 1) + " of the expression";
+      return nullptr;
+    }
+    return error.empty() ? e : nullptr;
+  }
+
+ private:
+  void skip_space() {
+    while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
+  }
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  static std::shared_ptr<const Expr> node(Expr::Kind kind, std::shared_ptr<const Expr> lhs,
+                                          std::shared_ptr<const Expr> rhs) {
+    auto e = std::make_shared<Expr>();
+    e->kind = kind;
+    e->lhs = std::move(lhs);
+    e->rhs = std::move(rhs);
+    return e;
+  }
+  std::shared_ptr<const Expr> sum(std::string& error) {
+    std::shared_ptr<const Expr> e = product(error);
+    while (e) {
+      if (accept('+')) e = node(Expr::Kind::kAdd, e, product(error));
+      else if (accept('-')) e = node(Expr::Kind::kSub, e, product(error));
+      else break;
+      if (!e->rhs) return nullptr;
+    }
+    return e;
+  }
+  std::shared_ptr<const Expr> product(std::string& error) {
+    std::shared_ptr<const Expr> e = atom(error);
+    while (e) {
+      if (accept('*')) e = node(Expr::Kind::kMul, e, atom(error));
+      else if (accept('/')) e = node(Expr::Kind::kDiv, e, atom(error));
+      else break;
+      if (!e->rhs) return nullptr;
+    }
+    return e;
+  }
+  std::shared_ptr<const Expr> atom(std::string& error) {
+    skip_space();
+    if (++depth_ > 32) {
+      error = "the expression nests too deeply";
+      return nullptr;
+    }
+    if (accept('(')) {
+      std::shared_ptr<const Expr> e = sum(error);
+      if (e && !accept(')')) {
+        error = "missing ')' in the expression";
+        return nullptr;
+      }
+      return e;
+    }
+    const size_t start = pos_;
+    if (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+      auto e = std::make_shared<Expr>();
+      e->kind = Expr::Kind::kInt;
+      const std::string digits(text_.substr(start, pos_ - start));
+      if (digits.size() > 18) {
+        error = "the number " + digits + " in the expression is too large";
+        return nullptr;
+      }
+      e->value = std::stoll(digits);
+      return e;
+    }
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
+    const std::string name(text_.substr(start, pos_ - start));
+    if (name.empty()) {
+      error = pos_ < text_.size() ? "unexpected '" + std::string(text_.substr(pos_, 1)) + "' in the expression"
+                                  : "the expression ends too early";
+      return nullptr;
+    }
+    if (!is_symbol_identifier(name) || is_reserved_name(name)) {
+      error = "'" + name + "' in the expression is not a valid shape symbol";
+      return nullptr;
+    }
+    auto e = std::make_shared<Expr>();
+    e->kind = Expr::Kind::kSymbol;
+    e->symbol = name;
+    return e;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+void expr_symbols(const Expr& e, std::vector<std::string>& out) {
+  if (e.kind == Expr::Kind::kSymbol) out.push_back(e.symbol);
+  if (e.lhs) expr_symbols(*e.lhs, out);
+  if (e.rhs) expr_symbols(*e.rhs, out);
+}
+
+// Reads one dimension of `t`'s shape. `first` says whether it is the
+// shape's first entry (where `...` may stand).
+bool read_dim(SpecFile& f, const YAML::Node& dim, const std::string& what, bool is_output,
+              bool first, Tensor& t) {
+  Dim d;
+  d.where = f.at(dim);
+  if (dim.IsNull()) {
+    f.error(d.where, "a dimension of " + what +
+                         " is empty or null in YAML (null, ~ and NULL read as null); "
+                         "give a size or a shape symbol");
+    return false;
+  }
+  // A quoted dimension reads like a plain one: quotes help an expression
+  // that YAML would otherwise misread (one starting with '*', say).
+  if (!dim.IsScalar()) {
+    f.error(d.where, "a dimension of " + what + " must be a size, a shape symbol or an expression");
+    return false;
+  }
+  const std::string& text = dim.Scalar();
+  d.text = text;
+  if (text == "...") {
+    if (!first) {
+      f.error(d.where, "'...' (the batch dimensions) may only lead the shape of " + what);
+      return false;
+    }
+    t.batch = true;
+    return true;
+  }
+  if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-') &&
+      text.find_first_of("+*/() ") == std::string::npos && text.find('-', 1) == std::string::npos) {
+    errno = 0;
+    char* end = nullptr;
+    const long long parsed = std::strtoll(text.c_str(), &end, 10);
+    if (*end != '\0' || errno == ERANGE) {
+      f.error(d.where, "a fixed dimension of " + what + " must be an integer, not '" + text + "'");
+      return false;
+    }
+    const std::optional<int64_t> size = parsed;
+    if (*size < 1) {
+      f.error(d.where, "a fixed dimension of " + what + " must be at least 1, not " + std::to_string(*size));
+      return false;
+    }
+    d.fixed = *size;
+  } else if (is_symbol_identifier(text)) {
+    if (is_reserved_name(text)) {
+      f.error(d.where, "shape symbol '" + text + "' of " + what +
+                           " is reserved in C++, Python or the generated code");
+      return false;
+    }
+    d.symbol = text;
+  } else if (text.find_first_of("+-*/()") != std::string::npos) {
+    if (!is_output) {
+      f.error(d.where, "the shape of " + what + " has the expression '" + text +
+                           "'; inputs take sizes and symbols, expressions go in outputs");
+      return false;
+    }
+    std::string error;
+    d.expr = ExprParser(text).parse(error);
+    if (!d.expr) {
+      f.error(d.where, "bad shape expression '" + text + "' in " + what + ": " + error);
+      return false;
+    }
+  } else {
+    f.error(d.where, "'" + text + "' in the shape of " + what +
+                         " is neither a size, a shape symbol (a name such as N, with no '__' and "
+                         "no trailing '_'), an expression such as 2*D, nor '...'");
+    return false;
+  }
+  t.shape.push_back(d);
+  return true;
+}
+
 std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YAML::Node& node,
-                                  const std::string& role, const Location& name_at) {
+                                  const std::string& role, const Location& name_at,
+                                  const std::vector<TypeVar>& type_vars) {
   const std::string what = role + " '" + name + "'";
   Tensor t;
   t.name = name;
@@ -258,12 +443,20 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
         ok = false;
         continue;
       }
+      const auto var = std::find_if(type_vars.begin(), type_vars.end(),
+                                    [&](const TypeVar& v) { return v.name == *s; });
+      if (var != type_vars.end()) {
+        t.type_var = *s;
+        have_dtype = true;
+        continue;
+      }
       std::optional<DType> d = parse_dtype(*s);
       if (!d) {
         std::string message = "unsupported dtype '" + *s + "' for " + what;
         std::string fix = dtype_alias(*s);
-        message += fix.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool)"
-                               : "; did you mean '" + fix + "'?";
+        message += !fix.empty() ? "; did you mean '" + fix + "'?"
+                   : type_vars.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool, or a type variable declared under 'types')"
+                                       : " (neither a dtype nor a type variable declared under 'types')";
         f.error(f.at(value), message);
         ok = false;
         continue;
@@ -276,47 +469,10 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
         continue;
       }
       have_shape = true;
+      bool first = true;
       for (const YAML::Node& dim : value) {
-        Dim d;
-        d.where = f.at(dim);
-        if (dim.IsNull()) {
-          f.error(d.where, "a dimension of " + what +
-                               " is empty or null in YAML (null, ~ and NULL read as null); "
-                               "give a size or a shape symbol");
-          ok = false;
-          continue;
-        }
-        if (!dim.IsScalar() || dim.Tag() == "!") {
-          f.error(d.where, "a dimension of " + what + " must be a size or a shape symbol");
-          ok = false;
-          continue;
-        }
-        const std::string& text = dim.Scalar();
-        if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) {
-          std::optional<int64_t> size = f.integer(dim, "a fixed dimension of " + what);
-          if (!size) {
-            ok = false;
-          } else if (*size < 1) {
-            f.error(d.where, "a fixed dimension of " + what + " must be at least 1, not " +
-                                 std::to_string(*size));
-            ok = false;
-          } else {
-            d.fixed = *size;
-            t.shape.push_back(d);
-          }
-        } else if (!is_symbol_identifier(text)) {
-          f.error(d.where, "'" + text + "' in the shape of " + what +
-                               " is neither a size nor a valid shape symbol (a name such as N, "
-                               "with no '__' and no trailing '_')");
-          ok = false;
-        } else if (is_reserved_name(text)) {
-          f.error(d.where, "shape symbol '" + text + "' of " + what +
-                               " is reserved in C++, Python or the generated code");
-          ok = false;
-        } else {
-          d.symbol = text;
-          t.shape.push_back(d);
-        }
+        ok = read_dim(f, dim, what, role == "output", first, t) && ok;
+        first = false;
       }
     } else if (key == "doc") {
       std::optional<std::string> s = f.string(value, "the doc of " + what);
@@ -326,6 +482,62 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   }
   if (!ok || !have_dtype || !have_shape) return std::nullopt;
   return t;
+}
+
+// `types:` maps each type variable to the dtypes it ranges over.
+bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& out) {
+  if (!f.expect_map(node, "'types'")) return false;
+  bool ok = true;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    TypeVar v;
+    v.where = f.at(it->first);
+    if (!it->first.IsScalar() || !is_symbol_identifier(it->first.Scalar()) ||
+        is_reserved_name(it->first.Scalar())) {
+      f.error(v.where, "a type variable needs a valid name, such as T");
+      ok = false;
+      continue;
+    }
+    v.name = it->first.Scalar();
+    if (std::any_of(out.begin(), out.end(), [&](const TypeVar& o) { return o.name == v.name; })) {
+      f.error(v.where, "type variable '" + v.name + "' is declared twice");
+      ok = false;
+      continue;
+    }
+    if (parse_dtype(v.name)) {
+      f.error(v.where, "type variable '" + v.name + "' has the name of a dtype");
+      ok = false;
+      continue;
+    }
+    const std::string what = "the dtypes of type variable '" + v.name + "'";
+    if (!f.expect_sequence(it->second, what)) {
+      ok = false;
+      continue;
+    }
+    for (const YAML::Node& d : it->second) {
+      std::optional<std::string> s = f.string(d, "a dtype of type variable '" + v.name + "'");
+      std::optional<DType> dtype = s ? parse_dtype(*s) : std::nullopt;
+      if (!dtype) {
+        if (s) {
+          std::string fix = dtype_alias(*s);
+          f.error(f.at(d), "unsupported dtype '" + *s + "' for type variable '" + v.name + "'" +
+                               (fix.empty() ? std::string(" (supported: f16, bf16, f32, f64, i32, i64, u8, bool)")
+                                            : "; did you mean '" + fix + "'?"));
+        }
+        ok = false;
+      } else if (std::find(v.dtypes.begin(), v.dtypes.end(), *dtype) != v.dtypes.end()) {
+        f.error(f.at(d), "dtype '" + *s + "' is listed twice for type variable '" + v.name + "'");
+        ok = false;
+      } else {
+        v.dtypes.push_back(*dtype);
+      }
+    }
+    if (it->second.IsSequence() && it->second.size() == 0) {
+      f.error(f.at(it->second), "type variable '" + v.name + "' must list at least one dtype");
+      ok = false;
+    }
+    out.push_back(v);
+  }
+  return ok;
 }
 
 std::optional<AttrValue> read_attr_value(SpecFile& f, AttrType type, const YAML::Node& node,
@@ -372,7 +584,7 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
   a.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, "attribute name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  auto fields = f.entries(node, what, {"type", "default", "doc"});
+  auto fields = f.entries(node, what, {"type", "default", "doc", "min", "max"});
   f.require(node, what, {"type"});
   bool have_type = false;
   for (const auto& [key, value] : fields) {
@@ -396,10 +608,37 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
     if (key == "default") {
       a.default_value = read_attr_value(f, a.type, value, "the default of " + what);
       if (!a.default_value) ok = false;
+    } else if (key == "min" || key == "max") {
+      if (a.type == AttrType::kBool) {
+        f.error(f.at(value), "'" + key + "' does not apply to the bool " + what);
+        ok = false;
+        continue;
+      }
+      std::optional<AttrValue> bound = read_attr_value(f, a.type, value, "the " + key + " of " + what);
+      if (!bound) {
+        ok = false;
+        continue;
+      }
+      const double v = std::holds_alternative<int64_t>(*bound) ? static_cast<double>(std::get<int64_t>(*bound))
+                                                               : std::get<double>(*bound);
+      (key == "min" ? a.min : a.max) = v;
     } else if (key == "doc") {
       std::optional<std::string> s = f.string(value, "the doc of " + what);
       if (s) a.doc = *s;
       else ok = false;
+    }
+  }
+  if (ok && a.min && a.max && *a.min > *a.max) {
+    f.error(a.where, "the min of " + what + " is greater than its max");
+    ok = false;
+  }
+  if (ok && a.default_value && !std::holds_alternative<bool>(*a.default_value)) {
+    const double v = std::holds_alternative<int64_t>(*a.default_value)
+                         ? static_cast<double>(std::get<int64_t>(*a.default_value))
+                         : std::get<double>(*a.default_value);
+    if ((a.min && v < *a.min) || (a.max && v > *a.max)) {
+      f.error(f.at(node["default"]), "the default of " + what + " is outside its range [min, max]");
+      ok = false;
     }
   }
   if (!ok) return std::nullopt;
@@ -408,7 +647,8 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
 
 // Reads `inputs:` or `outputs:`.
 bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& section,
-                  const std::string& role, std::vector<Tensor>& out) {
+                  const std::string& role, const std::vector<TypeVar>& type_vars,
+                  std::vector<Tensor>& out) {
   if (!f.expect_map(node, "'" + section + "'")) return false;
   if (node.size() == 0) {
     f.error(f.at(node), "'" + section + "' must name at least one " + role);
@@ -421,7 +661,8 @@ bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& sectio
       ok = false;
       continue;
     }
-    std::optional<Tensor> t = read_tensor(f, it->first.Scalar(), it->second, role, f.at(it->first));
+    std::optional<Tensor> t =
+        read_tensor(f, it->first.Scalar(), it->second, role, f.at(it->first), type_vars);
     if (t) out.push_back(*t);
     else ok = false;
   }
@@ -429,24 +670,45 @@ bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& sectio
 }
 
 // Binds every shape symbol to its first input dimension and checks that
-// outputs only use bound symbols.
+// outputs use only bound symbols, that `...` in an output has an input to
+// take its batch dimensions from, and that every type variable is bound by
+// an input.
 bool resolve_symbols(SpecFile& f, Op& op) {
   bool ok = true;
   std::map<std::string, bool> bound;
+  bool input_batch = false;
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const Tensor& t = op.inputs[i];
+    input_batch = input_batch || t.batch;
     for (size_t axis = 0; axis < t.shape.size(); ++axis) {
       const Dim& d = t.shape[axis];
-      if (d.fixed || bound.count(d.symbol)) continue;
+      if (d.symbol.empty() || bound.count(d.symbol)) continue;
       bound[d.symbol] = true;
       op.symbols.push_back({d.symbol, static_cast<int>(i), static_cast<int>(axis)});
     }
   }
   for (const Tensor& t : op.outputs) {
+    if (t.batch && !input_batch) {
+      f.error(t.where, "output '" + t.name + "' has batch dimensions ('...') but no input has any to take them from");
+      ok = false;
+    }
     for (const Dim& d : t.shape) {
-      if (d.fixed || bound.count(d.symbol)) continue;
-      f.error(d.where, "shape symbol '" + d.symbol + "' of output '" + t.name +
-                           "' is not bound by any input's shape");
+      std::vector<std::string> used;
+      if (d.expr) expr_symbols(*d.expr, used);
+      else if (!d.symbol.empty()) used.push_back(d.symbol);
+      for (const std::string& s : used) {
+        if (bound.count(s)) continue;
+        f.error(d.where, "shape symbol '" + s + "' of output '" + t.name + "' is not bound by any input's shape");
+        ok = false;
+      }
+    }
+  }
+  for (const TypeVar& v : op.type_vars) {
+    auto uses = [&](const std::vector<Tensor>& ts) {
+      return std::any_of(ts.begin(), ts.end(), [&](const Tensor& t) { return t.type_var == v.name; });
+    };
+    if (!uses(op.inputs)) {
+      f.error(v.where, "type variable '" + v.name + "' is not the dtype of any input, so a call cannot bind it");
       ok = false;
     }
   }
@@ -463,7 +725,7 @@ bool check_unique_names(SpecFile& f, const Op& op) {
       const Location& first = it->second.second;
       f.error(where, "the name '" + name + "' of this " + role + " is already used by the " +
                          it->second.first + " at line " + std::to_string(first.line) +
-                         "; inputs, outputs, attributes and shape symbols share one namespace");
+                         "; inputs, outputs, attributes, shape symbols and type variables share one namespace");
       ok = false;
     }
   };
@@ -474,6 +736,15 @@ bool check_unique_names(SpecFile& f, const Op& op) {
     const Dim& d = op.inputs[s.input].shape[s.axis];
     claim(s.symbol, "shape symbol", d.where);
   }
+  for (const TypeVar& v : op.type_vars) claim(v.name, "type variable", v.where);
+  if (op.has_batch()) {
+    for (const Tensor& t : op.inputs) {
+      if (t.batch) {
+        claim(kBatchField, "batch count (the '...' of input '" + t.name + "')", t.where);
+        break;
+      }
+    }
+  }
   return ok;
 }
 
@@ -482,7 +753,8 @@ void read_xla(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
     ok = false;
     return;
   }
-  for (const auto& [key, value] : f.entries(node, "'xla'", {"api_versions", "command_buffer_compatible"})) {
+  for (const auto& [key, value] : f.entries(node, "'xla'", {"api_versions", "command_buffer_compatible",
+                                                            "vmap_method", "batch_partitionable"})) {
     if (key == "api_versions") {
       if (!f.expect_sequence(value, "'api_versions'")) {
         ok = false;
@@ -513,6 +785,24 @@ void read_xla(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
       std::optional<bool> b = f.boolean(value, "'command_buffer_compatible'");
       if (b) op.command_buffer_compatible = *b;
       else ok = false;
+    } else if (key == "batch_partitionable") {
+      std::optional<bool> b = f.boolean(value, "'batch_partitionable'");
+      if (b) op.batch_partitionable = *b;
+      else ok = false;
+    } else if (key == "vmap_method") {
+      std::optional<std::string> m = f.string(value, "'vmap_method'");
+      const auto& methods = vmap_methods();
+      if (m && std::find(methods.begin(), methods.end(), *m) != methods.end()) {
+        op.vmap_method = *m;
+      } else {
+        if (m) {
+          std::string fix = closest_match(*m, methods);
+          f.error(f.at(value), "unknown vmap_method '" + *m + "'" +
+                                   (fix.empty() ? std::string(" (one of: sequential, sequential_unrolled, expand_dims, broadcast_all)")
+                                                : "; did you mean '" + fix + "'?"));
+        }
+        ok = false;
+      }
     }
   }
 }
@@ -567,9 +857,13 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
 
   const int errors_before = diags.error_count();
   const auto top = f.entries(
-      root, "the spec", {"opgen", "name", "doc", "inputs", "outputs", "attrs", "platforms", "xla"});
+      root, "the spec", {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "platforms", "xla"});
   f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
+  // Type variables first: tensors refer to them wherever `types:` stands.
+  for (const auto& [key, value] : top) {
+    if (key == "types") ok = read_type_vars(f, value, op.type_vars) && ok;
+  }
   for (const auto& [key, value] : top) {
     if (key == "name") {
       std::optional<std::string> name = f.snake_name(value, "op name");
@@ -590,9 +884,9 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
       if (s) op.doc = *s;
       else ok = false;
     } else if (key == "inputs") {
-      ok = read_tensors(f, value, "inputs", "input", op.inputs) && ok;
+      ok = read_tensors(f, value, "inputs", "input", op.type_vars, op.inputs) && ok;
     } else if (key == "outputs") {
-      ok = read_tensors(f, value, "outputs", "output", op.outputs) && ok;
+      ok = read_tensors(f, value, "outputs", "output", op.type_vars, op.outputs) && ok;
     } else if (key == "attrs") {
       if (!f.expect_map(value, "'attrs'")) {
         ok = false;
@@ -617,6 +911,21 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   if (!ok || op.name.empty() || op.inputs.empty() || op.outputs.empty()) return std::nullopt;
   if (!resolve_symbols(f, op)) return std::nullopt;
   if (!check_unique_names(f, op)) return std::nullopt;
+  // vmap by expand_dims/broadcast_all, and batch partitioning, add leading
+  // dimensions to every operand and result: each must take them in its '...'.
+  const bool all_batched =
+      std::all_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.batch; }) &&
+      std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.batch; });
+  const Location xla_at = root["xla"] ? f.at(root["xla"]) : f.at(root);
+  if ((op.vmap_method == "expand_dims" || op.vmap_method == "broadcast_all") && !all_batched) {
+    f.error(xla_at, "vmap_method '" + op.vmap_method +
+                        "' adds leading dimensions to every operand: every input and output shape must start with '...'");
+    return std::nullopt;
+  }
+  if (op.batch_partitionable && !all_batched) {
+    f.error(xla_at, "batch_partitionable lets XLA split leading dimensions: every input and output shape must start with '...'");
+    return std::nullopt;
+  }
   // Any error reported on the way (an unknown or duplicate key, say) fails the spec.
   if (diags.error_count() > errors_before) return std::nullopt;
   return op;

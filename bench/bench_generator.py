@@ -1,0 +1,475 @@
+"""Generator throughput and incrementality on 1,000 varied op specs.
+
+Writes 1,000 valid, varied op specs (1-4 inputs, 1-2 outputs, every dtype,
+shapes of rank 0-3 mixing symbols and fixed sizes, attributes of every type
+with and without defaults, docs with punctuation and non-ASCII, subsets of
+api_versions and platforms) plus a package.yaml into a temporary folder, then:
+
+  [1] first generation: `opgen generate DIR -o OUT` into an empty OUT, run
+      3 times (fresh process, fresh empty OUT), median wall clock;
+      target < 2 s on the 2-core dev machine.
+  [2] regeneration with nothing changed: must report "0 written" and leave
+      every file untouched (inode and mtime_ns compared).
+  [3] one op's `doc` edited: exactly the files that carry that doc are
+      rewritten (its kernel-interface header, whose C++ comment holds the doc,
+      and the package's jax.py and torch.py, whose docstrings hold it);
+      every other file is byte-identical and untouched.
+  [4] (for information) one op's attribute default edited: which files change.
+  [5] scaling: first generation of 10 / 100 / 1,000 specs, and with --quiet;
+      with --profile also per-template cost (each template in turn swapped
+      for a trivial one through --templates) and a cProfile of the embedded
+      Python (through a sitecustomize on PYTHONPATH; no generator change).
+
+  python bench/bench_generator.py [--opgen build/generator/opgen] [--ops 1000]
+                                  [--seed 0] [--profile] [--keep]
+"""
+
+import argparse
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = "bench_ops"
+TARGET_S = 2.0
+
+DTYPES = ["f16", "bf16", "f32", "f64", "i32", "i64", "u8", "bool"]
+ATTR_TYPES = ["bool", "i32", "i64", "f32", "f64"]
+SYMBOLS = ["N", "M", "K", "B", "Hidden", "seq_len", "C", "D2"]
+INPUT_NAMES = ["x", "y", "lhs", "rhs", "weights", "bias", "mask", "idx", "table", "gate"]
+OUTPUT_NAMES = ["out", "result", "grad", "indices", "summary"]
+ATTR_NAMES = ["alpha", "beta", "eps", "scale", "axis_hint", "flag", "momentum", "seed",
+              "clip", "use_fast_path", "count", "threshold"]
+DOC_WORDS = ["elementwise", "reduction", "of", "the", "input", "tensor", "scaled", "by",
+             "alpha", "fused", "kernel", "gated", "sum", "over", "rows", "softmax", "mask"]
+DOC_PUNCT = ["(see `docs/ops.md`)", "a + b * c;", "x[i] = y[i] / z[i]", "\"quoted\"",
+             "'single'", "50% faster!", "a, b & c", "key: value", "#hashtag", "{braces}",
+             "<angle>", "é, 日本, 🚀", "tab\there", "C:\\path\\name", "*/ /* ?? /", "line one\nline two"]
+
+
+def yq(s):
+    """A YAML double-quoted scalar (escapes quotes, backslashes, controls)."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif o < 0x20 or o == 0x7F:
+            out.append("\\x%02x" % o)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def random_doc(rng):
+    words = rng.sample(DOC_WORDS, rng.randint(2, 8))
+    if rng.random() < 0.7:
+        words.insert(rng.randint(0, len(words)), rng.choice(DOC_PUNCT))
+    return " ".join(words).capitalize() + rng.choice([".", "!", "?", ":", ""])
+
+
+def random_shape(rng, bound, allow_new):
+    """A shape of rank 0-3; symbols from `bound`, or new ones when allow_new."""
+    dims = []
+    for _ in range(rng.randint(0, 3)):
+        if rng.random() < 0.35:
+            dims.append(str(rng.choice([1, 2, 3, 4, 8, 16, 128, 1000])))
+        else:
+            pool = SYMBOLS if allow_new else sorted(bound)
+            if not pool:
+                dims.append(str(rng.choice([1, 4, 32])))
+                continue
+            s = rng.choice(pool)
+            dims.append(s)
+            if allow_new:
+                bound.add(s)
+    return dims
+
+
+def make_spec(rng, index):
+    """(name, yaml text) of one valid op spec."""
+    name = f"op_{index:04d}_{rng.choice(['add', 'mul', 'norm', 'gather', 'scan', 'fused'])}"
+    lines = ["opgen: 1", f"name: {name}"]
+    if rng.random() < 0.9:
+        lines.append(f"doc: {yq(random_doc(rng))}")
+    bound = set()
+    inputs = rng.sample(INPUT_NAMES, rng.randint(1, 4))
+    lines.append("inputs:")
+    for t in inputs:
+        shape = random_shape(rng, bound, allow_new=True)
+        doc = f", doc: {yq(random_doc(rng))}" if rng.random() < 0.6 else ""
+        lines.append(f"  {t}: {{dtype: {rng.choice(DTYPES)}, shape: [{', '.join(shape)}]{doc}}}")
+    lines.append("outputs:")
+    for t in rng.sample(OUTPUT_NAMES, rng.randint(1, 2)):
+        shape = random_shape(rng, bound, allow_new=False)
+        doc = f", doc: {yq(random_doc(rng))}" if rng.random() < 0.5 else ""
+        lines.append(f"  {t}: {{dtype: {rng.choice(DTYPES)}, shape: [{', '.join(shape)}]{doc}}}")
+    n_attrs = rng.choice([0, 0, 1, 2, 3, 5])
+    if n_attrs:
+        lines.append("attrs:")
+        for a in rng.sample(ATTR_NAMES, n_attrs):
+            ty = rng.choice(ATTR_TYPES)
+            fields = [f"type: {ty}"]
+            if rng.random() < 0.6:
+                default = {
+                    "bool": lambda: rng.choice(["true", "false"]),
+                    "i32": lambda: str(rng.randint(-2**31, 2**31 - 1)),
+                    "i64": lambda: str(rng.randint(-2**63, 2**63 - 1)),
+                    "f32": lambda: rng.choice(["1.0", "0.5", "-3.25", "1e-5", "3.4e38", "0.1"]),
+                    "f64": lambda: repr(rng.uniform(-1e6, 1e6)),
+                }[ty]()
+                fields.append(f"default: {default}")
+            if rng.random() < 0.5:
+                fields.append(f"doc: {yq(random_doc(rng))}")
+            lines.append(f"  {a}: {{{', '.join(fields)}}}")
+    if rng.random() < 0.7:
+        platforms = rng.choice([["cuda", "cpu"], ["cuda"], ["cpu"], ["cpu", "cuda"]])
+        lines.append(f"platforms: [{', '.join(platforms)}]")
+    if rng.random() < 0.8:
+        versions = [v for v in [4, 3, 2, 1] if rng.random() < 0.5] or [rng.choice([4, 3, 2, 1])]
+        rng.shuffle(versions)
+        lines.append("xla:")
+        lines.append(f"  api_versions: [{', '.join(map(str, versions))}]")
+        if rng.random() < 0.3:
+            lines.append(f"  command_buffer_compatible: {rng.choice(['true', 'false'])}")
+    return name, "\n".join(lines) + "\n"
+
+
+def write_specs(folder, count, seed):
+    os.makedirs(folder, exist_ok=True)
+    rng = random.Random(seed)
+    with open(os.path.join(folder, "package.yaml"), "w") as f:
+        f.write(f"opgen: 1\npackage:\n  name: {PACKAGE}\n  torch_namespace: {PACKAGE}\n")
+    names = []
+    for i in range(count):
+        name, text = make_spec(rng, i)
+        with open(os.path.join(folder, name + ".yaml"), "w", encoding="utf-8") as f:
+            f.write(text)
+        names.append(name)
+    return names
+
+
+CPU = []  # CPU seconds (user + sys) of each opgen run, in order
+
+
+def run_opgen(opgen, args, env=None, check=True):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.run([opgen, *args], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append((r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime))
+    if check and p.returncode != 0:
+        sys.exit(f"opgen {' '.join(args)} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    return wall, p
+
+
+def summary_line(stdout):
+    m = re.search(r"(\d+) op\(s\), (\d+) files: (\d+) written, (\d+) unchanged, (\d+) removed \(([\d.]+) s\)", stdout)
+    if not m:
+        sys.exit("opgen printed no summary line:\n" + stdout[-2000:])
+    ops, files, written, unchanged, removed = map(int, m.groups()[:5])
+    return dict(ops=ops, files=files, written=written, unchanged=unchanged, removed=removed,
+                internal_s=float(m.group(6)))
+
+
+def snapshot(root):
+    """{relative path: (inode, mtime_ns, bytes)} of every file under root."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            st = os.stat(p)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = (st.st_ino, st.st_mtime_ns, fh.read())
+    return out
+
+
+def diff(before, after):
+    """(touched, content_changed): files rewritten (new inode or mtime) and
+    files whose bytes differ; plus added and removed paths."""
+    touched = sorted(p for p in after if p in before and before[p][:2] != after[p][:2])
+    changed = sorted(p for p in after if p in before and before[p][2] != after[p][2])
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    return touched, changed, added, removed
+
+
+def op_files(op):
+    return {f"include/{PACKAGE}/{op}.h", f"include/{PACKAGE}/{op}_opaque.h", f"src/{op}_xla_ffi.cc",
+            f"src/{op}_xla_legacy.cc", f"src/{op}_torch.cc"}
+
+
+def edit_spec(path, pattern, repl):
+    text = open(path, encoding="utf-8").read()
+    new, n = re.subn(pattern, repl, text, count=1, flags=re.M)
+    assert n == 1, f"no match for {pattern!r} in {path}"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(new)
+    return text
+
+
+def first_generation(opgen, spec_dir, work, runs, quiet=False, env=None):
+    walls, internals, cpus = [], [], []
+    for i in range(runs):
+        out = os.path.join(work, f"out_first_{i}")
+        shutil.rmtree(out, ignore_errors=True)
+        args = ["generate", spec_dir, "-o", out] + (["--quiet"] if quiet else [])
+        wall, p = run_opgen(opgen, args, env=env)
+        walls.append(wall)
+        cpus.append(CPU[-1])
+        if not quiet:
+            s = summary_line(p.stdout)
+            internals.append(s["internal_s"])
+            assert s["written"] == s["files"] and s["unchanged"] == 0, s
+        if i < runs - 1:
+            shutil.rmtree(out)
+    return walls, internals, out, cpus
+
+
+SITECUSTOMIZE = '''
+import atexit, cProfile, os
+_prof = cProfile.Profile()
+_prof.enable()
+def _dump():
+    _prof.disable()
+    _prof.dump_stats(os.environ["OPGEN_BENCH_PROFILE"])
+atexit.register(_dump)
+'''
+
+
+def profile_python(opgen, spec_dir, work):
+    """cProfile of the embedded interpreter (started by a sitecustomize on
+    PYTHONPATH, dumped at interpreter shutdown)."""
+    import pstats
+
+    site = os.path.join(work, "site")
+    os.makedirs(site, exist_ok=True)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+        f.write(SITECUSTOMIZE)
+    stats_path = os.path.join(work, "opgen.prof")
+    env = dict(os.environ, PYTHONPATH=site + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OPGEN_BENCH_PROFILE=stats_path)
+    out = os.path.join(work, "out_prof")
+    shutil.rmtree(out, ignore_errors=True)
+    run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet"], env=env)
+    if not os.path.exists(stats_path):
+        print("  (the embedded Python did not run sitecustomize; no profile)")
+        return
+    st = pstats.Stats(stats_path)
+    print(f"  embedded Python: {st.total_tt:.2f} s of profiled time (cProfile overhead included)")
+    st.sort_stats("cumulative").print_stats(18)
+    st.sort_stats("tottime").print_stats(12)
+
+
+def profile_templates(opgen, spec_dir, work):
+    """Cost of each template: swap it for a one-line template (through
+    --templates) and compare the CPU time of a first generation with the full
+    set's. CPU time (user + sys) is less disturbed by other load than wall."""
+    src = os.path.join(REPO, "templates")
+
+    def cost(tdir, runs=3):
+        cpu, wall = [], []
+        for _ in range(runs):
+            out = os.path.join(work, "out_ablate")
+            shutil.rmtree(out, ignore_errors=True)
+            w, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--templates", tdir, "--quiet"])
+            wall.append(w)
+            cpu.append(sum(CPU[-1]))
+        return statistics.median(cpu), statistics.median(wall)
+
+    tdir = os.path.join(work, "templates_ablate")
+    shutil.rmtree(tdir, ignore_errors=True)
+    shutil.copytree(src, tdir)
+    base_cpu, base_wall = cost(tdir)
+    rows = []
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".j2") or name.startswith("_"):
+            continue
+        shutil.rmtree(tdir)
+        shutil.copytree(src, tdir)
+        with open(os.path.join(tdir, name), "w") as f:
+            f.write("# Generated by opgen (ablated)\n")
+        c, w = cost(tdir)
+        rows.append((name, base_cpu - c, base_wall - w))
+    # Everything trivial: what is left is spec reading, the embedded
+    # interpreter, context building and writing the files.
+    for name in os.listdir(src):
+        if name.endswith(".j2") and not name.startswith("_"):
+            with open(os.path.join(tdir, name), "w") as f:
+                f.write("# Generated by opgen (ablated)\n")
+    c, w = cost(tdir)
+    rows.sort(key=lambda r: -r[1])
+    print(f"  full templates: {base_cpu:.3f} s CPU, {base_wall:.3f} s wall; every template trivial: "
+          f"{c:.3f} s CPU, {w:.3f} s wall (spec reading, interpreter, context, file writes)")
+    print(f"  {'template made trivial':28} {'CPU saved':>10} {'wall saved':>11}")
+    for name, saved_cpu, saved_wall in rows:
+        print(f"  {name:28} {saved_cpu:9.3f}s {saved_wall:10.3f}s")
+
+
+def perf_stat(opgen, spec_dir, work):
+    if not shutil.which("perf"):
+        return
+    out = os.path.join(work, "out_perf")
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run(["perf", "stat", "-e", "task-clock,context-switches,page-faults", opgen,
+                        "generate", spec_dir, "-o", out, "--quiet"], capture_output=True, text=True)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    print("  perf stat:\n    " + "\n    ".join(lines[-8:]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--opgen", default=os.environ.get("OPGEN_BINARY", os.path.join(REPO, "build/generator/opgen")))
+    ap.add_argument("--ops", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="also profile (templates, embedded Python)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    a = ap.parse_args()
+    if not os.path.exists(a.opgen):
+        sys.exit(f"no opgen binary at {a.opgen} (cmake --build build --target opgen)")
+
+    work = tempfile.mkdtemp(prefix="opgen_bench_")
+    try:
+        spec_dir = os.path.join(work, "specs")
+        names = write_specs(spec_dir, a.ops, a.seed)
+        rows = []
+        ok = True
+
+        # [0] the specs are valid
+        wall, p = run_opgen(a.opgen, ["check", spec_dir])
+        rows.append(("check (read + validate only)", f"{wall:.3f} s", "", ""))
+
+        # [1] first generation
+        walls, internals, out, cpus = first_generation(a.opgen, spec_dir, work, a.runs)
+        first = statistics.median(walls)
+        ok_first = first < TARGET_S
+        ok &= ok_first
+        rows.append((f"[1] first generation, {a.ops} specs (median of {a.runs})", f"{first:.3f} s",
+                     f"< {TARGET_S:.0f} s", "PASS" if ok_first else "FAIL"))
+        rows.append(("    each run: wall s (user+sys CPU s)",
+                     ", ".join(f"{w:.2f} ({u:.2f}+{s:.2f})" for w, (u, s) in zip(walls, cpus)), "", ""))
+
+        # [2] no change
+        before = snapshot(out)
+        wall, p = run_opgen(a.opgen, ["generate", spec_dir, "-o", out])
+        s = summary_line(p.stdout)
+        touched, changed, added, removed = diff(before, snapshot(out))
+        ok2 = s["written"] == 0 and s["removed"] == 0 and not (touched or changed or added or removed)
+        ok2 &= "0 written" in p.stdout
+        ok &= ok2
+        rows.append(("[2] regenerate, nothing changed", f"{wall:.3f} s",
+                     "0 written, 0 touched", f"{'PASS' if ok2 else 'FAIL'}: {s['written']} written, "
+                     f"{len(touched)} touched of {len(before)}"))
+
+        # [3] one op's doc changed
+        op = names[len(names) // 2]
+        spec = os.path.join(spec_dir, op + ".yaml")
+        text = open(spec, encoding="utf-8").read()
+        if re.search(r"^doc: ", text, flags=re.M):
+            edit_spec(spec, r"^doc: .*$", 'doc: "An edited doc string, with (punctuation)!"')
+        else:
+            edit_spec(spec, r"^name: .*$", f'name: {op}\ndoc: "An added doc string."')
+        before = snapshot(out)
+        wall, p = run_opgen(a.opgen, ["generate", spec_dir, "-o", out])
+        s = summary_line(p.stdout)
+        touched, changed, added, removed = diff(before, snapshot(out))
+        expected = {f"include/{PACKAGE}/{op}.h", f"python/{PACKAGE}/jax.py", f"python/{PACKAGE}/torch.py"}
+        ok3 = set(touched) == expected and touched == changed and s["written"] == len(expected)
+        ok3 &= not (added or removed)
+        ok &= ok3
+        rows.append((f"[3] one op's doc edited ({op})", f"{wall:.3f} s", f"{len(expected)} written",
+                     f"{'PASS' if ok3 else 'FAIL'}: {s['written']} written"))
+        doc_report = touched
+
+        # [4] one op's attribute default changed (for information)
+        default_report = None
+        for cand in names:
+            path = os.path.join(spec_dir, cand + ".yaml")
+            m = re.search(r"^  (\w+): \{type: (i32|i64), default: (-?\d+)", open(path).read(), flags=re.M)
+            if m:
+                old = int(m.group(3))
+                new = old - 1 if old > 0 else old + 1
+                edit_spec(path, r"(^  " + m.group(1) + r": \{type: (?:i32|i64), default: )-?\d+",
+                          r"\g<1>" + str(new))
+                before = snapshot(out)
+                wall, p = run_opgen(a.opgen, ["generate", spec_dir, "-o", out])
+                s = summary_line(p.stdout)
+                touched, changed, added, removed = diff(before, snapshot(out))
+                pkg_py = {f"python/{PACKAGE}/{f}" for f in ("jax.py", "torch.py", "jax.pyi", "torch.pyi")}
+                ok4 = set(touched) <= (op_files(cand) | pkg_py) and touched == changed
+                ok &= ok4
+                rows.append((f"[4] one attr default edited ({cand}.{m.group(1)})", f"{wall:.3f} s",
+                             "that op + py wrappers", f"{'PASS' if ok4 else 'FAIL'}: {s['written']} written"))
+                default_report = (cand, m.group(1), old, new, touched)
+                break
+
+        total_bytes = sum(len(v[2]) for v in snapshot(out).values())
+
+        # [5] scaling (fresh folders, --quiet and not)
+        scaling = []
+        scale_work = os.path.join(work, "scaling")
+        for n in sorted({10, 100, a.ops}):
+            d = os.path.join(scale_work, f"specs_{n}")
+            write_specs(d, n, a.seed)
+            w_loud, _, o, _ = first_generation(a.opgen, d, scale_work, a.runs)
+            shutil.rmtree(o)
+            w_quiet, _, o, c_quiet = first_generation(a.opgen, d, scale_work, a.runs, quiet=True)
+            shutil.rmtree(o)
+            wc, _ = run_opgen(a.opgen, ["check", d])
+            scaling.append((n, statistics.median(w_loud), statistics.median(w_quiet), wc,
+                            statistics.median(u + s for u, s in c_quiet)))
+        print(f"\nopgen generator benchmark: {a.opgen}, {a.ops} specs (seed {a.seed}), {os.cpu_count()} CPUs, "
+              f"load average {os.getloadavg()[0]:.1f} at the end, "
+              f"{len(before)} output files, {total_bytes / 1e6:.1f} MB")
+        w = max(len(r[0]) for r in rows)
+        print(f"{'':{w}}  {'measured':>22}  {'target':>22}  result")
+        for r in rows:
+            print(f"{r[0]:{w}}  {r[1]:>22}  {r[2]:>22}  {r[3]}")
+        print(f"\n[3] files rewritten after the doc edit of {op}:")
+        for f in doc_report:
+            why = {f"include/{PACKAGE}/{op}.h": "the op doc is the C++ comment above struct Args",
+                   f"python/{PACKAGE}/jax.py": "the op doc opens the JAX wrapper's docstring",
+                   f"python/{PACKAGE}/torch.py": "the op doc opens the torch wrapper's docstring"}.get(f, "UNEXPECTED")
+            print(f"    {f:40} {why}")
+        print(f"    not rewritten: {op}'s _opaque.h, _xla_ffi.cc, _xla_legacy.cc, _torch.cc (no doc in them),"
+              " module.cc, *.pyi, _opaque.py, __init__.py, opgen_package.cmake")
+        if default_report:
+            cand, attr, old, new, touched = default_report
+            print(f"\n[4] files rewritten after {cand}.{attr} default {old} -> {new}:")
+            for f in touched:
+                print(f"    {f}")
+        print("\n[5] scaling, median wall clock of a first generation:")
+        print(f"    {'specs':>6} {'generate':>10} {'--quiet':>10} {'CPU (quiet)':>12} {'check':>8} {'per spec':>10}")
+        for n, loud, quiet, wc, cpu in scaling:
+            print(f"    {n:>6} {loud:9.3f}s {quiet:9.3f}s {cpu:11.3f}s {wc:7.3f}s {1000 * quiet / n:8.2f}ms")
+
+        if a.profile or not ok_first:
+            print("\nprofile of a first generation:")
+            perf_stat(a.opgen, spec_dir, work)
+            profile_templates(a.opgen, spec_dir, work)
+            profile_python(a.opgen, spec_dir, work)
+        print("\nresult:", "PASS" if ok else "FAIL")
+        return 0 if ok else 1
+    finally:
+        if a.keep:
+            print("kept", work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
