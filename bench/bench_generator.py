@@ -16,12 +16,13 @@ api_versions and platforms) plus a package.yaml into a temporary folder, then:
       every other file is byte-identical and untouched.
   [4] (for information) one op's attribute default edited: which files change.
   [5] scaling: first generation of 10 / 100 / 1,000 specs, and with --quiet;
-      with --profile also per-template cost (each template in turn swapped
-      for a trivial one through --templates) and a cProfile of the embedded
-      Python (through a sitecustomize on PYTHONPATH; no generator change).
+      with --profile (or when [1] misses the target) also `perf stat`, the
+      time of every template's renders and of the template lookups, measured
+      inside the embedded Python through a sitecustomize on PYTHONPATH (no
+      generator change), and a cProfile of that Python.
 
-  python bench/bench_generator.py [--opgen build/generator/opgen] [--ops 1000]
-                                  [--seed 0] [--profile] [--keep]
+  python bench/bench_generator.py [--opgen build/generator/opgen] [--templates DIR]
+                                  [--ops 1000] [--seed 0] [--runs 3] [--profile] [--keep]
 """
 
 import argparse
@@ -162,9 +163,12 @@ def write_specs(folder, count, seed):
 
 
 CPU = []  # CPU seconds (user + sys) of each opgen run, in order
+TEMPLATES = None  # --templates for every generate run (None: opgen's default)
 
 
 def run_opgen(opgen, args, env=None, check=True):
+    if TEMPLATES and args[0] == "generate" and "--templates" not in args:
+        args = [*args, "--templates", TEMPLATES]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run([opgen, *args], capture_output=True, text=True, env=env)
@@ -222,9 +226,16 @@ def edit_spec(path, pattern, repl):
 
 
 def first_generation(opgen, spec_dir, work, runs, quiet=False, env=None):
-    walls, internals, cpus = [], [], []
+    """Runs into fresh empty folders. The earlier runs' outputs are deleted
+    only after the last run: on ext4 without a journal (this machine's root
+    file system) creating files right after deleting thousands costs extra
+    kernel time (ext4 skips recently deleted inodes), which would be the
+    benchmark measuring itself. Returns walls, opgen's own clock, the last
+    output folder, CPU (user, sys) per run."""
+    walls, internals, cpus, outs = [], [], [], []
     for i in range(runs):
         out = os.path.join(work, f"out_first_{i}")
+        outs.append(out)
         shutil.rmtree(out, ignore_errors=True)
         args = ["generate", spec_dir, "-o", out] + (["--quiet"] if quiet else [])
         wall, p = run_opgen(opgen, args, env=env)
@@ -234,89 +245,97 @@ def first_generation(opgen, spec_dir, work, runs, quiet=False, env=None):
             s = summary_line(p.stdout)
             internals.append(s["internal_s"])
             assert s["written"] == s["files"] and s["unchanged"] == 0, s
-        if i < runs - 1:
-            shutil.rmtree(out)
+    for o in outs[:-1]:
+        shutil.rmtree(o)
     return walls, internals, out, cpus
 
 
-SITECUSTOMIZE = '''
-import atexit, cProfile, os
-_prof = cProfile.Profile()
-_prof.enable()
+# Loaded by the embedded interpreter (PYTHONPATH), so the generator is
+# measured as it is: times every Template.render by template name, the
+# template lookups (get_template: load, compile, up-to-date checks) and the
+# interpreter's life; optionally also a cProfile. Written out at exit.
+SITECUSTOMIZE = """
+import atexit, json, os, time
+_t0 = time.perf_counter()
+_times = {}
+_prof = None
+if os.environ.get("OPGEN_BENCH_CPROFILE"):
+    import cProfile
+    _prof = cProfile.Profile()
+    _prof.enable()
+import jinja2
+import jinja2.environment as _je
+
+_render = _je.Template.render
+def _timed_render(self, *a, **k):
+    t = time.perf_counter()
+    try:
+        return _render(self, *a, **k)
+    finally:
+        e = _times.setdefault("render " + str(self.name), [0.0, 0])
+        e[0] += time.perf_counter() - t
+        e[1] += 1
+_je.Template.render = _timed_render
+
+_get = _je.Environment.get_template
+def _timed_get(self, *a, **k):
+    t = time.perf_counter()
+    try:
+        return _get(self, *a, **k)
+    finally:
+        e = _times.setdefault("get_template", [0.0, 0])
+        e[0] += time.perf_counter() - t
+        e[1] += 1
+_je.Environment.get_template = _timed_get
+
 def _dump():
-    _prof.disable()
-    _prof.dump_stats(os.environ["OPGEN_BENCH_PROFILE"])
+    _times["python alive (after site)"] = [time.perf_counter() - _t0, 1]
+    with open(os.environ["OPGEN_BENCH_TIMES"], "w") as f:
+        json.dump(_times, f)
+    if _prof is not None:
+        _prof.disable()
+        _prof.dump_stats(os.environ["OPGEN_BENCH_CPROFILE"])
 atexit.register(_dump)
-'''
+"""
 
 
-def profile_python(opgen, spec_dir, work):
-    """cProfile of the embedded interpreter (started by a sitecustomize on
-    PYTHONPATH, dumped at interpreter shutdown)."""
+def profile_python(opgen, spec_dir, work, cprofile=False):
+    """Where the time of one first generation goes, measured inside the
+    embedded interpreter (see SITECUSTOMIZE); no generator change."""
+    import json
     import pstats
 
     site = os.path.join(work, "site")
     os.makedirs(site, exist_ok=True)
     with open(os.path.join(site, "sitecustomize.py"), "w") as f:
         f.write(SITECUSTOMIZE)
+    times_path = os.path.join(work, "times.json")
     stats_path = os.path.join(work, "opgen.prof")
     env = dict(os.environ, PYTHONPATH=site + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OPGEN_BENCH_PROFILE=stats_path)
+               OPGEN_BENCH_TIMES=times_path)
+    if cprofile:
+        env["OPGEN_BENCH_CPROFILE"] = stats_path
     out = os.path.join(work, "out_prof")
     shutil.rmtree(out, ignore_errors=True)
-    run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet"], env=env)
-    if not os.path.exists(stats_path):
-        print("  (the embedded Python did not run sitecustomize; no profile)")
+    wall, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet"], env=env)
+    user, sys_ = CPU[-1]
+    if not os.path.exists(times_path):
+        print("  (the embedded Python did not load sitecustomize; no profile)")
         return
-    st = pstats.Stats(stats_path)
-    print(f"  embedded Python: {st.total_tt:.2f} s of profiled time (cProfile overhead included)")
-    st.sort_stats("cumulative").print_stats(18)
-    st.sort_stats("tottime").print_stats(12)
-
-
-def profile_templates(opgen, spec_dir, work):
-    """Cost of each template: swap it for a one-line template (through
-    --templates) and compare the CPU time of a first generation with the full
-    set's. CPU time (user + sys) is less disturbed by other load than wall."""
-    src = os.path.join(REPO, "templates")
-
-    def cost(tdir, runs=3):
-        cpu, wall = [], []
-        for _ in range(runs):
-            out = os.path.join(work, "out_ablate")
-            shutil.rmtree(out, ignore_errors=True)
-            w, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--templates", tdir, "--quiet"])
-            wall.append(w)
-            cpu.append(sum(CPU[-1]))
-        return statistics.median(cpu), statistics.median(wall)
-
-    tdir = os.path.join(work, "templates_ablate")
-    shutil.rmtree(tdir, ignore_errors=True)
-    shutil.copytree(src, tdir)
-    base_cpu, base_wall = cost(tdir)
-    rows = []
-    for name in sorted(os.listdir(src)):
-        if not name.endswith(".j2") or name.startswith("_"):
-            continue
-        shutil.rmtree(tdir)
-        shutil.copytree(src, tdir)
-        with open(os.path.join(tdir, name), "w") as f:
-            f.write("# Generated by opgen (ablated)\n")
-        c, w = cost(tdir)
-        rows.append((name, base_cpu - c, base_wall - w))
-    # Everything trivial: what is left is spec reading, the embedded
-    # interpreter, context building and writing the files.
-    for name in os.listdir(src):
-        if name.endswith(".j2") and not name.startswith("_"):
-            with open(os.path.join(tdir, name), "w") as f:
-                f.write("# Generated by opgen (ablated)\n")
-    c, w = cost(tdir)
-    rows.sort(key=lambda r: -r[1])
-    print(f"  full templates: {base_cpu:.3f} s CPU, {base_wall:.3f} s wall; every template trivial: "
-          f"{c:.3f} s CPU, {w:.3f} s wall (spec reading, interpreter, context, file writes)")
-    print(f"  {'template made trivial':28} {'CPU saved':>10} {'wall saved':>11}")
-    for name, saved_cpu, saved_wall in rows:
-        print(f"  {name:28} {saved_cpu:9.3f}s {saved_wall:10.3f}s")
+    times = json.load(open(times_path))
+    alive = times.pop("python alive (after site)")[0]
+    print(f"  one run: {wall:.3f} s wall, {user:.3f} s user + {sys_:.3f} s sys CPU; "
+          f"embedded Python alive {alive:.3f} s of it")
+    print(f"  {'in the embedded Python':36} {'seconds':>8} {'calls':>6} {'ms/call':>8}")
+    rendered = 0.0
+    for k, (t, n) in sorted(times.items(), key=lambda kv: -kv[1][0]):
+        rendered += t if k.startswith("render") else 0.0
+        print(f"  {k:36} {t:8.3f} {n:6d} {1000 * t / n:8.3f}")
+    print(f"  {'all renders':36} {rendered:8.3f}")
+    if cprofile and os.path.exists(stats_path):
+        st = pstats.Stats(stats_path)
+        print(f"  cProfile of the embedded Python ({st.total_tt:.2f} s with profiling overhead):")
+        st.sort_stats("tottime").print_stats(12)
 
 
 def perf_stat(opgen, spec_dir, work):
@@ -333,16 +352,19 @@ def perf_stat(opgen, spec_dir, work):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--opgen", default=os.environ.get("OPGEN_BINARY", os.path.join(REPO, "build/generator/opgen")))
+    ap.add_argument("--templates", help="templates folder (default: the one opgen was built with)")
     ap.add_argument("--ops", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="also profile (templates, embedded Python)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = ap.parse_args()
+    global TEMPLATES
+    TEMPLATES = a.templates
     if not os.path.exists(a.opgen):
         sys.exit(f"no opgen binary at {a.opgen} (cmake --build build --target opgen)")
 
-    work = tempfile.mkdtemp(prefix="opgen_bench_")
+    work = tempfile.mkdtemp(prefix="bgen_bench_")
     try:
         spec_dir = os.path.join(work, "specs")
         names = write_specs(spec_dir, a.ops, a.seed)
@@ -362,6 +384,15 @@ def main():
                      f"< {TARGET_S:.0f} s", "PASS" if ok_first else "FAIL"))
         rows.append(("    each run: wall s (user+sys CPU s)",
                      ", ".join(f"{w:.2f} ({u:.2f}+{s:.2f})" for w, (u, s) in zip(walls, cpus)), "", ""))
+        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+            # The same into tmpfs: what the file system adds.
+            shm = tempfile.mkdtemp(prefix="bgen_bench_", dir="/dev/shm")
+            try:
+                w_shm, _, _, c_shm = first_generation(a.opgen, spec_dir, shm, a.runs)
+            finally:
+                shutil.rmtree(shm, ignore_errors=True)
+            rows.append(("[1b] the same, output on tmpfs (/dev/shm)", f"{statistics.median(w_shm):.3f} s",
+                         f"< {TARGET_S:.0f} s", ", ".join(f"{w:.2f} ({u:.2f}+{s:.2f})" for w, (u, s) in zip(w_shm, c_shm))))
 
         # [2] no change
         before = snapshot(out)
@@ -460,8 +491,8 @@ def main():
         if a.profile or not ok_first:
             print("\nprofile of a first generation:")
             perf_stat(a.opgen, spec_dir, work)
-            profile_templates(a.opgen, spec_dir, work)
             profile_python(a.opgen, spec_dir, work)
+            profile_python(a.opgen, spec_dir, work, cprofile=True)
         print("\nresult:", "PASS" if ok else "FAIL")
         return 0 if ok else 1
     finally:

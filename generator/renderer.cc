@@ -61,6 +61,8 @@ def make_environment(templates_dir):
     env.filters['cpp_string'] = cpp_string
     env.filters['py_string'] = py_string
     env.filters['py_tuple'] = py_tuple
+    env.filters['format_param'] = lambda name, type_: type_ + ' ' + name
+    env.filters['attr_kwarg'] = lambda name: name + '=' + name
     env.filters['cpp_comment'] = lambda s: comment_lines(s, '//')
     env.filters['py_comment'] = lambda s: comment_lines(s, '#')
     return env
@@ -96,6 +98,8 @@ std::string float_literal(double v, bool single) {
 py::dict dtype_data(DType d) {
   const DTypeInfo& i = info(d);
   py::dict out;
+  // Its index in the dtype table: the code legacy descriptors carry.
+  out["code"] = static_cast<int>(&i - &all_dtypes().front());
   out["name"] = i.name;
   out["cpp"] = i.cpp;
   out["ffi"] = i.ffi;
@@ -106,25 +110,75 @@ py::dict dtype_data(DType d) {
   return out;
 }
 
+// An output dimension expression in C++ (over args.X) or Python (over
+// _shape['X']), and every division in it, whose exactness the generated code
+// checks before it computes the shape.
+struct ExprText {
+  std::string cpp, py;
+};
+
+ExprText expr_text(const Expr& e, py::list& divisions) {
+  switch (e.kind) {
+    case Expr::Kind::kInt:
+      return {std::to_string(e.value), std::to_string(e.value)};
+    case Expr::Kind::kSymbol:
+      return {"args." + e.symbol, "_shape['" + e.symbol + "']"};
+    default:
+      break;
+  }
+  const ExprText l = expr_text(*e.lhs, divisions), r = expr_text(*e.rhs, divisions);
+  const char* op = e.kind == Expr::Kind::kAdd ? " + " : e.kind == Expr::Kind::kSub ? " - "
+                   : e.kind == Expr::Kind::kMul ? " * " : " / ";
+  if (e.kind == Expr::Kind::kDiv) {
+    py::dict d;
+    d["num_cpp"] = l.cpp;
+    d["den_cpp"] = r.cpp;
+    d["num_py"] = l.py;
+    d["den_py"] = r.py;
+    divisions.append(d);
+    return {"(" + l.cpp + " / " + r.cpp + ")", "(" + l.py + " // " + r.py + ")"};
+  }
+  return {"(" + l.cpp + op + r.cpp + ")", "(" + l.py + op + r.py + ")"};
+}
+
+// "[..., N, 2*D]": the declared shape as the spec writes it.
+std::string declared_text(const Tensor& t) {
+  std::string out = "[";
+  if (t.batch) out += t.shape.empty() ? "..." : "..., ";
+  for (size_t i = 0; i < t.shape.size(); ++i) out += (i ? ", " : "") + t.shape[i].text;
+  return out + "]";
+}
+
 py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
   py::dict out;
   out["name"] = t.name;
   out["index"] = index;
   out["doc"] = t.doc;
-  out["dtype"] = dtype_data(t.dtype);
+  out["type_var"] = t.type_var.empty() ? py::object(py::none()) : py::object(py::str(t.type_var));
+  out["dtype"] = t.type_var.empty() ? py::object(dtype_data(t.dtype)) : py::object(py::none());
+  out["dtype_text"] = t.type_var.empty() ? std::string(info(t.dtype).name) : t.type_var;
+  out["batch"] = t.batch;
   out["rank"] = t.shape.size();
-  py::list dims;
+  out["declared"] = declared_text(t);
+  py::list dims, divisions, py_dims;
   for (size_t axis = 0; axis < t.shape.size(); ++axis) {
     const Dim& d = t.shape[axis];
     py::dict dim;
     dim["axis"] = axis;
+    dim["text"] = d.text;
+    dim["size"] = d.fixed ? py::object(py::int_(*d.fixed)) : py::object(py::none());
+    dim["symbol"] = d.symbol.empty() ? py::object(py::none()) : py::object(py::str(d.symbol));
     if (d.fixed) {
       dim["kind"] = "fixed";
-      dim["size"] = *d.fixed;
-      dim["symbol"] = py::none();
-      dim["text"] = std::to_string(*d.fixed);
+      dim["cpp"] = std::to_string(*d.fixed);
       dim["py_declared"] = std::to_string(*d.fixed);
       dim["py_result"] = std::to_string(*d.fixed);
+    } else if (d.expr) {
+      const ExprText e = expr_text(*d.expr, divisions);
+      dim["kind"] = "expr";
+      dim["cpp"] = e.cpp;
+      dim["py_declared"] = "'" + d.text + "'";
+      dim["py_result"] = e.py;
     } else {
       bool binds = false;
       if (is_input) {
@@ -133,15 +187,15 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
         }
       }
       dim["kind"] = binds ? "bind" : "symbol";
-      dim["size"] = py::none();
-      dim["symbol"] = d.symbol;
-      dim["text"] = d.symbol;
+      dim["cpp"] = "args." + d.symbol;
       dim["py_declared"] = "'" + d.symbol + "'";
       dim["py_result"] = "_shape['" + d.symbol + "']";
     }
+    py_dims.append(dim["py_result"]);
     dims.append(dim);
   }
   out["dims"] = dims;
+  out["divisions"] = divisions;
   return out;
 }
 
@@ -178,6 +232,14 @@ py::dict attr_data(const Attr& a) {
   out["default_cpp"] = cpp;
   out["default_py"] = python;
   out["py_param"] = a.default_value ? a.name + "=" + python : a.name;
+  out["cpp_param"] = std::string(i.cpp) + " " + a.name;
+  auto bound = [&](const std::optional<double>& v) -> py::object {
+    if (!v) return py::none();
+    const bool integral = a.type == AttrType::kI32 || a.type == AttrType::kI64;
+    return py::str(integral ? std::to_string(static_cast<int64_t>(*v)) : float_literal(*v, false));
+  };
+  out["min"] = bound(a.min);
+  out["max"] = bound(a.max);
   return out;
 }
 
@@ -189,6 +251,30 @@ py::dict opaque_data(const Op& op, const std::string& package) {
   py::list fields;
   std::string format = "<4sHHQ";
   int offset = kHeaderSize;
+  // The dtype of each type variable, as its index in the dtype table.
+  for (const TypeVar& v : op.type_vars) {
+    py::dict f;
+    f["name"] = "dtype_" + v.name;
+    f["kind"] = "dtype";
+    f["type_var"] = v.name;
+    f["cpp"] = "uint8_t";
+    f["offset"] = offset;
+    f["size"] = 1;
+    fields.append(f);
+    format += "B";
+    offset += 1;
+  }
+  if (op.has_batch()) {
+    py::dict f;
+    f["name"] = kBatchField;
+    f["kind"] = "batch";
+    f["cpp"] = "int64_t";
+    f["offset"] = offset;
+    f["size"] = 8;
+    fields.append(f);
+    format += "q";
+    offset += 8;
+  }
   for (const SymbolBinding& s : op.symbols) {
     py::dict f;
     f["name"] = s.symbol;
@@ -279,6 +365,60 @@ py::dict op_data(const Op& op, const Package& package) {
   out["opaque"] = opaque_data(op, package.name);
   out["ffi_target"] = package.name + "_" + op.name + "_ffi";
   out["torch_schema"] = torch_schema(op);
+  out["has_batch"] = op.has_batch();
+  out["batch_source"] = py::none();
+  for (const Tensor& t : op.inputs) {
+    if (t.batch) {
+      out["batch_source"] = t.name;  // the input whose leading dimensions define the batch
+      break;
+    }
+  }
+  out["vmap_method"] = op.vmap_method;
+  out["batch_partitionable"] = op.batch_partitionable;
+  py::list type_vars;
+  std::string template_params;
+  for (const TypeVar& v : op.type_vars) {
+    py::dict d;
+    d["name"] = v.name;
+    py::list dtypes;
+    std::string names;
+    for (DType t : v.dtypes) {
+      dtypes.append(dtype_data(t));
+      names += (names.empty() ? "" : ", ") + std::string(info(t).name);
+    }
+    d["dtypes"] = dtypes;
+    d["names"] = names;
+    // The first input whose dtype the variable is: it binds the variable.
+    for (const Tensor& t : op.inputs) {
+      if (t.type_var == v.name) {
+        d["bound_by"] = t.name;
+        break;
+      }
+    }
+    type_vars.append(d);
+    template_params += (template_params.empty() ? "" : ", ") + std::string("typename ") + v.name;
+  }
+  out["type_vars"] = type_vars;
+  out["template_params"] = template_params;
+  // Each dtype assignment: `args_type` is Args<...> spelled out, `when` the
+  // C++ and Python conditions that select it.
+  py::list instantiations;
+  for (const auto& assignment : op.instantiations()) {
+    py::dict inst;
+    std::string targs, suffix;
+    py::dict types;
+    for (const TypeVar& v : op.type_vars) {
+      const DTypeInfo& i = info(assignment.at(v.name));
+      targs += (targs.empty() ? "" : ", ") + std::string(i.cpp);
+      suffix += std::string("_") + i.name;
+      types[py::str(v.name)] = dtype_data(assignment.at(v.name));
+    }
+    inst["template_args"] = op.type_vars.empty() ? std::string() : "<" + targs + ">";
+    inst["suffix"] = suffix;
+    inst["types"] = types;
+    instantiations.append(inst);
+  }
+  out["instantiations"] = instantiations;
   // torch_xla passes attributes only through the opaque backend_config, so
   // its custom call uses the first legacy version the spec lists.
   int xla_version = 0;
@@ -373,6 +513,9 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
   package_data["name"] = package.name;
   package_data["torch_namespace"] = package.torch_namespace;
   package_data["opaque_layout_version"] = kOpaqueLayoutVersion;
+  py::list dtypes;
+  for (const DTypeInfo& i : all_dtypes()) dtypes.append(dtype_data(i.dtype));
+  package_data["dtypes"] = dtypes;
   py::list all_ops;
   std::string all_sources = package.spec_path;
   for (const Op& op : ops) {

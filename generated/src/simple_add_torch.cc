@@ -4,10 +4,11 @@
 // through the LibTorch stable ABI (one build serves every torch >= 2.9). The
 // fake (meta) kernel and the XLA kernel are Python, in opgen_ops/torch.py.
 #include <torch/csrc/stable/library.h>
-#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "opgen/torch_stable.h"
 #include "opgen_ops/simple_add.h"
@@ -21,26 +22,46 @@ using ::torch::stable::Tensor;
 // Checks the arguments, allocates the outputs, fills `args`. Returns false
 // when every output is empty (nothing to launch).
 bool bind(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor* outputs_, Args& args) {
-  ts::check_tensor("simple_add", "input", "a", a, aoti_torch_dtype_float32(), "float32",
-                   a, "a", 1, "[N]");
-  args.N = a.sizes[0];
+  ts::check_tensor("simple_add", "input", "a", a, a, "a", 1, false, "[N]");
+  {
+    const int64_t lead_ = a.dim - 1;
+    args.N = a.sizes[lead_ + 0];
+  }
   args.a = static_cast<const float*>(a.data);
-  ts::check_tensor("simple_add", "input", "b", b, aoti_torch_dtype_float32(), "float32",
-                   a, "a", 1, "[N]");
-  ts::check_dim("simple_add", "input", "b", b, 0, args.N,
-                "N, bound by input 'a' dimension 0", "[N]");
+  ts::check_tensor("simple_add", "input", "b", b, a, "a", 1, false, "[N]");
+  {
+    const int64_t lead_ = b.dim - 1;
+    ts::check_dim("simple_add", "input", "b", b, lead_ + 0, args.N,
+                  "N, bound by input 'a' dimension 0", "[N]");
+  }
   args.b = static_cast<const float*>(b.data);
   args.alpha = alpha;
   bool empty_ = true;
   {
-    const int64_t shape_[] = {args.N};
+    std::vector<int64_t> shape_{args.N};
     void* data_ = nullptr;
     int64_t numel_ = 0;
-    outputs_[0] = ts::empty(a, shape_, 1, aoti_torch_dtype_float32(), &data_, &numel_);
+    outputs_[0] = ts::empty(a, shape_.data(), static_cast<int64_t>(shape_.size()),
+aoti_torch_dtype_float32(), &data_, &numel_);
     args.out = static_cast<float*>(data_);
     empty_ = empty_ && numel_ == 0;
   }
   return !empty_;
+}
+
+// Checks every dtype.
+int check_dtypes(const ts::TensorView& a, const ts::TensorView& b) {
+  ts::check_dtype("simple_add", "a", a, aoti_torch_dtype_float32(), "float32");
+  ts::check_dtype("simple_add", "b", b, aoti_torch_dtype_float32(), "float32");
+  if (true) return 0;
+  return -1;
+}
+
+void run_cpu(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor* outputs_) {
+  Args args{};
+  if (bind(a, b, alpha, outputs_, args)) {
+    ts::check_status(run_cpu(args));
+  }
 }
 
 void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
@@ -53,14 +74,19 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const float alpha = static_cast<float>(to<double>(stack[2]));
   if (!a.is_cpu()) ts::fail("simple_add: the CPU kernel got tensors on " + a.device_text());
   Tensor outputs_[1];
-  Args args{};
-  if (bind(a, b, alpha, outputs_, args)) {
-    ts::check_status(run_cpu(args));
-  }
+  check_dtypes(a, b);
+  run_cpu(a, b, alpha, outputs_);
   stack[0] = from(outputs_[0]);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+void run_cuda(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor* outputs_) {
+  Args args{};
+  if (bind(a, b, alpha, outputs_, args)) {
+    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(a.device_index)), args));
+  }
+}
+
 void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
@@ -72,10 +98,8 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   if (!a.is_cuda()) ts::fail("simple_add: the CUDA kernel got tensors on " + a.device_text());
   const ts::CudaDeviceScope device_(a.device_index);
   Tensor outputs_[1];
-  Args args{};
-  if (bind(a, b, alpha, outputs_, args)) {
-    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(a.device_index)), args));
-  }
+  check_dtypes(a, b);
+  run_cuda(a, b, alpha, outputs_);
   stack[0] = from(outputs_[0]);
 }
 

@@ -5,6 +5,7 @@
 // and attributes come from the descriptor, which is checked (length, magic,
 // layout version, fingerprint) before any field or buffer is used.
 #include <cstdint>
+#include <string>
 
 #include "opgen/shape_check.h"
 #include "opgen/xla_legacy_status.h"
@@ -14,12 +15,10 @@
 namespace opgen_ops::simple_add {
 namespace {
 
-// Fills `args` from the descriptor and the buffer pointers. `*empty` is set
+// Fills `args` from the descriptor and the buffer pointers. `*empty_` is set
 // when every output has zero elements.
-opgen::Status bind(const void* const* inputs, void* const* outputs, const char* opaque,
-                   size_t opaque_len, Args& args, bool* empty) {
-  Descriptor d{};
-  if (opgen::Status s = decode_opaque(opaque, opaque_len, &d); !s.ok()) return s;
+opgen::Status bind(const void* const* inputs, void* const* outputs, const Descriptor& d,
+                   Args& args, bool* empty_) {
   if (d.N < 0) {
     return opgen::Status::InvalidArgument("simple_add: opaque descriptor gives shape symbol N = " + std::to_string(d.N));
   }
@@ -35,32 +34,54 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const char* 
     if (n < 0) return opgen::Status::InvalidArgument("simple_add: output 'out' size overflows int64");
     all_empty = all_empty && n == 0;
   }
-  *empty = all_empty;
+  *empty_ = all_empty;
   return opgen::Status::Ok();
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+opgen::Status run_cuda_typed(cudaStream_t stream, const void* const* inputs, void* const* outputs, const Descriptor& d) {
+  Args args{};
+  bool empty_ = false;
+  if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
+  if (empty_) return opgen::Status::Ok();
+  return launch_cuda(stream, args);
+}
+
+// Decodes the descriptor and runs the instantiation it names.
+opgen::Status run_cuda_checked(cudaStream_t stream, const void* const* inputs, void* const* outputs,
+                              const char* opaque, size_t opaque_len) {
+  Descriptor d{};
+  if (opgen::Status s = decode_opaque(opaque, opaque_len, &d); !s.ok()) return s;
+  return run_cuda_typed(stream, inputs, outputs, d);
+}
+
 // XLA:GPU passes the inputs, then the outputs, in one pointer array.
 opgen::Status run_cuda_legacy(cudaStream_t stream, void** buffers, const char* opaque,
                               size_t opaque_len) {
-  Args args{};
-  bool empty = false;
-  if (opgen::Status s = bind(buffers, buffers + 2, opaque, opaque_len, args, &empty); !s.ok()) {
-    return s;
-  }
-  if (empty) return opgen::Status::Ok();
-  return launch_cuda(stream, args);
+  return run_cuda_checked(stream, buffers, buffers + 2, opaque, opaque_len);
 }
 #endif
+
+opgen::Status run_cpu_typed(const void* const* inputs, void* const* outputs, const Descriptor& d) {
+  Args args{};
+  bool empty_ = false;
+  if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
+  if (empty_) return opgen::Status::Ok();
+  return run_cpu(args);
+}
+
+// Decodes the descriptor and runs the instantiation it names.
+opgen::Status run_cpu_checked(const void* const* inputs, void* const* outputs,
+                              const char* opaque, size_t opaque_len) {
+  Descriptor d{};
+  if (opgen::Status s = decode_opaque(opaque, opaque_len, &d); !s.ok()) return s;
+  return run_cpu_typed(inputs, outputs, d);
+}
 
 // XLA:CPU passes one output directly and several as an array of pointers.
 opgen::Status run_cpu_legacy(void* out, const void** in, const char* opaque, size_t opaque_len) {
   void* const outputs[] = {out};
-  Args args{};
-  bool empty = false;
-  if (opgen::Status s = bind(in, outputs, opaque, opaque_len, args, &empty); !s.ok()) return s;
-  if (empty) return opgen::Status::Ok();
-  return run_cpu(args);
+  return run_cpu_checked(in, outputs, opaque, opaque_len);
 }
 
 }  // namespace

@@ -17,11 +17,13 @@ import numpy as np
 _JAX_PLATFORM = {"cpu": "cpu", "cuda": "CUDA"}
 
 
-def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]]) -> None:
+def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]],
+                     batch_partitionable: Sequence[str] = ()) -> None:
     """Registers every capsule of ``_C.targets()`` with JAX.
 
     api_version 4 handlers are typed-FFI targets (JAX's ``api_version=1``);
-    legacy shims are registered with JAX's ``api_version=0``.
+    legacy shims are registered with JAX's ``api_version=0``. Typed-FFI targets
+    named in ``batch_partitionable`` are also registered as batch-partitionable.
     """
     for platform, versions in targets.items():
         for api_version, names in versions.items():
@@ -32,60 +34,120 @@ def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]]) 
                     platform=_JAX_PLATFORM[platform],
                     api_version=1 if api_version == 4 else 0,
                 )
+    # Lets XLA's SPMD partitioner split the leading ('...') dimensions.
+    for name in batch_partitionable:
+        jax.ffi.register_ffi_target_as_batch_partitionable(name)
 
 
-def _declared(shape: Sequence[int | str]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
+def _declared(shape: Sequence[int | str], batch: bool = False) -> str:
+    return "[" + ", ".join((["..."] if batch else []) + [str(d) for d in shape]) + "]"
 
 
-def check_input(op: str, name: str, x, dtype: str, declared: Sequence[int | str]):
-    """Returns ``x`` as an array after checking its dtype and rank. Never casts."""
-    if not (hasattr(x, "dtype") and hasattr(x, "shape")):
-        x = np.asarray(x)
-    want = jnp.dtype(dtype)
-    if x.dtype != want:
-        raise TypeError(
-            f"{op}: input '{name}' has dtype {x.dtype}; the spec declares {want.name} "
-            f"(convert it explicitly, e.g. x.astype(jnp.{want.name}))"
-        )
-    if len(x.shape) != len(declared):
-        raise ValueError(
-            f"{op}: input '{name}' has rank {len(x.shape)} (shape {tuple(x.shape)}); "
-            f"the spec declares {_declared(declared)}"
-        )
-    return x
+def as_array(x):
+    """``x`` itself when it is an array (or tracer), else ``np.asarray(x)``."""
+    return x if hasattr(x, "dtype") and hasattr(x, "shape") else np.asarray(x)
 
 
-def bind_symbols(op: str, inputs: Sequence[tuple[str, Sequence[int], Sequence[int | str]]]) -> dict:
-    """Binds each shape symbol to its first input dimension; checks the rest."""
+def bind_dtypes(op: str, tensors, type_vars: Mapping[str, Sequence[str]]) -> dict:
+    """Checks each input's dtype against the spec and binds the type variables.
+
+    ``tensors`` holds ``(name, dtype, spec)``, where spec is a dtype name or
+    a type variable of ``type_vars`` (which maps it to its allowed dtypes).
+    Returns the dtype of each type variable. Never casts.
+    """
+    bound: dict = {}
+    by: dict = {}
+    for name, dtype, spec in tensors:
+        dtype = jnp.dtype(dtype)
+        if spec in type_vars:
+            if spec in bound:
+                if dtype != bound[spec]:
+                    raise TypeError(
+                        f"{op}: input '{name}' has dtype {dtype}, but its dtype {spec} is "
+                        f"{bound[spec]} (bound by input '{by[spec]}')"
+                    )
+            elif dtype.name not in type_vars[spec]:
+                raise TypeError(
+                    f"{op}: input '{name}' has dtype {dtype}; {spec} must be one of "
+                    f"{', '.join(type_vars[spec])}"
+                )
+            else:
+                bound[spec], by[spec] = dtype, name
+        elif dtype != jnp.dtype(spec):
+            raise TypeError(
+                f"{op}: input '{name}' has dtype {dtype}; the spec declares {spec} "
+                f"(convert it explicitly, e.g. x.astype(jnp.{spec}))"
+            )
+    return bound
+
+
+def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
+    """Checks ranks, binds each shape symbol to its first input dimension and
+    checks the rest; returns the symbols and the batch dimensions ('...').
+
+    ``inputs`` holds ``(name, shape, declared, batch)``: the declared
+    dimensions after '...', and whether the shape starts with '...'.
+    """
     values: dict[str, int] = {}
     origin: dict[str, tuple[str, int]] = {}
-    for name, shape, declared in inputs:
-        for axis, (size, dim) in enumerate(zip(shape, declared)):
+    batch_dims = None
+    batch_source = None
+    for name, shape, declared, batch in inputs:
+        shape = tuple(shape)
+        if len(shape) != len(declared) and not (batch and len(shape) >= len(declared)):
+            raise ValueError(
+                f"{op}: input '{name}' has rank {len(shape)} (shape {shape}); "
+                f"the spec declares {_declared(declared, batch)}"
+            )
+        lead = len(shape) - len(declared)
+        if batch:
+            if batch_dims is None:
+                batch_dims, batch_source = shape[:lead], name
+            elif shape[:lead] != batch_dims:
+                raise ValueError(
+                    f"{op}: input '{name}' has shape {shape}; its leading dimensions {shape[:lead]} "
+                    f"(the spec's '...') must equal those of input '{batch_source}', {batch_dims}"
+                )
+        for axis, dim in enumerate(declared):
+            size = shape[lead + axis]
             if isinstance(dim, int):
                 if size != dim:
                     raise ValueError(
-                        f"{op}: input '{name}' has shape {tuple(shape)}; dimension {axis} "
-                        f"must be {dim}; the spec declares {_declared(declared)}"
+                        f"{op}: input '{name}' has shape {shape}; dimension {lead + axis} "
+                        f"must be {dim}; the spec declares {_declared(declared, batch)}"
                     )
             elif dim in values:
                 if size != values[dim]:
                     by, by_axis = origin[dim]
                     raise ValueError(
-                        f"{op}: input '{name}' has shape {tuple(shape)}; dimension {axis} "
+                        f"{op}: input '{name}' has shape {shape}; dimension {lead + axis} "
                         f"must be {dim} = {values[dim]} (bound by input '{by}' dimension "
-                        f"{by_axis}); the spec declares {_declared(declared)}"
+                        f"{by_axis}); the spec declares {_declared(declared, batch)}"
                     )
             else:
                 values[dim] = int(size)
-                origin[dim] = (name, axis)
-    return values
+                origin[dim] = (name, lead + axis)
+    return values, (batch_dims if batch_dims is not None else ())
+
+
+def product(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def exact_division(op: str, output: str, declared: str, numerator: int, denominator: int) -> int:
+    if denominator == 0 or numerator % denominator:
+        raise ValueError(f"{op}: output '{output}' is declared {declared}, but {numerator} is not "
+                         f"divisible by {denominator}")
+    return numerator // denominator
 
 
 _ATTR_KINDS = {"bool_": bool, "int32": int, "int64": int, "float32": float, "float64": float}
 
 
-def check_attr(op: str, name: str, value, numpy_type: str):
+def check_attr(op: str, name: str, value, numpy_type: str, minimum=None, maximum=None):
     """An attribute as the exact numpy scalar type the handler binds.
 
     Attributes are compile-time constants of the custom call: a traced value
@@ -109,6 +171,11 @@ def check_attr(op: str, name: str, value, numpy_type: str):
     if kind is float:
         if not np.isfinite(float(value)) or abs(float(value)) > float(np.finfo(scalar_type).max):
             raise ValueError(f"{op}: attribute '{name}' = {value} is not a finite {numpy_type}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(
+            f"{op}: attribute '{name}' = {value} is outside its range "
+            f"[{'' if minimum is None else minimum}, {'' if maximum is None else maximum}]"
+        )
     return scalar_type(value)
 
 

@@ -40,38 +40,89 @@ def dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
 
 
-def _declared(shape: Sequence[int | str]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
+def _declared(shape: Sequence[int | str], batch: bool = False) -> str:
+    return "[" + ", ".join((["..."] if batch else []) + [str(d) for d in shape]) + "]"
 
 
-def bind_symbols(op: str, inputs: Sequence[tuple[str, torch.Tensor, str, Sequence[int | str]]]) -> dict:
-    """The fake kernel's checks: dtype, rank, shape symbols (which may be
-    symbolic under torch.compile: equalities go through torch._check)."""
+def bind_dtypes(op: str, tensors, type_vars: Mapping[str, Sequence[str]]) -> dict:
+    """The fake and XLA kernels' dtype checks: ``tensors`` holds ``(name,
+    tensor, spec)``, spec a dtype name or a type variable of ``type_vars``.
+    Returns the torch dtype of each type variable."""
+    bound: dict = {}
+    by: dict = {}
+    for name, t, spec in tensors:
+        got = str(t.dtype).removeprefix("torch.")
+        if spec in type_vars:
+            if spec in bound:
+                if t.dtype != bound[spec]:
+                    raise RuntimeError(
+                        f"{op}: input '{name}' has dtype {got}, but its dtype {spec} is "
+                        f"{str(bound[spec]).removeprefix('torch.')} (bound by input '{by[spec]}')"
+                    )
+            elif got not in type_vars[spec]:
+                raise RuntimeError(f"{op}: input '{name}' has dtype {got}; {spec} must be one of "
+                                   f"{', '.join(type_vars[spec])}")
+            else:
+                bound[spec], by[spec] = t.dtype, name
+        elif t.dtype != _DTYPES[spec]:
+            raise RuntimeError(f"{op}: input '{name}' has dtype {got}; the spec declares {spec}")
+    return bound
+
+
+def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
+    """The fake and XLA kernels' shape checks: ``inputs`` holds ``(name,
+    tensor, declared, batch)``. Sizes may be symbolic under torch.compile, so
+    equalities go through torch._check. Returns the symbols and the batch
+    dimensions ('...')."""
     values: dict = {}
     origin: dict = {}
-    for name, t, dtype_name, declared in inputs:
-        if t.dtype != _DTYPES[dtype_name]:
-            raise RuntimeError(f"{op}: input '{name}' has dtype {t.dtype}; the spec declares {dtype_name}")
-        if t.dim() != len(declared):
+    batch_dims = None
+    batch_source = None
+    for name, t, declared, batch in inputs:
+        if t.dim() != len(declared) and not (batch and t.dim() >= len(declared)):
             raise RuntimeError(
                 f"{op}: input '{name}' has rank {t.dim()} (shape {tuple(t.shape)}); "
-                f"the spec declares {_declared(declared)}"
+                f"the spec declares {_declared(declared, batch)}"
             )
+        lead = t.dim() - len(declared)
+        if batch:
+            if batch_dims is None:
+                batch_dims, batch_source = tuple(t.shape[:lead]), name
+            else:
+                torch._check(
+                    lead == len(batch_dims) and all(a == b for a, b in zip(t.shape[:lead], batch_dims)),
+                    lambda: f"{op}: input '{name}' has shape {tuple(t.shape)}; its leading dimensions "
+                    f"(the spec's '...') must equal those of input '{batch_source}', {batch_dims}",
+                )
         for axis, dim in enumerate(declared):
-            size = t.shape[axis]
+            size = t.shape[lead + axis]
             if isinstance(dim, int):
-                torch._check(size == dim, lambda: f"{op}: input '{name}' dimension {axis} must be {dim}")
+                torch._check(size == dim, lambda: f"{op}: input '{name}' dimension {lead + axis} must be {dim}")
             elif dim in values:
                 by, by_axis = origin[dim]
                 torch._check(
                     size == values[dim],
-                    lambda: f"{op}: input '{name}' has shape {tuple(t.shape)}; dimension {axis} must be "
+                    lambda: f"{op}: input '{name}' has shape {tuple(t.shape)}; dimension {lead + axis} must be "
                     f"{dim} = {values[dim]} (bound by input '{by}' dimension {by_axis})",
                 )
             else:
                 values[dim] = size
-                origin[dim] = (name, axis)
-    return values
+                origin[dim] = (name, lead + axis)
+    return values, (batch_dims if batch_dims is not None else ())
+
+
+def exact_division(op: str, output: str, declared: str, numerator, denominator) -> None:
+    torch._check(
+        denominator != 0 and numerator % denominator == 0,
+        lambda: f"{op}: output '{output}' is declared {declared}, but {numerator} is not divisible by {denominator}",
+    )
+
+
+def product(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
 
 
 # --- torch_xla ----------------------------------------------------------------------------------

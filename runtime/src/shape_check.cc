@@ -1,5 +1,7 @@
 #include "opgen/shape_check.h"
 
+#include <cstdio>
+
 namespace opgen {
 
 std::string shape_text(const int64_t* dims, size_t rank) {
@@ -33,6 +35,40 @@ int64_t element_count(const int64_t* dims, size_t rank) {
     n *= dims[i];
   }
   return n;
+}
+
+}  // namespace opgen
+
+namespace opgen {
+
+bool same_dims(const int64_t* a, size_t a_rank, const int64_t* b, size_t b_rank) {
+  if (a_rank != b_rank) return false;
+  for (size_t i = 0; i < a_rank; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+std::string batch_mismatch(const char* op, const char* role, const char* tensor,
+                           const int64_t* dims, size_t rank, size_t lead, const int64_t* batch,
+                           size_t batch_rank, const char* batch_source) {
+  return std::string(op) + ": " + role + " '" + tensor + "' has shape " + shape_text(dims, rank) +
+         "; its leading dimensions " + shape_text(dims, lead) + " (the spec's '...') must equal " +
+         "those of input '" + batch_source + "', " + shape_text(batch, batch_rank);
+}
+
+std::string inexact_division(const char* op, const char* tensor, const char* declared,
+                             int64_t numerator, int64_t denominator) {
+  return std::string(op) + ": output '" + tensor + "' is declared " + declared + ", but " +
+         std::to_string(numerator) + " is not divisible by " + std::to_string(denominator);
+}
+
+std::string attr_out_of_range(const char* op, const char* attr, double value, const char* min,
+                              const char* max) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return std::string(op) + ": attribute '" + attr + "' = " + buf + " is outside its range [" + min +
+         ", " + max + "]";
 }
 
 }  // namespace opgen

@@ -26,3 +26,24 @@ std::string dim_mismatch(const char* op, const char* role, const char* tensor,
 int64_t element_count(const int64_t* dims, size_t rank);
 
 }  // namespace opgen
+
+namespace opgen {
+
+// Whether two dimension lists are equal.
+bool same_dims(const int64_t* a, size_t a_rank, const int64_t* b, size_t b_rank);
+
+// "rms_norm: output 'out' has shape [2, 3, 8]; its leading dimensions [2, 3]
+// (the spec's '...') must equal those of input 'x', [4, 3]"
+std::string batch_mismatch(const char* op, const char* role, const char* tensor,
+                           const int64_t* dims, size_t rank, size_t lead, const int64_t* batch,
+                           size_t batch_rank, const char* batch_source);
+
+// "glu: output 'out' is declared [..., D/2], but 7 is not divisible by 2"
+std::string inexact_division(const char* op, const char* tensor, const char* declared,
+                             int64_t numerator, int64_t denominator);
+
+// "rms_norm: attribute 'eps' = -1 is outside [0, ]"
+std::string attr_out_of_range(const char* op, const char* attr, double value, const char* min,
+                              const char* max);
+
+}  // namespace opgen

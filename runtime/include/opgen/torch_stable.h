@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "opgen/shape_check.h"
 #include "opgen/status.h"
@@ -70,23 +71,63 @@ struct TensorView {
   }
 };
 
-// The checks every tensor argument gets before a kernel body sees it:
-// dtype, device (the one of the first input), rank, dense layout.
-inline void check_tensor(const char* op, const char* role, const char* name, const TensorView& t,
-                         int32_t dtype, const char* dtype_name, const TensorView& first,
-                         const char* first_name, int64_t rank, const char* declared) {
-  const std::string who = std::string(op) + ": " + role + " '" + name + "'";
-  if (t.dtype != dtype) {
-    fail(who + " has the wrong dtype; the spec declares " + dtype_name +
-         " (convert it explicitly, e.g. x.to(torch." + dtype_name + "))");
+// The spelling of a torch dtype code in messages.
+inline std::string dtype_text(int32_t dtype) {
+  const struct {
+    int32_t code;
+    const char* name;
+  } known[] = {{aoti_torch_dtype_float16(), "float16"}, {aoti_torch_dtype_bfloat16(), "bfloat16"},
+               {aoti_torch_dtype_float32(), "float32"}, {aoti_torch_dtype_float64(), "float64"},
+               {aoti_torch_dtype_int32(), "int32"},     {aoti_torch_dtype_int64(), "int64"},
+               {aoti_torch_dtype_uint8(), "uint8"},     {aoti_torch_dtype_bool(), "bool"}};
+  for (const auto& k : known) {
+    if (k.code == dtype) return k.name;
   }
+  return "another dtype (code " + std::to_string(dtype) + ")";
+}
+
+inline void check_dtype(const char* op, const char* name, const TensorView& t, int32_t dtype,
+                        const char* dtype_name) {
+  if (t.dtype != dtype) {
+    fail(std::string(op) + ": input '" + name + "' has dtype " + dtype_text(t.dtype) +
+         "; the spec declares " + dtype_name + " (convert it explicitly, e.g. x.to(torch." +
+         dtype_name + "))");
+  }
+}
+
+inline void check_same_dtype(const char* op, const char* name, const TensorView& t, const char* var,
+                             const char* bound_by, int32_t bound) {
+  if (t.dtype != bound) {
+    fail(std::string(op) + ": input '" + name + "' has dtype " + dtype_text(t.dtype) + ", but its dtype " +
+         var + " is " + dtype_text(bound) + " (bound by input '" + bound_by + "')");
+  }
+}
+
+// The checks every tensor argument gets before a kernel body sees it:
+// device (the one of the first input), rank, dense layout. With `batch`,
+// the tensor has any number of leading dimensions before its `rank` ones.
+inline void check_tensor(const char* op, const char* role, const char* name, const TensorView& t,
+                         const TensorView& first, const char* first_name, int64_t rank, bool batch,
+                         const char* declared) {
+  const std::string who = std::string(op) + ": " + role + " '" + name + "'";
   if (t.device_type != first.device_type || t.device_index != first.device_index) {
     fail(who + " is on " + t.device_text() + ", but input '" + first_name + "' is on " +
          first.device_text() + "; all tensors of one call must be on one device");
   }
-  if (t.dim != rank) fail(opgen::rank_mismatch(op, role, name, t.sizes, static_cast<size_t>(t.dim), declared));
+  if (batch ? t.dim < rank : t.dim != rank) {
+    fail(opgen::rank_mismatch(op, role, name, t.sizes, static_cast<size_t>(t.dim), declared));
+  }
   if (!t.is_contiguous()) {
     fail(who + " is not contiguous; the kernel reads dense row-major memory (call .contiguous())");
+  }
+}
+
+// The leading (batch) dimensions of `t` must equal those of the batch source.
+inline void check_batch(const char* op, const char* name, const TensorView& t, int64_t lead,
+                        const std::vector<int64_t>& batch, const char* batch_source) {
+  if (!opgen::same_dims(t.sizes, static_cast<size_t>(lead), batch.data(), batch.size())) {
+    fail(opgen::batch_mismatch(op, "input", name, t.sizes, static_cast<size_t>(t.dim),
+                               static_cast<size_t>(lead), batch.data(), batch.size(), batch_source));
   }
 }
 
