@@ -82,7 +82,8 @@ def random_doc(rng):
 
 
 def random_shape(rng, bound, allow_new):
-    """A shape of rank 0-3; symbols from `bound`, or new ones when allow_new."""
+    """A shape of rank 0-3; symbols from `bound`, or new ones when allow_new;
+    an output (not allow_new) may also use expressions of bound symbols."""
     dims = []
     for _ in range(rng.randint(0, 3)):
         if rng.random() < 0.35:
@@ -93,36 +94,73 @@ def random_shape(rng, bound, allow_new):
                 dims.append(str(rng.choice([1, 4, 32])))
                 continue
             s = rng.choice(pool)
+            if not allow_new and rng.random() < 0.3:
+                t = rng.choice(pool)
+                s = rng.choice([f"2*{s}", f"{s}/2", f"({s}+1)*2", f"{s}*{t}", f"{s}-1+{t}"])
             dims.append(s)
             if allow_new:
                 bound.add(s)
     return dims
 
 
+def attr_range(rng, ty, default):
+    """min/max fields that hold the default (if any), or none."""
+    if ty == "bool" or rng.random() < 0.6:
+        return []
+    if ty in ("i32", "i64"):
+        lo, hi = (-2**31, 2**31 - 1) if ty == "i32" else (-2**63, 2**63 - 1)
+        d = int(default) if default is not None else 0
+        out = []
+        if d - 10 >= lo:
+            out.append(f"min: {d - 10}")
+        if d + 10 <= hi and rng.random() < 0.5:
+            out.append(f"max: {d + 10}")
+        return out
+    d = float(default) if default is not None else 0.0
+    return rng.choice([[f"min: {d - 1.0!r}"], [f"min: {-abs(d) - 1.0!r}", f"max: {abs(d) + 1.0!r}"]]) \
+        if abs(d) < 1e30 else []
+
+
 def make_spec(rng, index):
-    """(name, yaml text) of one valid op spec."""
+    """(name, yaml text) of one valid op spec. Besides the basic variety,
+    some specs use the newer spec features (type variables, leading batch
+    dimensions, output shape expressions, attribute ranges, vmap_method)."""
     name = f"op_{index:04d}_{rng.choice(['add', 'mul', 'norm', 'gather', 'scan', 'fused'])}"
     lines = ["opgen: 1", f"name: {name}"]
     if rng.random() < 0.9:
         lines.append(f"doc: {yq(random_doc(rng))}")
+    type_vars = []
+    if rng.random() < 0.25:
+        type_vars = ["T"] + (["U"] if rng.random() < 0.2 else [])
+        lines.append("types:")
+        for v in type_vars:
+            lines.append(f"  {v}: [{', '.join(rng.sample(DTYPES, rng.randint(1, 4)))}]")
+    batch = rng.random() < 0.25
+    batch_all = batch and rng.random() < 0.5  # every operand starts with '...'
     bound = set()
-    inputs = rng.sample(INPUT_NAMES, rng.randint(1, 4))
+    inputs = rng.sample(INPUT_NAMES, rng.randint(max(1, len(type_vars)), 4))
     lines.append("inputs:")
-    for t in inputs:
+    for i, t in enumerate(inputs):
         shape = random_shape(rng, bound, allow_new=True)
+        if batch and (i == 0 or batch_all):
+            shape = ["..."] + shape
+        dtype = type_vars[i] if i < len(type_vars) else rng.choice(DTYPES + type_vars)
         doc = f", doc: {yq(random_doc(rng))}" if rng.random() < 0.6 else ""
-        lines.append(f"  {t}: {{dtype: {rng.choice(DTYPES)}, shape: [{', '.join(shape)}]{doc}}}")
+        lines.append(f"  {t}: {{dtype: {dtype}, shape: [{', '.join(shape)}]{doc}}}")
     lines.append("outputs:")
     for t in rng.sample(OUTPUT_NAMES, rng.randint(1, 2)):
         shape = random_shape(rng, bound, allow_new=False)
+        if batch and (batch_all or rng.random() < 0.8):
+            shape = ["..."] + shape
         doc = f", doc: {yq(random_doc(rng))}" if rng.random() < 0.5 else ""
-        lines.append(f"  {t}: {{dtype: {rng.choice(DTYPES)}, shape: [{', '.join(shape)}]{doc}}}")
+        lines.append(f"  {t}: {{dtype: {rng.choice(DTYPES + type_vars)}, shape: [{', '.join(shape)}]{doc}}}")
     n_attrs = rng.choice([0, 0, 1, 2, 3, 5])
     if n_attrs:
         lines.append("attrs:")
         for a in rng.sample(ATTR_NAMES, n_attrs):
             ty = rng.choice(ATTR_TYPES)
             fields = [f"type: {ty}"]
+            default = None
             if rng.random() < 0.6:
                 default = {
                     "bool": lambda: rng.choice(["true", "false"]),
@@ -132,6 +170,7 @@ def make_spec(rng, index):
                     "f64": lambda: repr(rng.uniform(-1e6, 1e6)),
                 }[ty]()
                 fields.append(f"default: {default}")
+            fields += attr_range(rng, ty, default)
             if rng.random() < 0.5:
                 fields.append(f"doc: {yq(random_doc(rng))}")
             lines.append(f"  {a}: {{{', '.join(fields)}}}")
@@ -145,6 +184,11 @@ def make_spec(rng, index):
         lines.append(f"  api_versions: [{', '.join(map(str, versions))}]")
         if rng.random() < 0.3:
             lines.append(f"  command_buffer_compatible: {rng.choice(['true', 'false'])}")
+        if rng.random() < 0.3:
+            methods = ["sequential", "sequential_unrolled"] + (["expand_dims", "broadcast_all"] if batch_all else [])
+            lines.append(f"  vmap_method: {rng.choice(methods)}")
+        if batch_all and rng.random() < 0.5:
+            lines.append("  batch_partitionable: true")
     return name, "\n".join(lines) + "\n"
 
 

@@ -43,11 +43,47 @@ def example_simple_add(rng, where):
         out.block_until_ready()
         elapsed = time.perf_counter() - start
         err = np.linalg.norm(np.asarray(out, np.float64) - ref) / np.linalg.norm(ref)
-        rows.append(("simple_add", v, f"[{n}]", err, elapsed))
+        rows.append(("simple_add", v, f"[{n}]", err, elapsed, 1e-6))
     return rows
 
 
-EXAMPLES = {"simple_add": example_simple_add}
+def timed(f, *args):
+    f(*args)  # compile
+    start = time.perf_counter()
+    out = jax.block_until_ready(f(*args))
+    return out, time.perf_counter() - start
+
+
+def relative(got, ref):
+    return np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref)
+
+
+def example_rms_norm(rng, where):
+    rows, d = (4096, 4096) if where == "cuda" else (64, 1024)
+    rows_out = []
+    for dtype, tol in ((np.float32, 1e-5), (jax.numpy.bfloat16, 1.5e-2), (np.float16, 2e-3)):
+        x = rng.standard_normal((rows, d)).astype(dtype)
+        w = rng.standard_normal(d).astype(dtype)
+        ref = x.astype(np.float64) / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w.astype(np.float64)
+        for v in api_versions((4, 3), where):
+            f = jax.jit(lambda x, w, v=v: ops.rms_norm(x, w, api_version=v)[0])
+            out, elapsed = timed(f, jax.device_put(x), jax.device_put(w))
+            rows_out.append((f"rms_norm {np.dtype(dtype).name}", v, f"[{rows}, {d}]", relative(out, ref), elapsed, tol))
+    return rows_out
+
+
+def example_glu(rng, where):
+    rows, d = (4096, 8192) if where == "cuda" else (64, 1024)
+    x = rng.standard_normal((rows, d)).astype(np.float32)
+    ref = x[:, : d // 2].astype(np.float64) / (1 + np.exp(-x[:, d // 2 :].astype(np.float64)))
+    out_rows = []
+    for v in api_versions((4, 3), where):
+        out, elapsed = timed(jax.jit(lambda x, v=v: ops.glu(x, api_version=v)), jax.device_put(x))
+        out_rows.append(("glu float32", v, f"[{rows}, {d}]", relative(out, ref), elapsed, 1e-6))
+    return out_rows
+
+
+EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu}
 
 
 def main() -> int:
@@ -60,12 +96,13 @@ def main() -> int:
         print(f"error: no example for op(s) {sorted(missing)}: add one to {__file__}")
         return 1
     failures = 0
-    print(f"{'op':<12} {'api':>3} {'shape':>12} {'rel. error':>11} {'time':>10}")
+    print(f"{'op':<20} {'api':>3} {'shape':>14} {'rel. error':>11} {'tolerance':>9} {'time':>10}")
     for name in opgen_ops.OPS:
-        for op, v, shape, err, elapsed in EXAMPLES[name](rng, where):
-            ok = err < 1e-6
+        for op, v, shape, err, elapsed, tol in EXAMPLES[name](rng, where):
+            ok = err < tol
             failures += not ok
-            print(f"{op:<12} {v:>3} {shape:>12} {err:>11.2e} {elapsed * 1e3:>8.3f} ms{'' if ok else '  MISMATCH'}")
+            print(f"{op:<20} {v:>3} {shape:>14} {err:>11.2e} {tol:>9.0e} {elapsed * 1e3:>8.3f} ms"
+                  f"{'' if ok else '  MISMATCH'}")
     print("all examples match the float64 reference" if not failures else f"{failures} mismatch(es)")
     return 1 if failures else 0
 

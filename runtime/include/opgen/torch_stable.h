@@ -56,8 +56,12 @@ struct TensorView {
   bool is_cuda() const { return device_type == aoti_torch_device_type_cuda(); }
   bool is_cpu() const { return device_type == aoti_torch_device_type_cpu(); }
 
-  // Dense row-major (torch's is_contiguous: size-1 dimensions may have any stride).
+  // Dense row-major, as torch's is_contiguous: size-1 dimensions may have any
+  // stride, and an empty tensor is contiguous.
   bool is_contiguous() const {
+    for (int64_t i = 0; i < dim; ++i) {
+      if (sizes[i] == 0) return true;
+    }
     int64_t expected = 1;
     for (int64_t i = dim - 1; i >= 0; --i) {
       if (sizes[i] != 1 && strides[i] != expected) return false;

@@ -1,0 +1,25 @@
+"""float64 numpy references of the example ops, and the tolerance each dtype
+earns (‖out − ref‖ / ‖ref‖), shared by the JAX, PyTorch and GPU tests."""
+
+import numpy as np
+
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1.5e-2}
+
+
+def rms_norm(x, weight, eps):
+    x = np.asarray(x, np.float64)
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    return x * rstd * np.asarray(weight, np.float64), rstd[..., 0]
+
+
+def glu(x):
+    x = np.asarray(x, np.float64)
+    half = x.shape[-1] // 2
+    return x[..., :half] / (1.0 + np.exp(-x[..., half:]))
+
+
+def relative_error(got, ref):
+    got = np.asarray(got, np.float64)
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    assert np.all(np.isfinite(got)), "non-finite values in the result"
+    return np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300)

@@ -1,0 +1,71 @@
+"""rms_norm and glu on the GPU (skipped without one): the CUDA bodies of every
+instantiation against the float64 reference and the CPU bodies, through JAX
+(typed FFI and legacy) and PyTorch (eager and torch.compile)."""
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import opgen_ops.jax as jops
+import opgen_ops.torch as tops
+import op_references as ref
+from conftest import gpu_devices
+
+DTYPES = {"float32": (np.float32, torch.float32), "float16": (np.float16, torch.float16),
+          "bfloat16": (ml_dtypes.bfloat16, torch.bfloat16)}
+SHAPES = [(1, 7), (4, 128), (3, 5, 4096), (2, 8192 + 3)]
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("api_version", [4, 3])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_jax_rms_norm_and_glu_on_gpu(rng, dtype, api_version, shape):
+    np_dtype = DTYPES[dtype][0]
+    x = rng.standard_normal(shape).astype(np_dtype)
+    w = rng.standard_normal(shape[-1:]).astype(np_dtype)
+    gpu = gpu_devices()[0]
+    out, rstd = jax.jit(lambda x, w: jops.rms_norm(x, w, eps=1e-5, api_version=api_version))(
+        jax.device_put(x, gpu), jax.device_put(w, gpu))
+    want, want_rstd = ref.rms_norm(x, w, 1e-5)
+    assert ref.relative_error(out, want) < ref.TOLERANCE[dtype]
+    assert ref.relative_error(rstd, want_rstd) < 1e-5
+    if shape[-1] % 2 == 0:
+        g = jax.jit(lambda x: jops.glu(x, api_version=api_version))(jax.device_put(x, gpu))
+        assert ref.relative_error(g, ref.glu(x)) < ref.TOLERANCE[dtype]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_torch_cuda_matches_cpu_body(rng, dtype, shape):
+    t_dtype = DTYPES[dtype][1]
+    x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(t_dtype)
+    w = torch.from_numpy(rng.standard_normal(shape[-1:]).astype(np.float32)).to(t_dtype)
+    out, rstd = tops.rms_norm(x.cuda(), w.cuda(), eps=1e-5)
+    cpu_out, cpu_rstd = tops.rms_norm(x, w, eps=1e-5)
+    want, want_rstd = ref.rms_norm(x.double().numpy(), w.double().numpy(), 1e-5)
+    assert ref.relative_error(out.cpu().double().numpy(), want) < ref.TOLERANCE[dtype]
+    assert ref.relative_error(out.cpu().double().numpy(), cpu_out.double().numpy()) < ref.TOLERANCE[dtype]
+    assert ref.relative_error(rstd.cpu().numpy(), want_rstd) < 1e-5
+    if shape[-1] % 2 == 0:
+        g = tops.glu(x.cuda())
+        torch.testing.assert_close(g.cpu(), tops.glu(x), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_torch_compile_on_cuda(rng, mode):
+    torch._dynamo.reset()
+
+    def f(x, w):
+        out, rstd = tops.rms_norm(x, w)
+        return tops.glu(out) * rstd[..., None]
+
+    compiled = torch.compile(f, fullgraph=True, mode=mode)
+    for _ in range(3):
+        x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+        torch.testing.assert_close(compiled(x, w), f(x, w))
