@@ -74,7 +74,7 @@ void run_cpu(const ts::TensorView& x, Tensor* outputs_) {
 void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor x_tensor = to<Tensor>(stack[0]);
+  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
   if (!x.is_cpu()) ts::fail("glu: the CPU kernel got tensors on " + x.device_text());
   Tensor outputs_[1];
@@ -94,7 +94,7 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
     default:
       ts::fail("glu: no instantiation for these dtypes");
   }
-  stack[0] = from(outputs_[0]);
+  stack[0] = ts::stack_from(outputs_[0]);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
@@ -109,7 +109,7 @@ void run_cuda(const ts::TensorView& x, Tensor* outputs_) {
 void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor x_tensor = to<Tensor>(stack[0]);
+  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
   if (!x.is_cuda()) ts::fail("glu: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
@@ -130,7 +130,7 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
     default:
       ts::fail("glu: no instantiation for these dtypes");
   }
-  stack[0] = from(outputs_[0]);
+  stack[0] = ts::stack_from(outputs_[0]);
 }
 
 #endif

@@ -92,11 +92,11 @@ void run_cpu(const ts::TensorView& x, const ts::TensorView& weight, float eps, T
 void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor x_tensor = to<Tensor>(stack[0]);
+  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
-  const Tensor weight_tensor = to<Tensor>(stack[1]);
+  const Tensor weight_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView weight(weight_tensor);
-  const float eps = static_cast<float>(to<double>(stack[2]));
+  const float eps = static_cast<float>(ts::stack_to<double>(stack[2]));
   if (!x.is_cpu()) ts::fail("rms_norm: the CPU kernel got tensors on " + x.device_text());
   Tensor outputs_[2];
   switch (check_dtypes(x, weight)) {
@@ -112,8 +112,8 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
     default:
       ts::fail("rms_norm: no instantiation for these dtypes");
   }
-  stack[0] = from(outputs_[0]);
-  stack[1] = from(outputs_[1]);
+  stack[0] = ts::stack_from(outputs_[0]);
+  stack[1] = ts::stack_from(outputs_[1]);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
@@ -128,11 +128,11 @@ void run_cuda(const ts::TensorView& x, const ts::TensorView& weight, float eps, 
 void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor x_tensor = to<Tensor>(stack[0]);
+  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
-  const Tensor weight_tensor = to<Tensor>(stack[1]);
+  const Tensor weight_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView weight(weight_tensor);
-  const float eps = static_cast<float>(to<double>(stack[2]));
+  const float eps = static_cast<float>(ts::stack_to<double>(stack[2]));
   if (!x.is_cuda()) ts::fail("rms_norm: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
   Tensor outputs_[2];
@@ -149,8 +149,8 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
     default:
       ts::fail("rms_norm: no instantiation for these dtypes");
   }
-  stack[0] = from(outputs_[0]);
-  stack[1] = from(outputs_[1]);
+  stack[0] = ts::stack_from(outputs_[0]);
+  stack[1] = ts::stack_from(outputs_[1]);
 }
 
 #endif

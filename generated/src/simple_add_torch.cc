@@ -67,16 +67,16 @@ void run_cpu(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tens
 void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor a_tensor = to<Tensor>(stack[0]);
+  const Tensor a_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView a(a_tensor);
-  const Tensor b_tensor = to<Tensor>(stack[1]);
+  const Tensor b_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView b(b_tensor);
-  const float alpha = static_cast<float>(to<double>(stack[2]));
+  const float alpha = static_cast<float>(ts::stack_to<double>(stack[2]));
   if (!a.is_cpu()) ts::fail("simple_add: the CPU kernel got tensors on " + a.device_text());
   Tensor outputs_[1];
   check_dtypes(a, b);
   run_cpu(a, b, alpha, outputs_);
-  stack[0] = from(outputs_[0]);
+  stack[0] = ts::stack_from(outputs_[0]);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
@@ -90,17 +90,17 @@ void run_cuda(const ts::TensorView& a, const ts::TensorView& b, float alpha, Ten
 void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
-  const Tensor a_tensor = to<Tensor>(stack[0]);
+  const Tensor a_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView a(a_tensor);
-  const Tensor b_tensor = to<Tensor>(stack[1]);
+  const Tensor b_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView b(b_tensor);
-  const float alpha = static_cast<float>(to<double>(stack[2]));
+  const float alpha = static_cast<float>(ts::stack_to<double>(stack[2]));
   if (!a.is_cuda()) ts::fail("simple_add: the CUDA kernel got tensors on " + a.device_text());
   const ts::CudaDeviceScope device_(a.device_index);
   Tensor outputs_[1];
   check_dtypes(a, b);
   run_cuda(a, b, alpha, outputs_);
-  stack[0] = from(outputs_[0]);
+  stack[0] = ts::stack_from(outputs_[0]);
 }
 
 #endif

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
@@ -162,6 +163,19 @@ inline Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, 
   *numel = n;
   return t;
 }
+
+// Boxed-kernel stack conversions. torch 2.9 has only the global to/from;
+// 2.10 moved them to torch::stable::detail and deprecated the global ones,
+// which still work in every version this builds against, so they are used
+// here, once, with the deprecation silenced.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+template <typename T>
+T stack_to(StableIValue v) {
+  return to<T>(v);
+}
+inline StableIValue stack_from(const Tensor& t) { return from(t); }
+#pragma GCC diagnostic pop
 
 // Results of a kernel body as a RuntimeError.
 inline void check_status(const Status& s) {

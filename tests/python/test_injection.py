@@ -1,0 +1,466 @@
+"""Spec text never turns into code.
+
+Every free-text field of the spec format (the op's `doc`, each input's and
+output's `doc`, each attribute's `doc`; see docs/spec.md and
+generator/spec_reader.cc) gets text that tries to break out of wherever it
+lands: comment terminators, Python triple quotes, escaped quotes, C++ line
+splices followed by `#include` and `import os; os.system(...)`, Jinja syntax,
+control characters, non-ASCII, CR line ends, trigraphs, format strings. One op
+per payload carries it in all of its free-text fields. The real opgen binary
+generates a package from those specs, and then:
+
+  (a) every generated .py/.pyi parses, and the docstring of each op's JAX and
+      torch function holds every doc text exactly;
+  (b) every generated C++ file compiles (g++ -std=c++17 -fsyntax-only, with
+      the runtime, jaxlib, pybind11, torch and, where present, CUDA headers),
+      and no doc line runs on into the next line (GCC's -Wcomment: a `//`
+      comment ending in a backslash swallows the following line);
+  (c) the payload's marker (`evil_<payload>`) appears only inside comments
+      and string literals, by a lexer that follows the languages' own rules
+      (C++ line splices, raw strings; Python's tokenizer).
+
+OPGEN_BINARY names the binary (default: <repo>/build/generator/opgen; the test
+skips when it is missing); OPGEN_TEMPLATES, if set, is passed as --templates.
+The C++ files of one kind compile as one translation unit that includes them
+all; only when that fails is each file compiled on its own, to name the culprit.
+"""
+
+import ast
+import concurrent.futures
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+OPGEN = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen"))
+PACKAGE = "inj_pkg"
+
+if not OPGEN.is_file():
+    pytest.skip(f"no opgen binary at {OPGEN} (build it, or set OPGEN_BINARY)", allow_module_level=True)
+if not shutil.which("g++"):
+    pytest.skip("g++ is not installed", allow_module_level=True)
+
+# Each payload's text; "{M}" stands for its marker, evil_<name>, which must
+# never reach code. Keep the payloads free of leading and trailing whitespace
+# (the docstring is trimmed as a whole; "whitespace_edges" covers that).
+PAYLOADS = {
+    "control": "A plain doc, the control case.",
+    "c_comment_end": "ends a block comment */ int {M} = 1; /* and opens another",
+    "py_triple_double": 'three quotes """ + __import__("os").system("{M}") + """ end',
+    "py_triple_single": "three quotes ''' + __import__('os').system('{M}') + ''' end",
+    "escaped_quote": 'escaped quote \\" ); os.system("{M}"); x = (" and \\\' ); {M}(); (\'',
+    "string_breakout": '"; {M}(); " \'; {M}(); \'',
+    "splice_mid": 'a line splice \\\n#include <{M}.h>\nimport os; os.system("{M}")',
+    "splice_space_mid": 'a splice, then a space \\ \n#include <{M}.h>\nimport os; os.system("{M}")',
+    "splice_tab_mid": 'a splice, then a tab \\\t\n#define {M} 1\nimport os; os.system("{M}")',
+    "splice_end": "text that ends in a line splice {M} \\",
+    "splice_space_end": "text that ends in a line splice and a space {M} \\ ",
+    "splice_tab_end": "text that ends in a line splice and a tab {M} \\\t",
+    "backslashes_end": "text that ends in backslashes {M} \\\\\\",
+    "newline_define": 'first line\n#define {M} 1\n#include <{M}.h>\n#pragma {M}\nimport os; os.system("{M}")',
+    "carriage_return": 'carriage return\r#include <{M}.h>\r\nimport os; os.system("{M}")\rthe end',
+    "jinja": "{{ {M} }} {% raw %}{{ raw }}{% endraw %} {% if true %}{M}{% endif %} {# c #} {%- set {M} = 1 -%}",
+    "controls": "controls \x01\x02\x03\x07\x08\x0b\x0c\x0e\x1b[31m\x1c\x1d\x1e\x1f\x7f {M} end",
+    "non_ascii": "é, 日本, 🚀, nbsp\u00a0nel\u0085ls\u2028ps\u2029bom\ufeff {M} ÿ \U0001f600",
+    "bidi": "bidi \u202e {M} \u2066 isolate \u2069 \u202c pop",
+    "trigraph": "trigraph ??/\n#include <{M}.h>\n??= ??( ??) ??< ??> ??! ??- ??' and at the end ??/",
+    "python_code": 'first\nimport os; os.system("{M}")\n    def {M}(): pass\n@{M}\nclass X: pass',
+    "format_strings": '%s %d %n {0} {{M}} {{}} f"{M}" $({M}) `{M}` ${M} %({M})s',
+    "escapes_literal": r"\n \t \x41 \u0041 \N{BULLET} \0 \\ \' \" \a {M}",
+    "raw_string": 'R"x( {M} )x" R"( u8R"y( ))" LR"(',
+    "whitespace_edges": "\t  leading and trailing whitespace {M}  \t",
+}
+EDGE_TRIMMED = {"whitespace_edges"}  # the docstring is trimmed as a whole
+
+
+def marker(name):
+    return "evil_" + name
+
+
+def payload_text(name):
+    return PAYLOADS[name].replace("{M}", marker(name))
+
+
+def yaml_quoted(s):
+    """A YAML double-quoted scalar: printable text raw (UTF-8), the rest escaped."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif o < 0x20 or o == 0x7F or 0x80 <= o < 0xA0:
+            out.append("\\x%02x" % o)
+        elif o in (0x2028, 0x2029, 0xFEFF) or 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069:
+            out.append("\\u%04x" % o)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def op_name(name):
+    return "inj_" + name
+
+
+def spec_text(name):
+    """An op whose every free-text field holds the payload. The last output
+    has a plain doc, so no payload ends the docstring."""
+    d = yaml_quoted(payload_text(name))
+    return f"""opgen: 1
+name: {op_name(name)}
+doc: {d}
+inputs:
+  x: {{dtype: f32, shape: [N], doc: {d}}}
+  y: {{dtype: f32, shape: [N]}}
+outputs:
+  out: {{dtype: f32, shape: [N], doc: {d}}}
+  tail: {{dtype: f32, shape: [N], doc: "the last output"}}
+attrs:
+  alpha: {{type: f32, default: 1.0, doc: {d}}}
+  count: {{type: i64, doc: {d}}}
+platforms: [cuda, cpu]
+xla:
+  api_versions: [4, 3, 2, 1]
+"""
+
+
+def op_docs(name):
+    """(field, text) of every doc the op carries."""
+    t = payload_text(name)
+    return [("op doc", t), ("input x doc", t), ("output out doc", t), ("attr alpha doc", t),
+            ("attr count doc", t)]
+
+
+# --- generation ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("injection")
+    specs = root / "specs"
+    specs.mkdir()
+    (specs / "package.yaml").write_text(
+        f"opgen: 1\npackage:\n  name: {PACKAGE}\n  torch_namespace: {PACKAGE}\n")
+    for name in PAYLOADS:
+        (specs / f"{op_name(name)}.yaml").write_bytes(spec_text(name).encode("utf-8"))
+    out = root / "out"
+    cmd = [str(OPGEN), "generate", str(specs), "-o", str(out), "--root", str(root), "--quiet"]
+    if os.environ.get("OPGEN_TEMPLATES"):
+        cmd += ["--templates", os.environ["OPGEN_TEMPLATES"]]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, f"opgen refused the specs ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+    return out
+
+
+def op_cpp_files(out, name):
+    op = op_name(name)
+    return [out / "include" / PACKAGE / f"{op}.h", out / "include" / PACKAGE / f"{op}_opaque.h",
+            out / "src" / f"{op}_xla_ffi.cc", out / "src" / f"{op}_xla_legacy.cc",
+            out / "src" / f"{op}_torch.cc"]
+
+
+def python_files(out):
+    return sorted(p for p in (out / "python" / PACKAGE).iterdir() if p.suffix in (".py", ".pyi"))
+
+
+def all_files(out):
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def test_every_file_was_generated(generated):
+    for name in PAYLOADS:
+        for f in op_cpp_files(generated, name):
+            assert f.is_file(), f
+    assert (generated / "src" / "module.cc").is_file()
+    assert {p.name for p in python_files(generated)} >= {"jax.py", "torch.py", "_opaque.py", "__init__.py"}
+
+
+# --- (a) Python parses; docstrings hold the exact text -----------------------
+
+
+def test_python_files_parse(generated):
+    for path in python_files(generated):
+        source = path.read_bytes().decode("utf-8")
+        try:
+            ast.parse(source, filename=str(path))
+        except SyntaxError as e:
+            pytest.fail(f"{path.name} does not parse: {e}\n{context(source, e.lineno)}")
+
+
+@pytest.fixture(scope="module")
+def docstrings(generated):
+    """{(module, op): docstring} of every op function in jax.py and torch.py."""
+    out = {}
+    for module in ("jax", "torch"):
+        path = generated / "python" / PACKAGE / f"{module}.py"
+        tree = ast.parse(path.read_bytes().decode("utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                out[(module, node.name)] = ast.get_docstring(node, clean=False)
+    return out
+
+
+@pytest.mark.parametrize("module", ["jax", "torch"])
+@pytest.mark.parametrize("name", list(PAYLOADS))
+def test_docstring_holds_the_exact_doc(docstrings, module, name):
+    doc = docstrings.get((module, op_name(name)))
+    assert doc is not None, f"{module}.{op_name(name)} has no docstring"
+    for field, text in op_docs(name):
+        expected = text.strip() if name in EDGE_TRIMMED and field == "op doc" else text
+        assert expected in doc, f"{module}.{op_name(name)}: the {field} is not in the docstring verbatim:\n" \
+                                f"  expected {expected!r}\n  docstring {doc!r}"
+
+
+# --- (b) C++ compiles --------------------------------------------------------
+
+
+def python_output(*args):
+    p = subprocess.run([sys.executable, *args], capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+@pytest.fixture(scope="module")
+def include_flags():
+    jaxlib = python_output("-c", "import jaxlib,os;print(os.path.join(os.path.dirname(jaxlib.__file__),'include'))")
+    if not jaxlib:
+        pytest.skip("jaxlib is not importable (its XLA FFI headers are needed)")
+    pybind = python_output("-m", "pybind11", "--includes")
+    torch = python_output("-c", "import torch,os;print(os.path.join(os.path.dirname(torch.__file__),'include'))")
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    cuda = cuda if os.path.isfile(os.path.join(cuda, "include", "cuda_runtime_api.h")) else None
+    return dict(base=[f"-I{REPO / 'runtime' / 'include'}", f"-I{jaxlib}"],
+                pybind=pybind.split() if pybind else None,
+                torch=[f"-I{torch}"] if torch else None,
+                cuda=["-DOPGEN_WITH_CUDA=1", f"-I{cuda}/include"] if cuda else [])
+
+
+def kind_of(path):
+    n = path.name
+    if n.endswith("_torch.cc"):
+        return "torch"
+    if n.endswith("_xla_ffi.cc"):
+        return "xla_ffi"
+    if n.endswith("_xla_legacy.cc"):
+        return "xla_legacy"
+    if n == "module.cc":
+        return "module"
+    return "header"
+
+
+def compile_unit(source, flags, cwd):
+    """g++ -fsyntax-only on `source` (text); returns (ok, diagnostics)."""
+    cmd = ["g++", "-std=c++17", "-fsyntax-only", "-Wcomment", "-x", "c++", "-", *flags]
+    p = subprocess.run(cmd, input=source, capture_output=True, text=True, cwd=cwd)
+    return p.returncode == 0, p.stderr
+
+
+@pytest.fixture(scope="module")
+def compiled(generated, include_flags):
+    """{file: (ok, diagnostics)} for every C++ file (None where the headers it
+    needs are missing). One translation unit per kind; on failure, per file."""
+    files = [f for name in PAYLOADS for f in op_cpp_files(generated, name)] + [generated / "src" / "module.cc"]
+    by_kind = {}
+    for f in files:
+        by_kind.setdefault(kind_of(f), []).append(f)
+    base = [f"-I{generated / 'include'}", *include_flags["base"], *include_flags["cuda"]]
+    # The torch CUDA helpers of the runtime are behind USE_CUDA, as in CMakeLists.txt.
+    torch_cuda = ["-DUSE_CUDA=1"] if include_flags["cuda"] else []
+    extra = {"torch": include_flags["torch"] and include_flags["torch"] + torch_cuda, "module": include_flags["pybind"]}
+    results = {}
+
+    def flags_for(kind):
+        if kind in extra:
+            return None if extra[kind] is None else base + extra[kind]
+        return base
+
+    def unit(paths):
+        return "".join(f'#include "{p}"\n' for p in paths)
+
+    def compile_kind(kind, paths):
+        """All of a kind in one unit; the files of the ops its diagnostics
+        name are then compiled on their own, and the rest again together,
+        until the rest compiles cleanly (or nothing more can be named)."""
+        flags = flags_for(kind)
+        if flags is None:
+            return {p: None for p in paths}
+        out, remaining = {}, list(paths)
+        while remaining:
+            ok, diags = compile_unit(unit(remaining), flags, generated)
+            if ok and "-Wcomment" not in diags:
+                out.update({p: (True, diags) for p in remaining})
+                break
+            named = [p for p in remaining if str(p) in diags] or remaining
+            for p in named:
+                out[p] = compile_unit(unit([p]), flags, generated)
+            remaining = [p for p in remaining if p not in named]
+        return out
+
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(by_kind)) as pool:
+        for r in pool.map(lambda kv: compile_kind(*kv), by_kind.items()):
+            results.update(r)
+    return results
+
+
+def check_compiled(compiled, paths):
+    problems = []
+    for p in paths:
+        r = compiled[p]
+        if r is None:
+            continue
+        ok, diags = r
+        if not ok:
+            problems.append(f"{p.name} does not compile:\n{diags[-3000:]}")
+    return problems
+
+
+@pytest.mark.parametrize("name", list(PAYLOADS))
+def test_cpp_compiles(generated, compiled, name):
+    problems = check_compiled(compiled, op_cpp_files(generated, name))
+    if problems and name != "control" and check_compiled(compiled, op_cpp_files(generated, "control")):
+        pytest.fail("the control op fails to compile too, so this is no injection:\n" + "\n".join(problems))
+    assert not problems, "\n".join(problems)
+
+
+def test_module_compiles(generated, compiled):
+    r = compiled[generated / "src" / "module.cc"]
+    if r is None:
+        pytest.skip("pybind11 is not importable")
+    assert r[0], f"module.cc does not compile:\n{r[1][-3000:]}"
+
+
+def test_torch_files_were_compiled(generated, compiled):
+    if compiled[op_cpp_files(generated, "control")[4]] is None:
+        pytest.skip("torch is not importable; the *_torch.cc files were not compiled")
+
+
+@pytest.mark.parametrize("name", list(PAYLOADS))
+def test_no_doc_line_runs_into_the_next(generated, compiled, name):
+    """A `//` line whose text ends in a backslash continues onto the next
+    line (GCC: 'multi-line comment [-Wcomment]'): the doc has left its line."""
+    bad = []
+    for p in op_cpp_files(generated, name):
+        r = compiled[p]
+        if r and "-Wcomment" in r[1]:
+            bad.append(f"{p.name}:\n" + "\n".join(l for l in r[1].splitlines() if "Wcomment" in l or p.name in l)[:2000])
+    assert not bad, "\n".join(bad)
+
+
+# --- (c) the payload stays inside comments and string literals ---------------
+
+
+def cpp_code(source):
+    """The C++ source with comments and string/char literals blanked, after
+    line splicing (as translation phases 2 and 3 do it; GCC also splices a
+    backslash followed by spaces before the newline)."""
+    s = source.replace("\r\n", "\n").replace("\r", "\n")  # GCC's line ends
+    s = re.sub(r"\\[ \t\f\v]*\n", "", s)
+    out, i, n = [], 0, len(s)
+    while i < n:
+        c = s[i]
+        if s.startswith("//", i):
+            j = s.find("\n", i)
+            i = n if j < 0 else j
+            out.append(" ")
+        elif s.startswith("/*", i):
+            j = s.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            out.append(" ")
+        elif c == "R" and i + 1 < n and s[i + 1] == '"' and (i == 0 or not (s[i - 1].isalnum() or s[i - 1] == "_")
+                                                              or s[i - 1] in "LuU8"):
+            m = re.match(r'R"([^ ()\\\t\v\f\n]{0,16})\(', s[i:])
+            if not m:
+                out.append(c)
+                i += 1
+                continue
+            end = s.find(")" + m.group(1) + '"', i + m.end())
+            i = n if end < 0 else end + len(m.group(1)) + 2
+            out.append('""')
+        elif c in "\"'":
+            j = i + 1
+            while j < n and s[j] != c and s[j] != "\n":
+                j += 2 if s[j] == "\\" else 1
+            i = j + 1
+            out.append('""')
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def python_code(source):
+    """The tokens of Python source that are neither comments nor strings."""
+    skip = {tokenize.COMMENT, tokenize.STRING, tokenize.NL, tokenize.NEWLINE}
+    skip |= {getattr(tokenize, t) for t in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END") if hasattr(tokenize, t)}
+    toks = tokenize.generate_tokens(io.StringIO(source).readline)
+    return " ".join(t.string for t in toks if t.type not in skip)
+
+
+@pytest.fixture(scope="module")
+def code_only(generated):
+    """{file: its code with comments and string literals removed}."""
+    out = {}
+    for p in all_files(generated):
+        text = p.read_bytes().decode("utf-8")  # no newline translation
+        if p.suffix in (".py", ".pyi"):
+            try:
+                out[p] = python_code(text)
+            except (tokenize.TokenError, SyntaxError, IndentationError) as e:
+                out[p] = f"<does not tokenize: {e}>"
+        elif p.suffix in (".h", ".cc"):
+            out[p] = cpp_code(text)
+        else:  # opgen_package.cmake, py.typed: no doc lands there
+            out[p] = re.sub(r"#.*", "", text)
+    return out
+
+
+def test_the_lexers_see_code():
+    """The check below is able to fail: payloads outside comments and strings are found."""
+    assert "evil_x" in cpp_code('// c\nint evil_x; "evil_y"')
+    assert "evil_y" not in cpp_code('// c\nint evil_x; "evil_y"')
+    assert "evil_z" in cpp_code("// comment \\\n\n#include <evil_z>")
+    assert "evil_z" not in cpp_code("// comment \\\n#include <evil_z>")
+    assert "evil_r" not in cpp_code('auto s = R"d( ")" evil_r )d"; int k;') and "int k" in cpp_code('R"d(x)d"; int k;')
+    assert "evil_p" in python_code('"""doc"""\nimport os; os.system("evil_p")\nevil_p()\n')
+    assert "evil_p" not in python_code('"""import os; evil_p()"""  # evil_p\n')
+
+
+# Payload code that must not appear outside comments and strings even where
+# its marker sits inside a string (os.system("evil_x")). {is_python: patterns}
+LEAK_PATTERNS = {
+    True: [r"\bos\s*\.\s*system\b", r"\bimport\s+os\b", r"\b__import__\b", r"\bclass\s+X\b"],
+    False: [r"\bos\s*\.\s*system\b", r"#\s*include\s*<evil", r"#\s*define\s+evil", r"#\s*pragma\s+evil",
+            r"\b__import__\b"],
+}
+
+
+@pytest.mark.parametrize("name", list(PAYLOADS))
+def test_payload_stays_in_comments_and_strings(generated, code_only, name):
+    m = marker(name)
+    leaks = []
+    for p, code in code_only.items():
+        if code.startswith("<does not tokenize"):
+            leaks.append(f"{p.relative_to(generated)}: {code}")
+        elif m in code:
+            text = p.read_bytes().decode("utf-8")
+            lines = [f"  {i + 1}: {l!r}" for i, l in enumerate(text.splitlines()) if m in l]
+            leaks.append(f"{p.relative_to(generated)}: '{m}' outside comments and strings, on lines\n" + "\n".join(lines[:8]))
+    for p, code in code_only.items():
+        for pattern in LEAK_PATTERNS[p.suffix in (".py", ".pyi")]:
+            found = re.search(pattern, code)
+            if found:
+                leaks.append(f"{p.relative_to(generated)}: {found.group(0)!r} outside comments and strings")
+    assert not leaks, "\n".join(leaks)
+
+
+def context(source, lineno, around=2):
+    lines = source.splitlines()
+    lo, hi = max(0, (lineno or 1) - 1 - around), min(len(lines), (lineno or 1) + around)
+    return "\n".join(f"{i + 1:5}: {lines[i]!r}" for i in range(lo, hi))
