@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "diagnostics.h"
+#include "names.h"
 #include "output_writer.h"
 #include "renderer.h"
 #include "spec_reader.h"
@@ -27,6 +28,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: opgen check SPEC...\n"
     "       opgen generate SPEC... -o OUTPUT_DIR [--templates DIR] [--root DIR] [--quiet]\n"
+    "       opgen new OP [--specs DIR] [--kernels DIR] [--templates DIR]\n"
     "\n"
     "SPEC is an op spec (<op>.yaml) or the package settings (package.yaml); a folder\n"
     "stands for every *.yaml file in it. 'generate' needs exactly one package.yaml.\n"
@@ -36,6 +38,8 @@ constexpr const char* kUsage =
     "  --root DIR       spec paths in stamps and messages are shown relative to DIR\n"
     "                   (default: the current folder)\n"
     "  --quiet          print nothing on success\n"
+    "'new' writes a commented spec (DIR/OP.yaml, default specs/) and CPU and CUDA kernel\n"
+    "skeletons (default kernels/) that build as they are; it never overwrites a file.\n"
     "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds.\n";
 
 int usage_error(const std::string& message) {
@@ -45,6 +49,9 @@ int usage_error(const std::string& message) {
 
 struct Options {
   std::string command;
+  std::string new_op;
+  std::string specs_dir = "specs";
+  std::string kernels_dir = "kernels";
   std::vector<std::string> specs;
   std::string output_dir;
   std::string templates_dir = OPGEN_DEFAULT_TEMPLATES_DIR;
@@ -56,7 +63,9 @@ struct Options {
 std::string parse_arguments(int argc, char** argv, Options& o) {
   if (argc < 2) return "no command given";
   o.command = argv[1];
-  if (o.command != "check" && o.command != "generate") return "unknown command '" + o.command + "'";
+  if (o.command != "check" && o.command != "generate" && o.command != "new") {
+    return "unknown command '" + o.command + "'";
+  }
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string& into) -> bool {
@@ -70,6 +79,10 @@ std::string parse_arguments(int argc, char** argv, Options& o) {
       if (!value(o.templates_dir)) return a + " needs a folder";
     } else if (a == "--root") {
       if (!value(o.root)) return a + " needs a folder";
+    } else if (a == "--specs" && o.command == "new") {
+      if (!value(o.specs_dir)) return a + " needs a folder";
+    } else if (a == "--kernels" && o.command == "new") {
+      if (!value(o.kernels_dir)) return a + " needs a folder";
     } else if (a == "--quiet" || a == "-q") {
       o.quiet = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -77,6 +90,13 @@ std::string parse_arguments(int argc, char** argv, Options& o) {
     } else {
       o.specs.push_back(a);
     }
+  }
+  if (o.command == "new") {
+    if (o.specs.size() != 1) return "new takes one op name";
+    o.new_op = o.specs.front();
+    o.specs.clear();
+    if (!o.output_dir.empty()) return "new writes into --specs and --kernels, not -o";
+    return "";
   }
   if (o.specs.empty()) return "no spec files given";
   if (o.command == "generate" && o.output_dir.empty()) return "generate needs -o OUTPUT_DIR";
@@ -136,6 +156,58 @@ std::vector<fs::path> stale_outputs(const fs::path& dir, const std::set<fs::path
 
 }  // namespace
 
+// `opgen new OP`: a spec and kernel skeletons that build as they are.
+int new_op(const Options& o) {
+  if (!opgen::is_snake_identifier(o.new_op) || opgen::is_reserved_name(o.new_op)) {
+    std::cerr << "opgen: error: '" << o.new_op
+              << "' is not a valid op name (lower case letters, digits and '_', starting with a "
+                 "letter; not a C++ or Python keyword)\n";
+    return 1;
+  }
+  opgen::Diagnostics diags;
+  const std::string package_path = (fs::path(o.specs_dir) / opgen::kPackageSpecFileName).string();
+  std::optional<opgen::Package> package;
+  if (fs::exists(package_path)) package = opgen::read_package_spec(package_path, package_path, diags);
+  diags.print(std::cerr);
+  if (!package) {
+    if (!diags.has_errors()) {
+      std::cerr << "opgen: error: " << package_path
+                << " is missing: 'new' takes the package name from it (see docs/spec.md)\n";
+    }
+    return 1;
+  }
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"new_op/spec.yaml.j2", (fs::path(o.specs_dir) / (o.new_op + ".yaml")).string()},
+      {"new_op/kernel.cc.j2", (fs::path(o.kernels_dir) / (o.new_op + ".cc")).string()},
+      {"new_op/kernel.cu.j2", (fs::path(o.kernels_dir) / (o.new_op + ".cu")).string()},
+  };
+  for (const auto& [tmpl, path] : files) {
+    if (fs::exists(path)) {
+      std::cerr << "opgen: error: " << path << " exists; 'new' never overwrites a file\n";
+      return 1;
+    }
+  }
+  try {
+    opgen::Renderer renderer(o.templates_dir);
+    for (const auto& [tmpl, path] : files) {
+      std::string error;
+      const std::string text = renderer.render_one(tmpl, {{"name", o.new_op}, {"package", package->name}});
+      if (opgen::write_if_changed(path, text, error) == opgen::WriteResult::kFailed) {
+        std::cerr << "opgen: error: " << error << "\n";
+        return 1;
+      }
+      std::cout << "opgen: wrote " << path << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "opgen: error: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << "opgen: next: edit the three files, then rebuild (cmake --build build); the op is "
+            << package->name << ".jax." << o.new_op << " and torch.ops." << package->torch_namespace
+            << "." << o.new_op << "\n";
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::cout << kUsage;
@@ -143,6 +215,7 @@ int main(int argc, char** argv) {
   }
   Options o;
   if (std::string error = parse_arguments(argc, argv, o); !error.empty()) return usage_error(error);
+  if (o.command == "new") return new_op(o);
   std::string error;
   const std::vector<std::string> spec_files = expand_specs(o.specs, error);
   if (!error.empty()) return usage_error(error);

@@ -49,6 +49,18 @@ def py_tuple(items):
     items = list(items)
     return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
 
+def md_text(s):
+    """Spec text as Markdown prose: HTML is escaped, so text cannot inject markup."""
+    return str(s).replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')
+
+def md_cell(s):
+    """Spec text in a Markdown table cell: one line, '|' escaped."""
+    return ' '.join(md_text(s).split()).replace('|', '\\|')
+
+def md_code(s):
+    """Text inside a `code span` of a table cell: no backticks, '|' escaped."""
+    return ' '.join(str(s).replace('`', "'").split()).replace('|', '\\|')
+
 def make_environment(templates_dir):
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates_dir),
@@ -63,6 +75,9 @@ def make_environment(templates_dir):
     env.filters['py_tuple'] = py_tuple
     env.filters['format_param'] = lambda name, type_: type_ + ' ' + name
     env.filters['attr_kwarg'] = lambda name: name + '=' + name
+    env.filters['md_text'] = md_text
+    env.filters['md_cell'] = md_cell
+    env.filters['md_code'] = md_code
     env.filters['cpp_comment'] = lambda s: comment_lines(s, '//')
     env.filters['py_comment'] = lambda s: comment_lines(s, '#')
     return env
@@ -456,7 +471,7 @@ py::dict op_data(const Op& op, const Package& package) {
 std::vector<std::string> op_output_paths(const std::string& package, const std::string& op) {
   const std::string include_dir = "include/" + package + "/";
   return {include_dir + op + ".h", include_dir + op + "_opaque.h", "src/" + op + "_xla_ffi.cc",
-          "src/" + op + "_xla_legacy.cc", "src/" + op + "_torch.cc"};
+          "src/" + op + "_xla_legacy.cc", "src/" + op + "_torch.cc", "docs/" + op + ".md"};
 }
 
 struct Renderer::Impl {
@@ -492,6 +507,17 @@ Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Im
 Renderer::~Renderer() {
   // Python objects must go before the interpreter does.
   impl_->environment = py::object();
+}
+
+std::string Renderer::render_one(const std::string& template_name,
+                                 const std::vector<std::pair<std::string, std::string>>& values) {
+  py::dict context;
+  for (const auto& [key, value] : values) context[py::str(key)] = value;
+  try {
+    return impl_->environment.attr("get_template")(template_name).attr("render")(**context).cast<std::string>();
+  } catch (const py::error_already_set& e) {
+    throw std::runtime_error("template " + template_name + " failed: " + e.what());
+  }
 }
 
 std::vector<RenderedFile> Renderer::render_all(const Package& package, const std::vector<Op>& ops) {
@@ -538,6 +564,7 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
     render("xla_ffi.cc.j2", paths[2], sources, context());
     render("xla_legacy.cc.j2", paths[3], sources, context());
     render("torch_ops.cc.j2", paths[4], sources, context());
+    render("op_doc.md.j2", paths[5], sources, context());
   }
   auto package_context = [&] {
     py::dict c;
@@ -556,6 +583,7 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
   render("torch.pyi.j2", python_dir + "torch.pyi", all_sources, package_context());
   render("module.pyi.j2", python_dir + "_C.pyi", all_sources, package_context());
   render("py.typed.j2", python_dir + "py.typed", all_sources, package_context());
+  render("docs_index.md.j2", "docs/README.md", all_sources, package_context());
   return files;
 }
 

@@ -18,7 +18,7 @@ struct RenderedFile {
 
 // The files one op produces, relative to the output folder, in the order
 // they are rendered: kernel interface, opaque layout, FFI handlers, legacy
-// shims, PyTorch kernels.
+// shims, PyTorch kernels, documentation.
 std::vector<std::string> op_output_paths(const std::string& package, const std::string& op);
 
 class Renderer {
@@ -33,6 +33,10 @@ class Renderer {
   // Every file that the package and its ops produce. Throws
   // std::runtime_error naming the template when rendering fails.
   std::vector<RenderedFile> render_all(const Package& package, const std::vector<Op>& ops);
+
+  // One template with string values (the skeletons of `opgen new`).
+  std::string render_one(const std::string& template_name,
+                         const std::vector<std::pair<std::string, std::string>>& values);
 
  private:
   struct Impl;

@@ -296,7 +296,8 @@ def compiled(generated, include_flags):
             if ok and "-Wcomment" not in diags:
                 out.update({p: (True, diags) for p in remaining})
                 break
-            named = [p for p in remaining if str(p) in diags] or remaining
+            culprits = blamed_files(diags)
+            named = [p for p in remaining if str(p) in culprits] or remaining
             for p in named:
                 out[p] = compile_unit(unit([p]), flags, generated)
             remaining = [p for p in remaining if p not in named]
@@ -307,6 +308,25 @@ def compiled(generated, include_flags):
         for r in pool.map(lambda kv: compile_kind(*kv), by_kind.items()):
             results.update(r)
     return results
+
+
+def blamed_files(diags):
+    """The files that g++'s errors and warnings are in, or come from through
+    includes (notes, such as 'suggested alternatives', name other files)."""
+    blamed, chain = set(), []
+    for line in diags.splitlines():
+        m = re.match(r"\s*(?:In file included|) from (.+?):\d+[:,]$", line)
+        if m:
+            chain.append(m.group(1))
+            continue
+        m = re.match(r"(.+?):\d+:\d+: (?:fatal error|error|warning):", line)
+        if m:
+            blamed.add(m.group(1))
+            blamed.update(chain)
+        if not line.startswith(" ") and not line.startswith("In file included"):
+            if m or ": note:" in line:
+                chain = []
+    return blamed
 
 
 def check_compiled(compiled, paths):
