@@ -16,5 +16,7 @@ cmake --build build/tests
 (cd build/tests && ctest --output-on-failure)
 
 python -m pip install -q --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OFF .
-# Run from tests/ so that `import opgen_ops` is the installed package.
+# Run from tests/ so that `import opgen_ops` is the installed package; the
+# tests that run opgen itself use the one built above.
+export OPGEN_BINARY="$PWD/build/tests/generator/opgen"
 (cd tests/python && python -m pytest -q -rs .)

@@ -311,15 +311,16 @@ def compiled(generated, include_flags):
 
 
 def blamed_files(diags):
-    """The files that g++'s errors and warnings are in, or come from through
-    includes (notes, such as 'suggested alternatives', name other files)."""
+    """The files that g++'s errors and -Wcomment warnings are in, or come
+    from through includes (notes, such as 'suggested alternatives', name
+    other files; other warnings are no failure)."""
     blamed, chain = set(), []
     for line in diags.splitlines():
         m = re.match(r"\s*(?:In file included|) from (.+?):\d+[:,]$", line)
         if m:
             chain.append(m.group(1))
             continue
-        m = re.match(r"(.+?):\d+:\d+: (?:fatal error|error|warning):", line)
+        m = re.match(r"(.+?):\d+:\d+: (?:fatal error|error|warning: .*\[-Wcomment\])", line)
         if m:
             blamed.add(m.group(1))
             blamed.update(chain)
