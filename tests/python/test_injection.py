@@ -81,7 +81,7 @@ EDGE_TRIMMED = {"whitespace_edges"}  # the docstring is trimmed as a whole
 
 
 def marker(name):
-    return "evil_" + name
+    return f"evil_{name}_m"  # no marker is a prefix of another
 
 
 def payload_text(name):
@@ -330,6 +330,15 @@ def blamed_files(diags):
     return blamed
 
 
+def summary(diags, limit=24):
+    """g++'s errors and -Wcomment warnings, each with its source line."""
+    lines, out = diags.splitlines(), []
+    for i, line in enumerate(lines):
+        if re.search(r": (fatal error|error):|\[-Wcomment\]", line):
+            out += lines[i:i + 2]
+    return "\n".join(out[:2 * limit]) or diags[:3000]
+
+
 def check_compiled(compiled, paths):
     problems = []
     for p in paths:
@@ -338,7 +347,7 @@ def check_compiled(compiled, paths):
             continue
         ok, diags = r
         if not ok:
-            problems.append(f"{p.name} does not compile:\n{diags[-3000:]}")
+            problems.append(f"{p.name} does not compile:\n{summary(diags)}")
     return problems
 
 
@@ -354,7 +363,7 @@ def test_module_compiles(generated, compiled):
     r = compiled[generated / "src" / "module.cc"]
     if r is None:
         pytest.skip("pybind11 is not importable")
-    assert r[0], f"module.cc does not compile:\n{r[1][-3000:]}"
+    assert r[0], f"module.cc does not compile:\n{summary(r[1])}"
 
 
 def test_torch_files_were_compiled(generated, compiled):
@@ -437,8 +446,10 @@ def code_only(generated):
                 out[p] = f"<does not tokenize: {e}>"
         elif p.suffix in (".h", ".cc"):
             out[p] = cpp_code(text)
-        else:  # opgen_package.cmake, py.typed: no doc lands there
+        elif p.suffix == ".cmake":
             out[p] = re.sub(r"#.*", "", text)
+        # Other files are not code: py.typed, and the Markdown docs, where
+        # the doc text is the content.
     return out
 
 
