@@ -34,7 +34,8 @@ constexpr const char* kUsage =
     "stands for every *.yaml file in it. 'generate' needs exactly one package.yaml.\n"
     "  -o DIR           where generated files go (written only when their bytes change;\n"
     "                   stale files that opgen wrote earlier are removed)\n"
-    "  --templates DIR  the Jinja2 templates (default: " OPGEN_DEFAULT_TEMPLATES_DIR ")\n"
+    "  --templates DIR  the Jinja2 templates (default: <prefix>/share/opgen/templates beside an\n"
+    "                   installed opgen, else " OPGEN_DEFAULT_TEMPLATES_DIR ")\n"
     "  --root DIR       spec paths in stamps and messages are shown relative to DIR\n"
     "                   (default: the current folder)\n"
     "  --quiet          print nothing on success\n"
@@ -47,6 +48,18 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
+// The templates beside an installed opgen (<prefix>/share/opgen/templates),
+// else those of the source tree it was built from.
+std::string default_templates_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "opgen" / "templates";
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
+  return OPGEN_DEFAULT_TEMPLATES_DIR;
+}
+
 struct Options {
   std::string command;
   std::string new_op;
@@ -54,7 +67,7 @@ struct Options {
   std::string kernels_dir = "kernels";
   std::vector<std::string> specs;
   std::string output_dir;
-  std::string templates_dir = OPGEN_DEFAULT_TEMPLATES_DIR;
+  std::string templates_dir = default_templates_dir();
   std::string root = ".";
   bool quiet = false;
 };

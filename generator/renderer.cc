@@ -39,10 +39,11 @@ def py_string(s):
     return repr(str(s))
 
 def comment_lines(s, marker):
-    """Spec text as line comments: each line gets the marker, and a trailing
-    backslash (a C++ line splice) is dropped, so text cannot leave the comment."""
-    lines = str(s).replace('\r', '\n').split('\n')
-    return '\n'.join((marker + ' ' + line.rstrip('\\').rstrip()).rstrip() for line in lines)
+    """Spec text as line comments: each line gets the marker, and trailing
+    backslashes and white space (GCC splices a line at a backslash followed by
+    spaces too) are dropped, so text cannot leave the comment."""
+    lines = str(s).replace('\r', '\n').replace('\f', '\n').replace('\v', '\n').split('\n')
+    return '\n'.join((marker + ' ' + line.rstrip(' \t\\')).rstrip() for line in lines)
 
 def py_tuple(items):
     """Python source of a tuple of the given item sources: (), (a,), (a, b)."""

@@ -1,7 +1,7 @@
 // CPU body of glu: out[r, i] = x[r, i] * sigmoid(x[r, i + D/2]).
 #include <cmath>
 
-#include "elementwise.h"
+#include "opgen/elementwise.h"
 #include "opgen_ops/glu.h"
 
 namespace opgen_ops::glu {

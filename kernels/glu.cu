@@ -1,7 +1,7 @@
 // CUDA body of glu: one thread per output element over a grid-stride loop.
 #include <cstdint>
 
-#include "elementwise.h"
+#include "opgen/elementwise.h"
 #include "opgen/cuda_status.h"
 #include "opgen_ops/glu.h"
 

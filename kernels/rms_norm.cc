@@ -2,7 +2,7 @@
 // the mean square accumulated in double.
 #include <cmath>
 
-#include "elementwise.h"
+#include "opgen/elementwise.h"
 #include "opgen_ops/rms_norm.h"
 
 namespace opgen_ops::rms_norm {

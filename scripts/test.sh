@@ -18,5 +18,5 @@ cmake --build build/tests
 python -m pip install -q --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OFF .
 # Run from tests/ so that `import opgen_ops` is the installed package; the
 # tests that run opgen itself use the one built above.
-export OPGEN_BINARY="$PWD/build/tests/generator/opgen"
+export OPGEN_BINARY="$PWD/build/tests/generator/opgen" OPGEN_BUILD_DIR="$PWD/build/tests"
 (cd tests/python && python -m pytest -q -rs .)

@@ -1,4 +1,4 @@
-// Element loads and stores shared by the kernel bodies: every op computes in
+// Element loads and stores for kernel bodies: every op computes in
 // float (double for f64) and stores in its storage type. Half and bfloat16
 // conversions come from CUDA's headers in .cu files and from the compiler's
 // _Float16 in host-only files.

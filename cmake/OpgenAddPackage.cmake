@@ -1,0 +1,191 @@
+# opgen_add_package: specs and kernel bodies in, an importable Python package
+# out (the XLA handlers' module _C, the PyTorch kernels, the JAX and torch
+# bindings), the way pybind11_add_module turns sources into a module.
+#
+#   opgen_add_package(
+#     SPECS <dir>              # <op>.yaml files and package.yaml
+#     KERNELS <dir>            # <op>.cu (platform cuda) and <op>.cc (platform cpu)
+#     [GENERATED <dir>]        # opgen's output (default: <build>/opgen_generated)
+#     [REGENERATE ON|OFF]      # refresh GENERATED during the build (default ON)
+#     [GENERATE_TARGET <name>] # the refresh step's target (default: <package>_generate)
+#     [OUTPUT <dir>]           # where the package is staged (default: <build>/python)
+#     [INSTALL_DESTINATION <dir>] [INSTALL_COMPONENT <name>])
+#
+# Needs OpgenToolchain.cmake, OPGEN_RUNTIME_DIR, OPGEN_TEMPLATES_DIR and
+# OPGEN_COMMAND (the opgen target to run at build time); OPGEN_EXECUTABLE_FILE,
+# where set (an installed opgen), also runs at configure time. Sets, in the
+# caller's scope, OPGEN_PACKAGE_NAME and OPGEN_PACKAGE_OPS.
+include_guard(GLOBAL)
+
+function(opgen_add_package)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG ""
+    "SPECS;KERNELS;GENERATED;REGENERATE;GENERATE_TARGET;OUTPUT;INSTALL_DESTINATION;INSTALL_COMPONENT" "")
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "opgen_add_package: unknown arguments ${ARG_UNPARSED_ARGUMENTS}")
+  endif()
+  foreach(required SPECS KERNELS)
+    if(NOT ARG_${required})
+      message(FATAL_ERROR "opgen_add_package: ${required} <dir> is required")
+    endif()
+  endforeach()
+  get_filename_component(specs_dir "${ARG_SPECS}" ABSOLUTE)
+  get_filename_component(kernels_dir "${ARG_KERNELS}" ABSOLUTE)
+  if(NOT ARG_GENERATED)
+    set(ARG_GENERATED "${CMAKE_CURRENT_BINARY_DIR}/opgen_generated")
+  endif()
+  get_filename_component(generated "${ARG_GENERATED}" ABSOLUTE)
+  if(NOT DEFINED ARG_REGENERATE)
+    set(ARG_REGENERATE ON)
+  endif()
+  if(NOT ARG_OUTPUT)
+    set(ARG_OUTPUT "${CMAKE_CURRENT_BINARY_DIR}/python")
+  endif()
+  if(NOT DEFINED ARG_INSTALL_DESTINATION)
+    set(ARG_INSTALL_DESTINATION ".")
+  endif()
+  if(NOT ARG_INSTALL_COMPONENT)
+    set(ARG_INSTALL_COMPONENT python)
+  endif()
+
+  file(GLOB specs CONFIGURE_DEPENDS "${specs_dir}/*.yaml")
+  file(GLOB templates CONFIGURE_DEPENDS "${OPGEN_TEMPLATES_DIR}/*.j2" "${OPGEN_TEMPLATES_DIR}/*/*.j2")
+  list(SORT specs)
+  if(NOT specs)
+    message(FATAL_ERROR "opgen_add_package: no *.yaml specs in ${specs_dir}")
+  endif()
+  # CMake needs the package name and op list at configure time: an installed
+  # opgen writes them now (and again whenever a spec is added or removed,
+  # which reconfigures); opgen's own build reads its committed generated/.
+  if(ARG_REGENERATE AND OPGEN_EXECUTABLE_FILE)
+    execute_process(
+      COMMAND "${OPGEN_EXECUTABLE_FILE}" generate ${specs} -o "${generated}" --templates "${OPGEN_TEMPLATES_DIR}"
+              --root "${CMAKE_CURRENT_SOURCE_DIR}" --quiet
+      RESULT_VARIABLE generate_result)
+    if(NOT generate_result EQUAL 0)
+      message(FATAL_ERROR "opgen_add_package: opgen could not generate from ${specs_dir} (errors above)")
+    endif()
+  endif()
+  if(NOT EXISTS "${generated}/opgen_package.cmake")
+    message(FATAL_ERROR "opgen_add_package: ${generated}/opgen_package.cmake is missing; run opgen generate")
+  endif()
+  include("${generated}/opgen_package.cmake")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${generated}/opgen_package.cmake")
+  set(pkg "${OPGEN_PACKAGE_NAME}")
+  if(NOT ARG_GENERATE_TARGET)
+    set(ARG_GENERATE_TARGET "${pkg}_generate")
+  endif()
+
+  # Every file opgen writes, by convention from the op names.
+  set(python_dir "${generated}/python/${pkg}")
+  set(python_files __init__.py _opaque.py jax.py torch.py jax.pyi torch.pyi _C.pyi py.typed)
+  list(TRANSFORM python_files PREPEND "${python_dir}/")
+  set(xla_sources "${generated}/src/module.cc")
+  set(torch_sources)
+  set(outputs "${generated}/opgen_package.cmake" "${generated}/docs/README.md" ${python_files})
+  foreach(op IN LISTS OPGEN_PACKAGE_OPS)
+    list(APPEND xla_sources "${generated}/src/${op}_xla_ffi.cc" "${generated}/src/${op}_xla_legacy.cc")
+    list(APPEND torch_sources "${generated}/src/${op}_torch.cc")
+    list(APPEND outputs "${generated}/include/${pkg}/${op}.h" "${generated}/include/${pkg}/${op}_opaque.h"
+         "${generated}/docs/${op}.md")
+  endforeach()
+  list(APPEND outputs ${xla_sources} ${torch_sources})
+
+  if(ARG_REGENERATE)
+    # opgen writes only files whose bytes change (Ninja restats the
+    # byproducts), so editing one spec recompiles only that op.
+    set(stamp "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_opgen.stamp")
+    add_custom_command(
+      OUTPUT "${stamp}"
+      BYPRODUCTS ${outputs}
+      COMMAND "${OPGEN_COMMAND}" generate ${specs} -o "${generated}" --templates "${OPGEN_TEMPLATES_DIR}"
+              --root "${CMAKE_CURRENT_SOURCE_DIR}"
+      COMMAND "${CMAKE_COMMAND}" -E touch "${stamp}"
+      DEPENDS ${OPGEN_COMMAND} ${specs} ${templates}
+      WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+      COMMENT "opgen: generating ${pkg} from ${specs_dir}"
+      VERBATIM)
+    add_custom_target(${ARG_GENERATE_TARGET} DEPENDS "${stamp}")
+  endif()
+
+  # The hand-written bodies, compiled once for every binding that calls them.
+  set(kernel_sources)
+  foreach(op IN LISTS OPGEN_PACKAGE_OPS)
+    foreach(platform IN LISTS OPGEN_OP_${op}_PLATFORMS)
+      if(platform STREQUAL "cuda")
+        if(NOT OPGEN_WITH_CUDA)
+          continue()
+        endif()
+        set(body "${kernels_dir}/${op}.cu")
+      else()
+        set(body "${kernels_dir}/${op}.cc")
+      endif()
+      if(NOT EXISTS "${body}")
+        message(FATAL_ERROR "${body} is missing: the spec of ${op} lists platform ${platform}, "
+                            "whose kernel body it holds (opgen new writes a skeleton)")
+      endif()
+      list(APPEND kernel_sources "${body}")
+    endforeach()
+  endforeach()
+  add_library(${pkg}_kernels STATIC ${kernel_sources})
+  target_include_directories(${pkg}_kernels PUBLIC "${generated}/include")
+  target_link_libraries(${pkg}_kernels PUBLIC opgen_runtime)
+  set_target_properties(${pkg}_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(OPGEN_WITH_CUDA)
+    target_compile_definitions(${pkg}_kernels PUBLIC OPGEN_WITH_CUDA=1)
+    target_link_libraries(${pkg}_kernels PUBLIC CUDA::cudart_static)
+  endif()
+  if(ARG_REGENERATE)
+    add_dependencies(${pkg}_kernels ${ARG_GENERATE_TARGET})
+  endif()
+
+  # <package>._C: the XLA handlers and their capsules (no framework linked in).
+  set(stage "${ARG_OUTPUT}/${pkg}")
+  pybind11_add_module(${pkg}_C MODULE ${xla_sources})
+  set_target_properties(${pkg}_C PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY "${stage}")
+  target_include_directories(${pkg}_C SYSTEM PRIVATE "${OPGEN_XLA_FFI_INCLUDE_DIR}")
+  target_link_libraries(${pkg}_C PRIVATE ${pkg}_kernels)
+  set(package_targets ${pkg}_C)
+
+  # <package>/_torch_ops.so: the PyTorch kernels, a plain shared library that
+  # torch.ops.load_library loads; it uses only torch's stable C shim.
+  if(OPGEN_WITH_TORCH)
+    add_library(${pkg}_torch_ops SHARED ${torch_sources})
+    # One translation unit: torch 2.9's stable tensor header defines a member
+    # function out of line without `inline`, so two files that include it
+    # cannot be linked together.
+    set_target_properties(${pkg}_torch_ops PROPERTIES
+      UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0 OUTPUT_NAME _torch_ops PREFIX ""
+      CXX_VISIBILITY_PRESET hidden BUILD_RPATH "${OPGEN_TORCH_LIB_DIR}"
+      LIBRARY_OUTPUT_DIRECTORY "${stage}")
+    target_include_directories(${pkg}_torch_ops SYSTEM PRIVATE "${OPGEN_TORCH_INCLUDE_DIR}")
+    target_link_libraries(${pkg}_torch_ops PRIVATE ${pkg}_kernels)
+    find_library(opgen_torch_cpu torch_cpu PATHS "${OPGEN_TORCH_LIB_DIR}" NO_DEFAULT_PATH REQUIRED)
+    target_link_libraries(${pkg}_torch_ops PRIVATE "${opgen_torch_cpu}")
+    if(OPGEN_WITH_CUDA)
+      find_library(opgen_torch_cuda torch_cuda PATHS "${OPGEN_TORCH_LIB_DIR}" NO_DEFAULT_PATH)
+      if(NOT opgen_torch_cuda)
+        message(FATAL_ERROR "torch in ${OPGEN_TORCH_LIB_DIR} has no CUDA; build with -DOPGEN_CUDA=OFF "
+                            "or install a CUDA build of torch")
+      endif()
+      target_compile_definitions(${pkg}_torch_ops PRIVATE USE_CUDA=1)
+      target_link_libraries(${pkg}_torch_ops PRIVATE "${opgen_torch_cuda}")
+    endif()
+    list(APPEND package_targets ${pkg}_torch_ops)
+  endif()
+
+  # The package: the extensions, the generated Python and the runtime's
+  # Python, staged on every build (copy_if_different keeps it cheap) so that
+  # PYTHONPATH=<OUTPUT> imports it without installing.
+  file(GLOB runtime_python CONFIGURE_DEPENDS "${OPGEN_RUNTIME_DIR}/python/*.py")
+  add_custom_target(${pkg}_stage_python ALL
+    COMMAND "${CMAKE_COMMAND}" -E copy_if_different ${python_files} ${runtime_python} "${stage}/"
+    DEPENDS ${package_targets}
+    COMMENT "opgen: staging the ${pkg} package in ${ARG_OUTPUT}")
+  install(TARGETS ${package_targets} LIBRARY DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
+          COMPONENT ${ARG_INSTALL_COMPONENT})
+  install(FILES ${python_files} ${runtime_python} DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
+          COMPONENT ${ARG_INSTALL_COMPONENT})
+
+  set(OPGEN_PACKAGE_NAME "${pkg}" PARENT_SCOPE)
+  set(OPGEN_PACKAGE_OPS "${OPGEN_PACKAGE_OPS}" PARENT_SCOPE)
+endfunction()

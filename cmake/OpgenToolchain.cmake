@@ -1,0 +1,88 @@
+# What every opgen package build needs, found once: Python and pybind11, the
+# XLA FFI headers (from jaxlib), CUDA (optional), PyTorch >= 2.9 (optional),
+# and the opgen_runtime library. Used by opgen's own build and, installed, by
+# find_package(opgen) in other projects.
+#
+# Cache options: OPGEN_CUDA and OPGEN_TORCH (AUTO, ON, OFF), OPGEN_XLA_FFI_INCLUDE_DIR.
+# Sets: OPGEN_WITH_CUDA, OPGEN_WITH_TORCH, OPGEN_TORCH_INCLUDE_DIR, OPGEN_TORCH_LIB_DIR.
+# Expects OPGEN_RUNTIME_DIR (the runtime/ folder: include/, src/, python/).
+include_guard(GLOBAL)
+
+set(OPGEN_CUDA AUTO CACHE STRING "Build the CUDA kernels and handlers (AUTO, ON, OFF)")
+set(OPGEN_TORCH AUTO CACHE STRING "Build the PyTorch kernels (AUTO, ON, OFF)")
+
+# --- Python, pybind11 ------------------------------------------------------
+find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module
+             OPTIONAL_COMPONENTS Development.Embed)
+execute_process(COMMAND "${Python_EXECUTABLE}" -m pybind11 --cmakedir
+                OUTPUT_VARIABLE pybind11_DIR OUTPUT_STRIP_TRAILING_WHITESPACE
+                RESULT_VARIABLE opgen_pybind11_found)
+if(NOT opgen_pybind11_found EQUAL 0)
+  message(FATAL_ERROR "pybind11 is not installed for ${Python_EXECUTABLE} (pip install pybind11)")
+endif()
+find_package(pybind11 CONFIG REQUIRED)
+
+# --- XLA FFI headers, from jaxlib ------------------------------------------
+if(NOT OPGEN_XLA_FFI_INCLUDE_DIR)
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c
+      "import os, jaxlib; print(os.path.join(os.path.dirname(jaxlib.__file__), 'include'))"
+    OUTPUT_VARIABLE opgen_jaxlib_include OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE opgen_jaxlib_found ERROR_QUIET)
+  if(NOT opgen_jaxlib_found EQUAL 0 OR NOT EXISTS "${opgen_jaxlib_include}/xla/ffi/api/ffi.h")
+    message(FATAL_ERROR "The XLA FFI headers come from jaxlib, which ${Python_EXECUTABLE} "
+                        "cannot import: pip install jaxlib, or set OPGEN_XLA_FFI_INCLUDE_DIR")
+  endif()
+  # Not cached: pip's isolated build environments come and go between builds.
+  set(OPGEN_XLA_FFI_INCLUDE_DIR "${opgen_jaxlib_include}")
+endif()
+message(STATUS "opgen: XLA FFI headers from ${OPGEN_XLA_FFI_INCLUDE_DIR}")
+
+# --- CUDA ------------------------------------------------------------------
+set(OPGEN_WITH_CUDA OFF)
+if(NOT OPGEN_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Ampere and Hopper machine code, plus PTX for newer chips.
+      set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(OPGEN_WITH_CUDA ON)
+  elseif(OPGEN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "OPGEN_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "opgen: CUDA ${OPGEN_WITH_CUDA}")
+
+# --- PyTorch (stable ABI: headers and the shim of the installed torch) ------
+set(OPGEN_WITH_TORCH OFF)
+if(NOT OPGEN_TORCH STREQUAL "OFF")
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c
+      "import os, torch; v = tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]); assert v >= (2, 9), torch.__version__; print(os.path.dirname(torch.__file__))"
+    OUTPUT_VARIABLE opgen_torch_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE opgen_torch_found ERROR_QUIET)
+  if(opgen_torch_found EQUAL 0)
+    set(OPGEN_WITH_TORCH ON)
+    set(OPGEN_TORCH_INCLUDE_DIR "${opgen_torch_dir}/include")
+    set(OPGEN_TORCH_LIB_DIR "${opgen_torch_dir}/lib")
+  elseif(OPGEN_TORCH STREQUAL "ON")
+    message(FATAL_ERROR "OPGEN_TORCH=ON but ${Python_EXECUTABLE} cannot import torch >= 2.9")
+  endif()
+endif()
+message(STATUS "opgen: PyTorch kernels ${OPGEN_WITH_TORCH}")
+
+# --- The runtime every package links -----------------------------------------
+if(NOT TARGET opgen_runtime)
+  add_library(opgen_runtime STATIC
+    "${OPGEN_RUNTIME_DIR}/src/opaque.cc"
+    "${OPGEN_RUNTIME_DIR}/src/shape_check.cc"
+    "${OPGEN_RUNTIME_DIR}/src/xla_legacy_status.cc")
+  target_include_directories(opgen_runtime PUBLIC "${OPGEN_RUNTIME_DIR}/include")
+  set_target_properties(opgen_runtime PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_features(opgen_runtime PUBLIC cxx_std_17)
+  target_link_libraries(opgen_runtime PUBLIC ${CMAKE_DL_LIBS})
+endif()

@@ -1,0 +1,97 @@
+"""A user's own project builds a package with an installed opgen: opgen is
+installed (`cmake --install --component tool`) into a prefix, the committed
+example examples/outside_project finds it with find_package(opgen), `opgen
+new` adds an op whose skeletons build as they are, and both ops compute the
+right values in JAX."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# The build folder that holds opgen (scripts/test.sh sets it).
+BUILD = Path(os.environ.get("OPGEN_BUILD_DIR", REPO / "build"))
+
+pytestmark = pytest.mark.skipif(not (BUILD / "generator" / "opgen").exists(),
+                                reason=f"opgen is not built in {BUILD}")
+
+
+def run(cmd, cwd, env=None):
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, f"{cmd} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory):
+    prefix = tmp_path_factory.mktemp("opgen_prefix")
+    run(["cmake", "--install", str(BUILD), "--component", "tool", "--prefix", str(prefix)], cwd=REPO)
+    assert (prefix / "bin" / "opgen").exists()
+    assert (prefix / "lib" / "cmake" / "opgen" / "opgenConfig.cmake").exists()
+    return prefix
+
+
+def test_installed_opgen_runs_from_its_prefix(prefix, tmp_path):
+    # The installed binary finds its own templates (share/opgen/templates).
+    (tmp_path / "specs").mkdir()
+    shutil.copy(REPO / "examples" / "outside_project" / "specs" / "package.yaml", tmp_path / "specs")
+    out = run([str(prefix / "bin" / "opgen"), "new", "probe"], cwd=tmp_path)
+    assert "wrote specs/probe.yaml" in out
+    assert "namespace my_ops::probe" in (tmp_path / "kernels" / "probe.cc").read_text()
+
+
+def test_outside_project_with_a_new_op(prefix, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "examples" / "outside_project", project)
+    opgen = str(prefix / "bin" / "opgen")
+
+    out = run([opgen, "new", "scale_rows"], cwd=project)
+    assert "wrote specs/scale_rows.yaml" in out and "wrote kernels/scale_rows.cu" in out
+    again = subprocess.run([opgen, "new", "scale_rows"], cwd=project, capture_output=True, text=True)
+    assert again.returncode == 1 and "exists; 'new' never overwrites a file" in again.stderr
+    assert (project / "specs" / "scale_rows.yaml").read_text().count("#") > 10, "the skeleton explains itself"
+
+    build = project / "build"
+    run(["cmake", "-S", ".", "-B", str(build), "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}",
+         f"-DPython_EXECUTABLE={sys.executable}", "-DOPGEN_CUDA=OFF", "-DOPGEN_TORCH=OFF"], cwd=project)
+    run(["cmake", "--build", str(build)], cwd=project)
+    assert not (project / "generated").exists(), "an outside project generates into its build folder"
+
+    rng = np.random.default_rng()
+    np.save(tmp_path / "x.npy", rng.standard_normal((3, 16)).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.standard_normal((3, 16)).astype(np.float32))
+    check = (
+        "import sys, numpy as np, jax\n"
+        "import my_ops.jax as ops\n"
+        "x, y = np.load(sys.argv[1]), np.load(sys.argv[2])\n"
+        "out = jax.jit(lambda x: ops.scale_rows(x, scale=2.5))(x)\n"
+        "np.testing.assert_allclose(np.asarray(out, np.float64), x.astype(np.float64) * 2.5, rtol=1e-6)\n"
+        "z = jax.jit(lambda x, y: ops.axpby(x, y, alpha=0.5, beta=-2.0))(x, y)\n"
+        "np.testing.assert_allclose(np.asarray(z, np.float64), 0.5 * x.astype(np.float64) - 2.0 * y, rtol=1e-6, atol=1e-6)\n"
+        "print('ok', out.shape, z.shape)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(build / "python"))
+    out = run([sys.executable, "-c", check, str(tmp_path / "x.npy"), str(tmp_path / "y.npy")], cwd=tmp_path, env=env)
+    assert "ok (3, 16) (3, 16)" in out
+
+    # Editing a spec and rebuilding regenerates in the build folder.
+    spec = project / "specs" / "scale_rows.yaml"
+    spec.write_text(spec.read_text().replace("default: 1.0", "default: 3.0"))
+    rebuilt = run(["cmake", "--build", str(build)], cwd=project)
+    assert "opgen: generating my_ops" in rebuilt
+
+
+def test_new_refuses_bad_names_and_missing_package(prefix, tmp_path):
+    opgen = str(prefix / "bin" / "opgen")
+    result = subprocess.run([opgen, "new", "x"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1 and "package.yaml is missing" in result.stderr
+    (tmp_path / "specs").mkdir()
+    shutil.copy(REPO / "specs" / "package.yaml", tmp_path / "specs")
+    for name in ("Bad", "class", "a__b"):
+        result = subprocess.run([opgen, "new", name], cwd=tmp_path, capture_output=True, text=True)
+        assert result.returncode == 1 and "is not a valid op name" in result.stderr
