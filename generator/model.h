@@ -135,6 +135,9 @@ inline const std::vector<std::string>& vmap_methods() {
   return methods;
 }
 
+// The most dtype combinations of an op's type variables.
+inline constexpr size_t kMaxInstantiations = 64;
+
 // The name of the flattened batch count in Args when a shape uses `...`.
 inline constexpr const char* kBatchField = "batch";
 

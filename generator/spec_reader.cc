@@ -1,5 +1,6 @@
 #include "spec_reader.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,6 +17,40 @@
 
 namespace opgen {
 namespace {
+
+// Where a second, non-empty YAML document starts, if the text has one. It
+// reads at most two documents through yaml-cpp's event parser: yaml-cpp
+// 0.7's LoadAll can produce empty documents forever on malformed input.
+class ContentSeen : public YAML::EventHandler {
+ public:
+  std::optional<YAML::Mark> first;
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  // A bare null is not content: yaml-cpp 0.7 reports one for some malformed
+  // text, which the first document's parse already answers.
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { seen(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { seen(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { seen(m); }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { seen(m); }
+  void OnMapEnd() override {}
+
+ private:
+  void seen(const YAML::Mark& m) {
+    if (!first) first = m;
+  }
+};
+
+std::optional<YAML::Mark> second_document(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  ContentSeen ignored;
+  if (!parser.HandleNextDocument(ignored)) return std::nullopt;
+  ContentSeen second;
+  if (!parser.HandleNextDocument(second)) return std::nullopt;
+  return second.first;
+}
 
 // Reads one file: wraps yaml-cpp nodes with located, typed accessors that
 // report instead of throwing.
@@ -45,13 +80,11 @@ class SpecFile {
     std::stringstream text;
     text << in.rdbuf();
     try {
-      std::vector<YAML::Node> documents = YAML::LoadAll(text.str());
-      if (documents.size() > 1) {
-        error(at(documents[1]), "a spec is one YAML document; this file holds " +
-                                    std::to_string(documents.size()) + " (remove the '---' separators)");
+      YAML::Node root = YAML::Load(text.str());
+      if (std::optional<YAML::Mark> second = second_document(text.str())) {
+        error(at(*second), "a spec is one YAML document; this file holds more (remove the '---' separators)");
         return std::nullopt;
       }
-      YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
       if (!root.IsMap()) {
         error(root.IsDefined() && !root.IsNull() ? at(root) : whole_file(),
               "a spec must be a YAML mapping of keys to values");
@@ -299,12 +332,13 @@ class ExprParser {
   }
   std::shared_ptr<const Expr> atom(std::string& error) {
     skip_space();
-    if (++depth_ > 32) {
-      error = "the expression nests too deeply";
-      return nullptr;
-    }
     if (accept('(')) {
+      if (++depth_ > 32) {
+        error = "the expression nests more than 32 parentheses deep";
+        return nullptr;
+      }
       std::shared_ptr<const Expr> e = sum(error);
+      --depth_;
       if (e && !accept(')')) {
         error = "missing ')' in the expression";
         return nullptr;
@@ -513,7 +547,8 @@ bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& o
       ok = false;
       continue;
     }
-    for (const YAML::Node& d : it->second) {
+    const YAML::Node list = it->second;  // a named copy: `it->second` is a temporary
+    for (const YAML::Node& d : list) {
       std::optional<std::string> s = f.string(d, "a dtype of type variable '" + v.name + "'");
       std::optional<DType> dtype = s ? parse_dtype(*s) : std::nullopt;
       if (!dtype) {
@@ -862,7 +897,17 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   if (!check_format_version(f, root)) ok = false;
   // Type variables first: tensors refer to them wherever `types:` stands.
   for (const auto& [key, value] : top) {
-    if (key == "types") ok = read_type_vars(f, value, op.type_vars) && ok;
+    if (key != "types") continue;
+    ok = read_type_vars(f, value, op.type_vars) && ok;
+    // Every combination is compiled into every binding: keep their number sane.
+    size_t combinations = 1;
+    for (const TypeVar& v : op.type_vars) combinations *= std::max<size_t>(1, v.dtypes.size());
+    if (combinations > kMaxInstantiations) {
+      f.error(f.at(value), "the type variables give " + std::to_string(combinations) +
+                               " dtype combinations; at most " + std::to_string(kMaxInstantiations) +
+                               " are compiled into each binding");
+      ok = false;
+    }
   }
   for (const auto& [key, value] : top) {
     if (key == "name") {

@@ -94,7 +94,8 @@ for fuzzer in "${fuzzers[@]}"; do
   rc=0
   (cd "$artifacts" && "$build/$fuzzer" "${flags[@]}" "$corpus") || rc=$?
   found=$(find "$artifacts" -maxdepth 1 -type f \
-            \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | sort)
+            \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) \
+            2>/dev/null | sort || true)
   if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
     status=1
     echo "run_fuzzers: $fuzzer FAILED (exit $rc)" >&2
