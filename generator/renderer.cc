@@ -259,60 +259,35 @@ py::dict attr_data(const Attr& a) {
   return out;
 }
 
-// The legacy descriptor: header, then the shape symbols as i64, then the
-// attributes in spec order, little-endian and unpadded. One description
-// feeds both the C++ decoder and the Python encoder.
+// The legacy descriptor: header, then a u8 dtype code per type variable,
+// the batch count and the shape symbols as i64, then the attributes in spec
+// order, little-endian and unpadded. One description feeds both the C++
+// decoder and the Python encoder.
 py::dict opaque_data(const Op& op, const std::string& package) {
   constexpr int kHeaderSize = 16;  // magic[4], layout u16, reserved u16, fingerprint u64
   py::list fields;
   std::string format = "<4sHHQ";
   int offset = kHeaderSize;
+  auto add = [&](const std::string& name, const char* kind, const char* cpp, int size,
+                 const char* struct_code) {
+    py::dict f;
+    f["name"] = name;
+    f["kind"] = kind;
+    f["cpp"] = cpp;
+    f["offset"] = offset;
+    f["size"] = size;
+    fields.append(f);
+    format += struct_code;
+    offset += size;
+    return f;
+  };
   // The dtype of each type variable, as its index in the dtype table.
-  for (const TypeVar& v : op.type_vars) {
-    py::dict f;
-    f["name"] = "dtype_" + v.name;
-    f["kind"] = "dtype";
-    f["type_var"] = v.name;
-    f["cpp"] = "uint8_t";
-    f["offset"] = offset;
-    f["size"] = 1;
-    fields.append(f);
-    format += "B";
-    offset += 1;
-  }
-  if (op.has_batch()) {
-    py::dict f;
-    f["name"] = kBatchField;
-    f["kind"] = "batch";
-    f["cpp"] = "int64_t";
-    f["offset"] = offset;
-    f["size"] = 8;
-    fields.append(f);
-    format += "q";
-    offset += 8;
-  }
-  for (const SymbolBinding& s : op.symbols) {
-    py::dict f;
-    f["name"] = s.symbol;
-    f["kind"] = "symbol";
-    f["cpp"] = "int64_t";
-    f["offset"] = offset;
-    f["size"] = 8;
-    fields.append(f);
-    format += "q";
-    offset += 8;
-  }
+  for (const TypeVar& v : op.type_vars) add("dtype_" + v.name, "dtype", "uint8_t", 1, "B")["type_var"] = v.name;
+  if (op.has_batch()) add(kBatchField, "batch", "int64_t", 8, "q");
+  for (const SymbolBinding& s : op.symbols) add(s.symbol, "symbol", "int64_t", 8, "q");
   for (const Attr& a : op.attrs) {
     const AttrTypeInfo& i = info(a.type);
-    py::dict f;
-    f["name"] = a.name;
-    f["kind"] = "attr";
-    f["cpp"] = i.cpp;
-    f["offset"] = offset;
-    f["size"] = i.size;
-    fields.append(f);
-    format += i.struct_format;
-    offset += i.size;
+    add(a.name, "attr", i.cpp, i.size, i.struct_format);
   }
   py::dict out;
   out["fields"] = fields;
