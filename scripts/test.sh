@@ -3,8 +3,9 @@
 #   1. GoogleTest: spec reader and every error kind, opaque layout, legacy status
 #      path, and generated/ == what opgen makes from specs/ (the build does NOT
 #      regenerate generated/ here, so a stale commit fails the golden test);
-#   2. pip install . (scikit-build-core) into .venv;
-#   3. pytest against the installed package (GPU tests skip without a GPU).
+#   2. a short libFuzzer run on the spec reader and the opaque decoder;
+#   3. pip install . (scikit-build-core) into .venv;
+#   4. pytest against the installed package (GPU tests skip without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -14,6 +15,10 @@ cmake -S . -B build/tests -G Ninja -DPython_EXECUTABLE="$PWD/.venv/bin/python" \
   -DOPGEN_BUILD_TESTS=ON -DOPGEN_REGENERATE=OFF
 cmake --build build/tests
 (cd build/tests && ctest --output-on-failure)
+
+# libFuzzer (clang, ASan + UBSan) on the spec reader and the opaque decoder,
+# OPGEN_FUZZ_SECONDS (30) each, from the seed corpora in tests/fuzz/corpus.
+bash tests/fuzz/run_fuzzers.sh
 
 python -m pip install -q --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OFF .
 # Run from tests/ so that `import opgen_ops` is the installed package; the
