@@ -12,7 +12,8 @@ api_versions and platforms) plus a package.yaml into a temporary folder, then:
       every file untouched (inode and mtime_ns compared).
   [3] one op's `doc` edited: exactly the files that carry that doc are
       rewritten (its kernel-interface header, whose C++ comment holds the doc,
-      and the package's jax.py and torch.py, whose docstrings hold it);
+      the package's jax.py and torch.py, whose docstrings hold it, and, where
+      opgen writes Markdown docs, docs/<op>.md and the docs/README.md index);
       every other file is byte-identical and untouched.
   [4] (for information) one op's attribute default edited: which files change.
   [5] scaling: first generation of 10 / 100 / 1,000 specs, and with --quiet;
@@ -256,8 +257,20 @@ def diff(before, after):
 
 
 def op_files(op):
+    """The files of one op (docs/<op>.md where this opgen writes docs)."""
     return {f"include/{PACKAGE}/{op}.h", f"include/{PACKAGE}/{op}_opaque.h", f"src/{op}_xla_ffi.cc",
-            f"src/{op}_xla_legacy.cc", f"src/{op}_torch.cc"}
+            f"src/{op}_xla_legacy.cc", f"src/{op}_torch.cc", f"docs/{op}.md"}
+
+
+# Where an op's doc lands, and why: the files a doc edit must rewrite (the
+# docs/ entries only where this opgen writes Markdown docs).
+DOC_FILES = {
+    "include/{pkg}/{op}.h": "the op doc is the C++ comment above struct Args",
+    "python/{pkg}/jax.py": "the op doc opens the JAX wrapper's docstring",
+    "python/{pkg}/torch.py": "the op doc opens the torch wrapper's docstring",
+    "docs/{op}.md": "the op doc is the prose of the op's Markdown page",
+    "docs/README.md": "the op doc is the last cell of the op's row in the Markdown index",
+}
 
 
 def edit_spec(path, pattern, repl):
@@ -321,6 +334,25 @@ def _timed_render(self, *a, **k):
         e[1] += 1
 _je.Template.render = _timed_render
 
+if os.environ.get("OPGEN_BENCH_WHATIF"):
+    # What-ifs, not changes: dict-first attribute lookup (the templates read
+    # dicts as `op.inputs`, which tries getattr(dict, 'inputs') first), and no
+    # up-to-date check of the template file on every get_template.
+    _getattr = _je.Environment.getattr
+    def _dict_first(self, obj, attribute):
+        if type(obj) is dict:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return _getattr(self, obj, attribute)
+    _je.Environment.getattr = _dict_first
+    _init = _je.Environment.__init__
+    def _no_reload(self, *a, **k):
+        _init(self, *a, **k)
+        self.auto_reload = False
+    _je.Environment.__init__ = _no_reload
+
 _get = _je.Environment.get_template
 def _timed_get(self, *a, **k):
     t = time.perf_counter()
@@ -343,7 +375,7 @@ atexit.register(_dump)
 """
 
 
-def profile_python(opgen, spec_dir, work, cprofile=False):
+def profile_python(opgen, spec_dir, work, cprofile=False, whatif=False):
     """Where the time of one first generation goes, measured inside the
     embedded interpreter (see SITECUSTOMIZE); no generator change."""
     import json
@@ -359,6 +391,8 @@ def profile_python(opgen, spec_dir, work, cprofile=False):
                OPGEN_BENCH_TIMES=times_path)
     if cprofile:
         env["OPGEN_BENCH_CPROFILE"] = stats_path
+    if whatif:
+        env["OPGEN_BENCH_WHATIF"] = "1"
     out = os.path.join(work, "out_prof")
     shutil.rmtree(out, ignore_errors=True)
     wall, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet"], env=env)
@@ -462,7 +496,8 @@ def main():
         wall, p = run_opgen(a.opgen, ["generate", spec_dir, "-o", out])
         s = summary_line(p.stdout)
         touched, changed, added, removed = diff(before, snapshot(out))
-        expected = {f"include/{PACKAGE}/{op}.h", f"python/{PACKAGE}/jax.py", f"python/{PACKAGE}/torch.py"}
+        expected = {f.format(pkg=PACKAGE, op=op) for f in DOC_FILES}
+        expected = {f for f in expected if f in before}
         ok3 = set(touched) == expected and touched == changed and s["written"] == len(expected)
         ok3 &= not (added or removed)
         ok &= ok3
@@ -485,6 +520,7 @@ def main():
                 s = summary_line(p.stdout)
                 touched, changed, added, removed = diff(before, snapshot(out))
                 pkg_py = {f"python/{PACKAGE}/{f}" for f in ("jax.py", "torch.py", "jax.pyi", "torch.pyi")}
+                pkg_py.add("docs/README.md")
                 ok4 = set(touched) <= (op_files(cand) | pkg_py) and touched == changed
                 ok &= ok4
                 rows.append((f"[4] one attr default edited ({cand}.{m.group(1)})", f"{wall:.3f} s",
@@ -516,12 +552,10 @@ def main():
             print(f"{r[0]:{w}}  {r[1]:>22}  {r[2]:>22}  {r[3]}")
         print(f"\n[3] files rewritten after the doc edit of {op}:")
         for f in doc_report:
-            why = {f"include/{PACKAGE}/{op}.h": "the op doc is the C++ comment above struct Args",
-                   f"python/{PACKAGE}/jax.py": "the op doc opens the JAX wrapper's docstring",
-                   f"python/{PACKAGE}/torch.py": "the op doc opens the torch wrapper's docstring"}.get(f, "UNEXPECTED")
+            why = {k.format(pkg=PACKAGE, op=op): v for k, v in DOC_FILES.items()}.get(f, "UNEXPECTED")
             print(f"    {f:40} {why}")
         print(f"    not rewritten: {op}'s _opaque.h, _xla_ffi.cc, _xla_legacy.cc, _torch.cc (no doc in them),"
-              " module.cc, *.pyi, _opaque.py, __init__.py, opgen_package.cmake")
+              " module.cc, *.pyi, _opaque.py, __init__.py, opgen_package.cmake, every other op's files")
         if default_report:
             cand, attr, old, new, touched = default_report
             print(f"\n[4] files rewritten after {cand}.{attr} default {old} -> {new}:")
@@ -535,7 +569,11 @@ def main():
         if a.profile or not ok_first:
             print("\nprofile of a first generation:")
             perf_stat(a.opgen, spec_dir, work)
+            print("\n  as it is:")
             profile_python(a.opgen, spec_dir, work)
+            print("\n  what-if (patched inside the embedded Python): dict-first attribute lookup, no template reload checks:")
+            profile_python(a.opgen, spec_dir, work, whatif=True)
+            print()
             profile_python(a.opgen, spec_dir, work, cprofile=True)
         print("\nresult:", "PASS" if ok else "FAIL")
         return 0 if ok else 1

@@ -18,6 +18,8 @@ namespace {
 // The Jinja2 environment and the escaping filters. Spec text reaches
 // generated code only through these filters, never raw.
 constexpr const char* kEnvironmentCode = R"PY(
+import unicodedata
+
 import jinja2
 
 def cpp_string(s):
@@ -39,11 +41,20 @@ def py_string(s):
     return repr(str(s))
 
 def comment_lines(s, marker):
-    """Spec text as line comments: each line gets the marker, and trailing
-    backslashes and white space (GCC splices a line at a backslash followed by
-    spaces too) are dropped, so text cannot leave the comment."""
-    lines = str(s).replace('\r', '\n').replace('\f', '\n').replace('\v', '\n').split('\n')
-    return '\n'.join((marker + ' ' + line.rstrip(' \t\\')).rstrip() for line in lines)
+    """Spec text as line comments: one comment per line (split wherever any
+    language might break a line), control and bidi characters replaced, and
+    trailing white space and backslashes dropped (GCC splices a line at a
+    backslash followed by white space too), so text cannot leave the comment."""
+    out = []
+    for line in str(s).splitlines() or ['']:
+        line = ''.join('?' if unicodedata.category(c) in ('Cc', 'Cf') else c for c in line)
+        while True:
+            stripped = line.rstrip().rstrip('\\')
+            if stripped == line:
+                break
+            line = stripped
+        out.append((marker + ' ' + line).rstrip())
+    return '\n'.join(out)
 
 def py_tuple(items):
     """Python source of a tuple of the given item sources: (), (a,), (a, b)."""
@@ -62,14 +73,27 @@ def md_code(s):
     """Text inside a `code span` of a table cell: no backticks, '|' escaped."""
     return ' '.join(str(s).replace('`', "'").split()).replace('|', '\\|')
 
+class Environment(jinja2.Environment):
+    """Template data is dicts: look keys up first (Jinja2 tries attributes
+    first, which fails on every dict access and costs a third of the time)."""
+
+    def getattr(self, obj, attribute):
+        if type(obj) is dict:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+        return super().getattr(obj, attribute)
+
 def make_environment(templates_dir):
-    env = jinja2.Environment(
+    env = Environment(
         loader=jinja2.FileSystemLoader(templates_dir),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # one run: no need to stat every template on every use
     )
     env.filters['cpp_string'] = cpp_string
     env.filters['py_string'] = py_string
@@ -450,6 +474,22 @@ std::vector<std::string> op_output_paths(const std::string& package, const std::
           "src/" + op + "_xla_legacy.cc", "src/" + op + "_torch.cc", "docs/" + op + ".md"};
 }
 
+// Spec paths as they appear in the generated-from stamp, a comment in every
+// output: anything but plain path characters becomes '?', so a folder name
+// cannot end the comment.
+std::string stamp_text(const std::string& paths) {
+  std::string out = paths;
+  for (char& c : out) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '.' || c == '_' || c == '/' || c == ',' || c == ' ' || c == '+' || c == '@' ||
+                       (c == '-');
+    if (!plain) c = '?';
+  }
+  // "--" would end a Markdown (HTML) comment.
+  for (size_t i = out.find("--"); i != std::string::npos; i = out.find("--", i)) out[i + 1] = '?';
+  return out;
+}
+
 struct Renderer::Impl {
   std::unique_ptr<py::scoped_interpreter> interpreter;
   py::object environment;
@@ -500,7 +540,7 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
   std::vector<RenderedFile> files;
   auto render = [&](const std::string& template_name, const std::string& out_path,
                     const std::string& sources, py::dict context) {
-    context["generated_from"] = sources;
+    context["generated_from"] = stamp_text(sources);
     context["template_name"] = "templates/" + template_name;
     try {
       py::object tmpl = impl_->environment.attr("get_template")(template_name);

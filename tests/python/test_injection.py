@@ -4,29 +4,35 @@ Every free-text field of the spec format (the op's `doc`, each input's and
 output's `doc`, each attribute's `doc`; see docs/spec.md and
 generator/spec_reader.cc) gets text that tries to break out of wherever it
 lands: comment terminators, Python triple quotes, escaped quotes, C++ line
-splices followed by `#include` and `import os; os.system(...)`, Jinja syntax,
-control characters, non-ASCII, CR line ends, trigraphs, format strings. One op
+splices (a trailing backslash, also followed by a space or tab) followed by
+`#include` and `import os; os.system(...)`, Jinja syntax, control characters,
+non-ASCII, CR line ends, trigraphs, format strings, escape sequences. One op
 per payload carries it in all of its free-text fields. The real opgen binary
 generates a package from those specs, and then:
 
   (a) every generated .py/.pyi parses, and the docstring of each op's JAX and
-      torch function holds every doc text exactly;
+      torch function holds every doc text exactly (read with ast, unchanged:
+      clean=False; only the docstring as a whole is trimmed);
   (b) every generated C++ file compiles (g++ -std=c++17 -fsyntax-only, with
-      the runtime, jaxlib, pybind11, torch and, where present, CUDA headers),
-      and no doc line runs on into the next line (GCC's -Wcomment: a `//`
-      comment ending in a backslash swallows the following line);
-  (c) the payload's marker (`evil_<payload>`) appears only inside comments
-      and string literals, by a lexer that follows the languages' own rules
-      (C++ line splices, raw strings; Python's tokenizer).
+      the runtime, jaxlib, pybind11, torch and, where present, CUDA headers
+      and OPGEN_WITH_CUDA=1, so the CUDA paths are compiled too), and no doc
+      line runs on into the next line (GCC's -Wcomment: a `//` comment that
+      ends in a backslash swallows the following line);
+  (c) the payload's marker (evil_<payload>_m) appears only inside comments and
+      string literals of the generated code, and so does its code (os.system,
+      #include <evil..., __import__); judged by lexers that follow the
+      languages' rules (C++ line splices and raw strings; Python's tokenizer).
+      The Markdown docs are not code and are not checked.
 
 OPGEN_BINARY names the binary (default: <repo>/build/generator/opgen; the test
 skips when it is missing); OPGEN_TEMPLATES, if set, is passed as --templates.
-The C++ files of one kind compile as one translation unit that includes them
-all; only when that fails is each file compiled on its own, to name the culprit.
+To stay fast, the C++ files of one kind compile as one translation unit that
+includes them all; files named by a unit's errors are compiled on their own.
 """
 
 import ast
 import concurrent.futures
+import importlib.util
 import io
 import os
 import re
@@ -55,6 +61,7 @@ PAYLOADS = {
     "c_comment_end": "ends a block comment */ int {M} = 1; /* and opens another",
     "py_triple_double": 'three quotes """ + __import__("os").system("{M}") + """ end',
     "py_triple_single": "three quotes ''' + __import__('os').system('{M}') + ''' end",
+    "py_unbalanced": 'one """ unbalanced, then \'\'\' another {M}',
     "escaped_quote": 'escaped quote \\" ); os.system("{M}"); x = (" and \\\' ); {M}(); (\'',
     "string_breakout": '"; {M}(); " \'; {M}(); \'',
     "splice_mid": 'a line splice \\\n#include <{M}.h>\nimport os; os.system("{M}")',
@@ -64,6 +71,11 @@ PAYLOADS = {
     "splice_space_end": "text that ends in a line splice and a space {M} \\ ",
     "splice_tab_end": "text that ends in a line splice and a tab {M} \\\t",
     "backslashes_end": "text that ends in backslashes {M} \\\\\\",
+    "splice_space_twice_end": "ends in backslash, space, backslash, space {M} \\ \\ ",
+    "splice_formfeed_end": "ends in a line splice and a form feed {M} \\\x0c",
+    "splice_unicode_space_end": "ends in a backslash and an ideographic space {M} \\\u3000",
+    "splice_nbsp_end": "ends in a backslash and a no-break space {M} \\\u00a0",
+    "splice_x1c_end": "ends in a backslash and a file separator {M} \\\x1c",
     "newline_define": 'first line\n#define {M} 1\n#include <{M}.h>\n#pragma {M}\nimport os; os.system("{M}")',
     "carriage_return": 'carriage return\r#include <{M}.h>\r\nimport os; os.system("{M}")\rthe end',
     "jinja": "{{ {M} }} {% raw %}{{ raw }}{% endraw %} {% if true %}{M}{% endif %} {# c #} {%- set {M} = 1 -%}",
@@ -73,7 +85,7 @@ PAYLOADS = {
     "trigraph": "trigraph ??/\n#include <{M}.h>\n??= ??( ??) ??< ??> ??! ??- ??' and at the end ??/",
     "python_code": 'first\nimport os; os.system("{M}")\n    def {M}(): pass\n@{M}\nclass X: pass',
     "format_strings": '%s %d %n {0} {{M}} {{}} f"{M}" $({M}) `{M}` ${M} %({M})s',
-    "escapes_literal": r"\n \t \x41 \u0041 \N{BULLET} \0 \\ \' \" \a {M}",
+    "escapes_literal": r"\n \t \x41 \u0041 \N{BULLET} \N{NO SUCH NAME} \0 \\ \' \" \a {M}",
     "raw_string": 'R"x( {M} )x" R"( u8R"y( ))" LR"(',
     "whitespace_edges": "\t  leading and trailing whitespace {M}  \t",
 }
@@ -226,13 +238,21 @@ def python_output(*args):
     return p.stdout.strip() if p.returncode == 0 else None
 
 
+def package_dir(name, sub):
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], sub)
+    return path if os.path.isdir(path) else None
+
+
 @pytest.fixture(scope="module")
 def include_flags():
-    jaxlib = python_output("-c", "import jaxlib,os;print(os.path.join(os.path.dirname(jaxlib.__file__),'include'))")
+    # <package>/include of jaxlib and torch, found without importing them (torch takes seconds).
+    jaxlib, torch = (package_dir(name, "include") for name in ("jaxlib", "torch"))
     if not jaxlib:
-        pytest.skip("jaxlib is not importable (its XLA FFI headers are needed)")
+        pytest.skip("jaxlib is not installed (its XLA FFI headers are needed)")
     pybind = python_output("-m", "pybind11", "--includes")
-    torch = python_output("-c", "import torch,os;print(os.path.join(os.path.dirname(torch.__file__),'include'))")
     cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
     cuda = cuda if os.path.isfile(os.path.join(cuda, "include", "cuda_runtime_api.h")) else None
     return dict(base=[f"-I{REPO / 'runtime' / 'include'}", f"-I{jaxlib}"],
@@ -264,7 +284,11 @@ def compile_unit(source, flags, cwd):
 @pytest.fixture(scope="module")
 def compiled(generated, include_flags):
     """{file: (ok, diagnostics)} for every C++ file (None where the headers it
-    needs are missing). One translation unit per kind; on failure, per file."""
+    needs are missing). The op headers go first, all in one translation unit;
+    an op whose header fails has its .cc files marked failing with it (they
+    include it). Then every other kind in one unit each, in parallel. Files
+    that a unit's errors or -Wcomment warnings name are compiled on their own
+    (their own diagnostics are what the tests read), the rest again together."""
     files = [f for name in PAYLOADS for f in op_cpp_files(generated, name)] + [generated / "src" / "module.cc"]
     by_kind = {}
     for f in files:
@@ -273,7 +297,6 @@ def compiled(generated, include_flags):
     # The torch CUDA helpers of the runtime are behind USE_CUDA, as in CMakeLists.txt.
     torch_cuda = ["-DUSE_CUDA=1"] if include_flags["cuda"] else []
     extra = {"torch": include_flags["torch"] and include_flags["torch"] + torch_cuda, "module": include_flags["pybind"]}
-    results = {}
 
     def flags_for(kind):
         if kind in extra:
@@ -284,26 +307,38 @@ def compiled(generated, include_flags):
         return "".join(f'#include "{p}"\n' for p in paths)
 
     def compile_kind(kind, paths):
-        """All of a kind in one unit; the files of the ops its diagnostics
-        name are then compiled on their own, and the rest again together,
-        until the rest compiles cleanly (or nothing more can be named)."""
         flags = flags_for(kind)
         if flags is None:
             return {p: None for p in paths}
         out, remaining = {}, list(paths)
         while remaining:
             ok, diags = compile_unit(unit(remaining), flags, generated)
-            if ok and "-Wcomment" not in diags:
-                out.update({p: (True, diags) for p in remaining})
-                break
             culprits = blamed_files(diags)
-            named = [p for p in remaining if str(p) in culprits] or remaining
+            named = [p for p in remaining if str(p) in culprits]
+            if ok and not named:
+                out.update({p: (True, "") for p in remaining})
+                break
+            named = named or remaining  # a failure that names none of them
             for p in named:
                 out[p] = compile_unit(unit([p]), flags, generated)
             remaining = [p for p in remaining if p not in named]
         return out
 
-    results = {}
+    results = compile_kind("header", by_kind.pop("header"))
+    broken = {}
+    for name in PAYLOADS:
+        header = op_cpp_files(generated, name)[0]
+        if not results[header][0]:
+            broken[name] = results[header][1]
+    for kind, paths in by_kind.items():
+        keep = []
+        for p in paths:
+            name = next((n for n in broken if p in op_cpp_files(generated, n)), None)
+            if name is None:
+                keep.append(p)
+            else:
+                results[p] = (False, f"(not compiled: it includes {op_name(name)}.h, which fails)\n" + broken[name])
+        by_kind[kind] = keep
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(by_kind)) as pool:
         for r in pool.map(lambda kv: compile_kind(*kv), by_kind.items()):
             results.update(r)
@@ -311,21 +346,24 @@ def compiled(generated, include_flags):
 
 
 def blamed_files(diags):
-    """The files that g++'s errors and -Wcomment warnings are in, or come
-    from through includes (notes, such as 'suggested alternatives', name
-    other files; other warnings are no failure)."""
+    """The files that g++'s errors are in or come from through includes, and
+    the files that -Wcomment warnings are in. (Notes, such as 'suggested
+    alternatives', name other files; other warnings are no failure.)"""
     blamed, chain = set(), []
     for line in diags.splitlines():
         m = re.match(r"\s*(?:In file included|) from (.+?):\d+[:,]$", line)
         if m:
             chain.append(m.group(1))
             continue
-        m = re.match(r"(.+?):\d+:\d+: (?:fatal error|error|warning: .*\[-Wcomment\])", line)
-        if m:
-            blamed.add(m.group(1))
+        error = re.match(r"(.+?):\d+:\d+: (?:fatal error|error):", line)
+        warning = re.match(r"(.+?):\d+:\d+: warning: .*\[-Wcomment\]", line)
+        if error:
+            blamed.add(error.group(1))
             blamed.update(chain)
+        elif warning:
+            blamed.add(warning.group(1))
         if not line.startswith(" ") and not line.startswith("In file included"):
-            if m or ": note:" in line:
+            if error or warning or ": note:" in line or ": warning:" in line:
                 chain = []
     return blamed
 
@@ -346,7 +384,9 @@ def check_compiled(compiled, paths):
         if r is None:
             continue
         ok, diags = r
-        if not ok:
+        if not ok and diags.startswith("(not compiled"):
+            problems.append(f"{p.name} does not compile {diags.splitlines()[0]}")
+        elif not ok:
             problems.append(f"{p.name} does not compile:\n{summary(diags)}")
     return problems
 
@@ -475,20 +515,79 @@ LEAK_PATTERNS = {
 
 @pytest.mark.parametrize("name", list(PAYLOADS))
 def test_payload_stays_in_comments_and_strings(generated, code_only, name):
+    """The payload's marker, in any generated file; its code (os.system,
+    #include <evil...>, ...), in the op's own files (see the next test for
+    the package's shared files)."""
     m = marker(name)
+    own = set(op_cpp_files(generated, name))
     leaks = []
     for p, code in code_only.items():
-        if code.startswith("<does not tokenize"):
-            leaks.append(f"{p.relative_to(generated)}: {code}")
-        elif m in code:
+        if m in code:
             text = p.read_bytes().decode("utf-8")
             lines = [f"  {i + 1}: {l!r}" for i, l in enumerate(text.splitlines()) if m in l]
             leaks.append(f"{p.relative_to(generated)}: '{m}' outside comments and strings, on lines\n" + "\n".join(lines[:8]))
+        if p in own:
+            leaks += code_leaks(generated, p, code)
+    assert not leaks, "\n".join(leaks)
+
+
+def test_no_payload_code_in_the_package_files(generated, code_only):
+    """module.cc, the Python modules and stubs, the CMake list: they hold every
+    op, so a leak there is not tied to one payload's marker."""
+    own = {f for name in PAYLOADS for f in op_cpp_files(generated, name)}
+    leaks = []
     for p, code in code_only.items():
-        for pattern in LEAK_PATTERNS[p.suffix in (".py", ".pyi")]:
-            found = re.search(pattern, code)
-            if found:
-                leaks.append(f"{p.relative_to(generated)}: {found.group(0)!r} outside comments and strings")
+        if p not in own:
+            leaks += code_leaks(generated, p, code)
+    assert not leaks, "\n".join(leaks)
+
+
+def code_leaks(generated, path, code):
+    if code.startswith("<does not tokenize"):
+        return [f"{path.relative_to(generated)}: {code}"]
+    out = []
+    for pattern in LEAK_PATTERNS[path.suffix in (".py", ".pyi")]:
+        found = re.search(pattern, code)
+        if found:
+            out.append(f"{path.relative_to(generated)}: {found.group(0)!r} outside comments and strings")
+    return out
+
+
+def test_spec_folder_names_stay_in_the_stamp_comments(tmp_path):
+    """Not a free-text field, but spec text all the same: the stamp on the
+    first line of every file names the spec paths, folders included, and a
+    folder name may hold a newline."""
+    m = "evil_folder_m"
+    # In Python the rest of the stamp becomes a comment again ('#'); in C++,
+    # '#include <...>' would be live as well.
+    folder = tmp_path / f'specs\nimport os; {m} = os.system  #'
+    folder.mkdir()
+    (folder / "package.yaml").write_text(f"opgen: 1\npackage:\n  name: {PACKAGE}\n  torch_namespace: {PACKAGE}\n")
+    (folder / "inj_control.yaml").write_text(spec_text("control"))
+    out = tmp_path / "out"
+    cmd = [str(OPGEN), "generate", str(folder), "-o", str(out), "--root", str(tmp_path), "--quiet"]
+    if os.environ.get("OPGEN_TEMPLATES"):
+        cmd += ["--templates", os.environ["OPGEN_TEMPLATES"]]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    leaks = []
+    for path in all_files(out):
+        text = path.read_bytes().decode("utf-8")
+        if path.suffix in (".py", ".pyi"):
+            try:
+                ast.parse(text)
+                code = python_code(text)
+            except (SyntaxError, tokenize.TokenError) as e:
+                leaks.append(f"{path.relative_to(out)} does not parse: {e}")
+                continue
+        elif path.suffix in (".h", ".cc"):
+            code = cpp_code(text)
+        else:
+            continue
+        leaks += code_leaks(out, path, code)
+        if m in code:
+            lines = [f"  {i + 1}: {l!r}" for i, l in enumerate(text.splitlines()[:6]) if m in l or i == 0]
+            leaks.append(f"{path.relative_to(out)}: '{m}' outside comments and strings\n" + "\n".join(lines))
     assert not leaks, "\n".join(leaks)
 
 
