@@ -108,6 +108,8 @@ function(opgen_add_package)
   endif()
 
   # The hand-written bodies, compiled once for every binding that calls them.
+  # Adding or removing a body reconfigures, so a missing one is reported here.
+  file(GLOB kernel_files CONFIGURE_DEPENDS "${kernels_dir}/*.cc" "${kernels_dir}/*.cu")
   set(kernel_sources)
   foreach(op IN LISTS OPGEN_PACKAGE_OPS)
     foreach(platform IN LISTS OPGEN_OP_${op}_PLATFORMS)
@@ -159,6 +161,9 @@ function(opgen_add_package)
       LIBRARY_OUTPUT_DIRECTORY "${stage}")
     target_include_directories(${pkg}_torch_ops SYSTEM PRIVATE "${OPGEN_TORCH_INCLUDE_DIR}")
     target_link_libraries(${pkg}_torch_ops PRIVATE ${pkg}_kernels)
+    # It links everything it calls, so an undefined symbol (a missing kernel
+    # instantiation) fails the link instead of torch.ops.load_library.
+    target_link_options(${pkg}_torch_ops PRIVATE "LINKER:--no-undefined")
     find_library(opgen_torch_cpu torch_cpu PATHS "${OPGEN_TORCH_LIB_DIR}" NO_DEFAULT_PATH REQUIRED)
     target_link_libraries(${pkg}_torch_ops PRIVATE "${opgen_torch_cpu}")
     if(OPGEN_WITH_CUDA)
@@ -177,10 +182,16 @@ function(opgen_add_package)
   # Python, staged on every build (copy_if_different keeps it cheap) so that
   # PYTHONPATH=<OUTPUT> imports it without installing.
   file(GLOB runtime_python CONFIGURE_DEPENDS "${OPGEN_RUNTIME_DIR}/python/*.py")
+  # Importing _C right after the build turns a missing kernel instantiation
+  # (an undefined symbol, which a Python module may legally have until it is
+  # loaded) into a build error.
   add_custom_target(${pkg}_stage_python ALL
     COMMAND "${CMAKE_COMMAND}" -E copy_if_different ${python_files} ${runtime_python} "${stage}/"
+    COMMAND "${Python_EXECUTABLE}" -c "import sys; sys.path.insert(0, sys.argv[1]); import ${pkg}._C"
+            "${ARG_OUTPUT}"
     DEPENDS ${package_targets}
-    COMMENT "opgen: staging the ${pkg} package in ${ARG_OUTPUT}")
+    COMMENT "opgen: staging the ${pkg} package in ${ARG_OUTPUT} and importing ${pkg}._C"
+    VERBATIM)
   install(TARGETS ${package_targets} LIBRARY DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
           COMPONENT ${ARG_INSTALL_COMPONENT})
   install(FILES ${python_files} ${runtime_python} DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"

@@ -171,10 +171,15 @@ std::vector<fs::path> stale_outputs(const fs::path& dir, const std::set<fs::path
 
 // `opgen new OP`: a spec and kernel skeletons that build as they are.
 int new_op(const Options& o) {
-  if (!opgen::is_snake_identifier(o.new_op) || opgen::is_reserved_name(o.new_op)) {
+  if (!opgen::is_snake_identifier(o.new_op)) {
     std::cerr << "opgen: error: '" << o.new_op
               << "' is not a valid op name (lower case letters, digits and '_', starting with a "
-                 "letter; not a C++ or Python keyword)\n";
+                 "letter, with no '__' and no trailing '_')\n";
+    return 1;
+  }
+  if (opgen::is_reserved_name(o.new_op)) {
+    std::cerr << "opgen: error: '" << o.new_op
+              << "' is not a valid op name: it is reserved in C++, Python or the generated code\n";
     return 1;
   }
   opgen::Diagnostics diags;

@@ -112,7 +112,12 @@ def make_environment(templates_dir):
 // Jinja2 comes from their virtualenv: OPGEN_PYTHON, else the active
 // virtualenv, else the interpreter opgen was built against.
 std::string choose_python_executable() {
-  if (const char* p = std::getenv("OPGEN_PYTHON"); p && *p) return p;
+  if (const char* p = std::getenv("OPGEN_PYTHON"); p && *p) {
+    if (!std::filesystem::exists(p)) {
+      throw std::runtime_error(std::string("OPGEN_PYTHON=") + p + " does not exist");
+    }
+    return p;
+  }
   if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv) {
     std::filesystem::path candidate = std::filesystem::path(venv) / "bin" / "python3";
     if (std::filesystem::exists(candidate)) return candidate.string();
@@ -363,6 +368,8 @@ py::dict op_data(const Op& op, const Package& package) {
     d["input"] = s.input;
     d["input_name"] = op.inputs[s.input].name;
     d["axis"] = s.axis;
+    d["where"] = "input '" + op.inputs[s.input].name + "' dimension " + std::to_string(s.axis) +
+                 (op.inputs[s.input].batch ? " after its '...'" : "");
     symbols.append(d);
   }
   out["inputs"] = inputs;

@@ -92,7 +92,15 @@ class SpecFile {
       }
       return root;
     } catch (const YAML::Exception& e) {
-      error(at(e.mark), "invalid YAML: " + e.msg);
+      std::string hint;
+      if (!e.mark.is_null()) {
+        std::istringstream lines(text.str());
+        std::string line;
+        for (int i = 0; i <= e.mark.line && std::getline(lines, line); ++i) {
+        }
+        if (line.find('\t') != std::string::npos) hint = " (this line holds a tab: YAML indents with spaces only)";
+      }
+      error(at(e.mark), "invalid YAML: " + e.msg + hint);
       return std::nullopt;
     }
   }
@@ -327,6 +335,10 @@ class ExprParser {
       else if (accept('/')) e = node(Expr::Kind::kDiv, e, atom(error));
       else break;
       if (!e->rhs) return nullptr;
+      if (e->kind == Expr::Kind::kDiv && e->rhs->kind == Expr::Kind::kInt && e->rhs->value == 0) {
+        error = "it divides by zero";
+        return nullptr;
+      }
     }
     return e;
   }
@@ -672,7 +684,14 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
                          ? static_cast<double>(std::get<int64_t>(*a.default_value))
                          : std::get<double>(*a.default_value);
     if ((a.min && v < *a.min) || (a.max && v > *a.max)) {
-      f.error(f.at(node["default"]), "the default of " + what + " is outside its range [min, max]");
+      auto text = [](const std::optional<double>& b) {
+        if (!b) return std::string();
+        std::ostringstream s;
+        s << *b;
+        return s.str();
+      };
+      f.error(f.at(node["default"]), "the default of " + what + " is outside its range [" +
+                                         text(a.min) + ", " + text(a.max) + "]");
       ok = false;
     }
   }

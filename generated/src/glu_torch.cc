@@ -38,6 +38,7 @@ bool bind(const ts::TensorView& x, Tensor* outputs_, Args<T>& args) {
     if (2 == 0 || args.D % 2 != 0) {
       ts::fail(opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2));
     }
+    if ((args.D / 2) < 0) ts::fail(opgen::negative_dim("glu", "out", "D/2", (args.D / 2)));
     std::vector<int64_t> shape_{(args.D / 2)};
     shape_.insert(shape_.begin(), batch_dims_.begin(), batch_dims_.end());
     void* data_ = nullptr;

@@ -67,6 +67,9 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, Args<T>& args
           "glu", "output", "out", dims_.begin(), dims_.size(), lead_, batch_dims_, batch_rank_, "x"));
     }
     constexpr const char* because0_ = "D/2";
+    if ((args.D / 2) < 0) {
+      return ffi::Error::InvalidArgument(opgen::negative_dim("glu", "out", "D/2", (args.D / 2)));
+    }
     if (dims_[lead_ + 0] != (args.D / 2)) {
       return ffi::Error::InvalidArgument(opgen::dim_mismatch(
           "glu", "output", "out", dims_.begin(), dims_.size(), lead_ + 0, (args.D / 2),

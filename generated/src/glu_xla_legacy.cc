@@ -37,7 +37,7 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
     }
     const int64_t dims[] = {args.batch, (args.D / 2)};
     const int64_t n = opgen::element_count(dims, 2);
-    if (n < 0) return opgen::Status::InvalidArgument("glu: output 'out' size overflows int64");
+    if (n < 0) return opgen::Status::InvalidArgument("glu: output 'out' has a negative dimension or more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   *empty_ = all_empty;

@@ -37,10 +37,10 @@ bool bind(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tens
   {
     const int64_t lead_ = weight.dim - 1;
     ts::check_dim("rms_norm", "input", "weight", weight, lead_ + 0, args.D,
-                  "D, bound by input 'x' dimension 0", "[D]");
+                  "D, bound by input 'x' dimension 0 after its '...'", "[D]");
   }
   args.weight = static_cast<const T*>(weight.data);
-  if (eps < 0.0) {
+  if (!(eps >= 0.0)) {
     ts::fail(opgen::attr_out_of_range("rms_norm", "eps", static_cast<double>(eps), "0.0", ""));
   }
   args.eps = eps;
@@ -96,7 +96,7 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const ts::TensorView x(x_tensor);
   const Tensor weight_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView weight(weight_tensor);
-  const float eps = static_cast<float>(ts::stack_to<double>(stack[2]));
+  const float eps = ts::attr<float>("rms_norm", "eps", stack[2]);
   if (!x.is_cpu()) ts::fail("rms_norm: the CPU kernel got tensors on " + x.device_text());
   Tensor outputs_[2];
   switch (check_dtypes(x, weight)) {
@@ -132,7 +132,7 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const ts::TensorView x(x_tensor);
   const Tensor weight_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView weight(weight_tensor);
-  const float eps = static_cast<float>(ts::stack_to<double>(stack[2]));
+  const float eps = ts::attr<float>("rms_norm", "eps", stack[2]);
   if (!x.is_cuda()) ts::fail("rms_norm: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
   Tensor outputs_[2];

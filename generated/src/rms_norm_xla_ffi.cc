@@ -64,7 +64,7 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuf
           "rms_norm", "input", "weight", dims_.begin(), dims_.size(), "[D]"));
     }
     constexpr size_t lead_ = 0;
-    constexpr const char* because0_ = "D, bound by input 'x' dimension 0";
+    constexpr const char* because0_ = "D, bound by input 'x' dimension 0 after its '...'";
     if (dims_[lead_ + 0] != args.D) {
       return ffi::Error::InvalidArgument(opgen::dim_mismatch(
           "rms_norm", "input", "weight", dims_.begin(), dims_.size(), lead_ + 0, args.D,
@@ -72,7 +72,7 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuf
     }
   }
   args.weight = static_cast<const T*>(weight.untyped_data());
-  if (eps < 0.0) {
+  if (!(eps >= 0.0)) {
     return ffi::Error::InvalidArgument(opgen::attr_out_of_range("rms_norm", "eps", static_cast<double>(eps), "0.0", ""));
   }
   args.eps = eps;
@@ -87,7 +87,7 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuf
       return ffi::Error::InvalidArgument(opgen::batch_mismatch(
           "rms_norm", "output", "out", dims_.begin(), dims_.size(), lead_, batch_dims_, batch_rank_, "x"));
     }
-    constexpr const char* because0_ = "D, bound by input 'x' dimension 0";
+    constexpr const char* because0_ = "D, bound by input 'x' dimension 0 after its '...'";
     if (dims_[lead_ + 0] != args.D) {
       return ffi::Error::InvalidArgument(opgen::dim_mismatch(
           "rms_norm", "output", "out", dims_.begin(), dims_.size(), lead_ + 0, args.D,

@@ -28,7 +28,7 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
     return opgen::Status::InvalidArgument("rms_norm: opaque descriptor gives shape symbol D = " + std::to_string(d.D));
   }
   args.D = d.D;
-  if (d.eps < 0.0) {
+  if (!(d.eps >= 0.0)) {
     return opgen::Status::InvalidArgument(opgen::attr_out_of_range("rms_norm", "eps", static_cast<double>(d.eps), "0.0", ""));
   }
   args.eps = d.eps;
@@ -40,13 +40,13 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   {
     const int64_t dims[] = {args.batch, args.D};
     const int64_t n = opgen::element_count(dims, 2);
-    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'out' size overflows int64");
+    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'out' has a negative dimension or more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   {
     const int64_t dims[] = {args.batch, };
     const int64_t n = opgen::element_count(dims, 1);
-    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'rstd' size overflows int64");
+    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'rstd' has a negative dimension or more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   *empty_ = all_empty;

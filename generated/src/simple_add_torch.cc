@@ -71,7 +71,7 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const ts::TensorView a(a_tensor);
   const Tensor b_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView b(b_tensor);
-  const float alpha = static_cast<float>(ts::stack_to<double>(stack[2]));
+  const float alpha = ts::attr<float>("simple_add", "alpha", stack[2]);
   if (!a.is_cpu()) ts::fail("simple_add: the CPU kernel got tensors on " + a.device_text());
   Tensor outputs_[1];
   check_dtypes(a, b);
@@ -94,7 +94,7 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const ts::TensorView a(a_tensor);
   const Tensor b_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView b(b_tensor);
-  const float alpha = static_cast<float>(ts::stack_to<double>(stack[2]));
+  const float alpha = ts::attr<float>("simple_add", "alpha", stack[2]);
   if (!a.is_cuda()) ts::fail("simple_add: the CUDA kernel got tensors on " + a.device_text());
   const ts::CudaDeviceScope device_(a.device_index);
   Tensor outputs_[1];

@@ -31,7 +31,7 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   {
     const int64_t dims[] = {args.N};
     const int64_t n = opgen::element_count(dims, 1);
-    if (n < 0) return opgen::Status::InvalidArgument("simple_add: output 'out' size overflows int64");
+    if (n < 0) return opgen::Status::InvalidArgument("simple_add: output 'out' has a negative dimension or more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   *empty_ = all_empty;

@@ -69,7 +69,8 @@ def bind_dtypes(op: str, tensors, type_vars: Mapping[str, Sequence[str]]) -> dic
             elif dtype.name not in type_vars[spec]:
                 raise TypeError(
                     f"{op}: input '{name}' has dtype {dtype}; {spec} must be one of "
-                    f"{', '.join(type_vars[spec])}"
+                    f"{', '.join(type_vars[spec])} (convert it explicitly, e.g. "
+                    f"x.astype(jnp.{type_vars[spec][-1]}))"
                 )
             else:
                 bound[spec], by[spec] = dtype, name
@@ -128,6 +129,12 @@ def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
                 values[dim] = int(size)
                 origin[dim] = (name, lead + axis)
     return values, (batch_dims if batch_dims is not None else ())
+
+
+def nonnegative(op: str, output: str, expression: str, value: int) -> int:
+    if value < 0:
+        raise ValueError(f"{op}: output '{output}' has a dimension {expression} = {value} < 0")
+    return value
 
 
 def product(dims) -> int:

@@ -118,6 +118,10 @@ def exact_division(op: str, output: str, declared: str, numerator, denominator) 
     )
 
 
+def nonnegative(op: str, output: str, expression: str, value) -> None:
+    torch._check(value >= 0, lambda: f"{op}: output '{output}' has a dimension {expression} = {value} < 0")
+
+
 def product(dims) -> int:
     n = 1
     for d in dims:

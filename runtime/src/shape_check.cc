@@ -72,3 +72,12 @@ std::string attr_out_of_range(const char* op, const char* attr, double value, co
 }
 
 }  // namespace opgen
+
+namespace opgen {
+
+std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value) {
+  return std::string(op) + ": output '" + tensor + "' has a dimension " + expression + " = " +
+         std::to_string(value) + " < 0";
+}
+
+}  // namespace opgen

@@ -112,3 +112,19 @@ def test_attribute_range(rng):
                                                         jax.ShapeDtypeStruct((3,), jnp.float32)))
     with pytest.raises(Exception, match=r"rms_norm: attribute 'eps' = -0.5 is outside its range \[0.0, \]"):
         jax.block_until_ready(call(x, x[0], eps=np.float32(-0.5)))
+
+
+def test_legacy_calls_vmap_sequentially(rng):
+    # A legacy descriptor fixes the batch count at trace time, so its calls
+    # must not be batched by broadcasting (glu's typed-FFI calls are).
+    x = random(rng, (4, 5, 8), "float32")
+    f = jax.jit(jax.vmap(lambda x: ops.glu(x, api_version=3)))
+    np.testing.assert_allclose(np.asarray(f(x)), ref.glu(x), rtol=1e-6, atol=1e-6)
+
+
+def test_nan_attribute_is_refused_by_the_handler(rng):
+    x = random(rng, (3, 8), "float32")
+    call = jax.ffi.ffi_call("opgen_ops_rms_norm_ffi", (jax.ShapeDtypeStruct((3, 8), jnp.float32),
+                                                        jax.ShapeDtypeStruct((3,), jnp.float32)))
+    with pytest.raises(Exception, match=r"rms_norm: attribute 'eps' = nan is outside its range"):
+        jax.block_until_ready(call(x, x[0], eps=np.float32("nan")))

@@ -68,3 +68,11 @@ def test_errors(rng):
         ops.rms_norm(x, x[0], eps=-1.0)
     with pytest.raises(RuntimeError, match=r"input 'weight' has rank 2 \(shape \[3, 8\]\); the spec declares \[D\]"):
         ops.rms_norm(x, x)
+
+
+def test_attributes_that_do_not_fit_are_refused(rng):
+    x = random(rng, (3, 8), "float32")
+    with pytest.raises(RuntimeError, match="attribute 'eps' = nan is not finite"):
+        ops.rms_norm(x, x[0], eps=float("nan"))
+    with pytest.raises(RuntimeError, match="attribute 'alpha' = .* does not fit f32"):
+        torch.ops.opgen_ops.simple_add(x[0], x[0], alpha=1e40)

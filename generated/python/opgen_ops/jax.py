@@ -33,6 +33,7 @@ def glu(x, *, api_version=4):
         ('x', x.shape, ('D',), True),
     ))
     _rt.exact_division(_op, 'out', '[..., D/2]', _shape['D'], 2)
+    _rt.nonnegative(_op, 'out', 'D/2', (_shape['D'] // 2))
     _results = [
         jax.ShapeDtypeStruct(_batch + ((_shape['D'] // 2),), _dtypes['T']),
     ]
@@ -45,7 +46,9 @@ def glu(x, *, api_version=4):
         _out = jax.ffi.ffi_call(
             f"opgen_ops_glu_legacy_v{api_version}",
             _results,
-            vmap_method='broadcast_all',
+            # The descriptor fixes the sizes at trace time, so vmap must not
+            # add dimensions behind it: legacy calls always map sequentially.
+            vmap_method="sequential",
             custom_call_api_version=api_version,
             legacy_backend_config=_opaque_bytes,
         )(x)
@@ -80,7 +83,9 @@ def rms_norm(x, weight, *, eps=1e-06, api_version=4):
         _out = jax.ffi.ffi_call(
             f"opgen_ops_rms_norm_legacy_v{api_version}",
             _results,
-            vmap_method='sequential',
+            # The descriptor fixes the sizes at trace time, so vmap must not
+            # add dimensions behind it: legacy calls always map sequentially.
+            vmap_method="sequential",
             custom_call_api_version=api_version,
             legacy_backend_config=_opaque_bytes,
         )(x, weight)
@@ -114,7 +119,9 @@ def simple_add(a, b, *, alpha=1.0, api_version=4):
         _out = jax.ffi.ffi_call(
             f"opgen_ops_simple_add_legacy_v{api_version}",
             _results,
-            vmap_method='sequential',
+            # The descriptor fixes the sizes at trace time, so vmap must not
+            # add dimensions behind it: legacy calls always map sequentially.
+            vmap_method="sequential",
             custom_call_api_version=api_version,
             legacy_backend_config=_opaque_bytes,
         )(a, b)

@@ -35,6 +35,7 @@ def _glu_fake(x):
         ('x', x, ('D',), True),
     ))
     _rt.exact_division('glu', 'out', '[..., D/2]', _shape['D'], 2)
+    _rt.nonnegative('glu', 'out', 'D/2', (_shape['D'] // 2))
 
     return x.new_empty(_batch + ((_shape['D'] // 2),), dtype=_dtypes['T'])
 
@@ -47,6 +48,7 @@ def _glu_xla(x):
         ('x', x, ('D',), True),
     ))
     _rt.exact_division('glu', 'out', '[..., D/2]', _shape['D'], 2)
+    _rt.nonnegative('glu', 'out', 'D/2', (_shape['D'] // 2))
 
     _opaque_bytes = _opaque.encode_glu(dtype_T=_opaque.DTYPE_CODES[str(_dtypes['T']).removeprefix("torch.")], batch=_rt.product(_batch), D=int(_shape['D']))
     _outs = _rt.xla_custom_call(

@@ -47,3 +47,10 @@ std::string attr_out_of_range(const char* op, const char* attr, double value, co
                               const char* max);
 
 }  // namespace opgen
+
+namespace opgen {
+
+// "glu: output 'out' has a dimension D-5 = -2 < 0"
+std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value);
+
+}  // namespace opgen

@@ -11,8 +11,11 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -176,6 +179,30 @@ T stack_to(StableIValue v) {
 }
 inline StableIValue stack_from(const Tensor& t) { return from(t); }
 #pragma GCC diagnostic pop
+
+// An attribute from the stack (torch passes float as double and int as
+// int64), refused when it does not fit the spec's type: torch would
+// otherwise narrow it silently (1e40 to inf in f32).
+template <typename T>
+T attr(const char* op, const char* name, StableIValue v) {
+  const std::string who = std::string(op) + ": attribute '" + name + "'";
+  if constexpr (std::is_same_v<T, bool>) {
+    return stack_to<bool>(v);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    const double d = stack_to<double>(v);
+    if (!std::isfinite(d)) fail(who + " = " + std::to_string(d) + " is not finite");
+    if (d > static_cast<double>(std::numeric_limits<T>::max()) || d < -static_cast<double>(std::numeric_limits<T>::max())) {
+      fail(who + " = " + std::to_string(d) + " does not fit " + (sizeof(T) == 4 ? "f32" : "f64"));
+    }
+    return static_cast<T>(d);
+  } else {
+    const int64_t i = stack_to<int64_t>(v);
+    if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max()) {
+      fail(who + " = " + std::to_string(i) + " does not fit " + (sizeof(T) == 4 ? "i32" : "i64"));
+    }
+    return static_cast<T>(i);
+  }
+}
 
 // Results of a kernel body as a RuntimeError.
 inline void check_status(const Status& s) {
