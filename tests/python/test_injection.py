@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-OPGEN = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen"))
+OPGEN = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen")).resolve()
 PACKAGE = "inj_pkg"
 
 if not OPGEN.is_file():

@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # The build folder that holds opgen (scripts/test.sh sets it).
-BUILD = Path(os.environ.get("OPGEN_BUILD_DIR", REPO / "build"))
+BUILD = Path(os.environ.get("OPGEN_BUILD_DIR", REPO / "build")).resolve()
 
 pytestmark = pytest.mark.skipif(not (BUILD / "generator" / "opgen").exists(),
                                 reason=f"opgen is not built in {BUILD}")
