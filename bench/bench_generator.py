@@ -334,25 +334,6 @@ def _timed_render(self, *a, **k):
         e[1] += 1
 _je.Template.render = _timed_render
 
-if os.environ.get("OPGEN_BENCH_WHATIF"):
-    # What-ifs, not changes: dict-first attribute lookup (the templates read
-    # dicts as `op.inputs`, which tries getattr(dict, 'inputs') first), and no
-    # up-to-date check of the template file on every get_template.
-    _getattr = _je.Environment.getattr
-    def _dict_first(self, obj, attribute):
-        if type(obj) is dict:
-            try:
-                return obj[attribute]
-            except KeyError:
-                pass
-        return _getattr(self, obj, attribute)
-    _je.Environment.getattr = _dict_first
-    _init = _je.Environment.__init__
-    def _no_reload(self, *a, **k):
-        _init(self, *a, **k)
-        self.auto_reload = False
-    _je.Environment.__init__ = _no_reload
-
 _get = _je.Environment.get_template
 def _timed_get(self, *a, **k):
     t = time.perf_counter()
@@ -375,7 +356,7 @@ atexit.register(_dump)
 """
 
 
-def profile_python(opgen, spec_dir, work, cprofile=False, whatif=False):
+def profile_python(opgen, spec_dir, work, cprofile=False):
     """Where the time of one first generation goes, measured inside the
     embedded interpreter (see SITECUSTOMIZE); no generator change."""
     import json
@@ -391,8 +372,6 @@ def profile_python(opgen, spec_dir, work, cprofile=False, whatif=False):
                OPGEN_BENCH_TIMES=times_path)
     if cprofile:
         env["OPGEN_BENCH_CPROFILE"] = stats_path
-    if whatif:
-        env["OPGEN_BENCH_WHATIF"] = "1"
     out = os.path.join(work, "out_prof")
     shutil.rmtree(out, ignore_errors=True)
     wall, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet"], env=env)
@@ -569,10 +548,8 @@ def main():
         if a.profile or not ok_first:
             print("\nprofile of a first generation:")
             perf_stat(a.opgen, spec_dir, work)
-            print("\n  as it is:")
+            print()
             profile_python(a.opgen, spec_dir, work)
-            print("\n  what-if (patched inside the embedded Python): dict-first attribute lookup, no template reload checks:")
-            profile_python(a.opgen, spec_dir, work, whatif=True)
             print()
             profile_python(a.opgen, spec_dir, work, cprofile=True)
         print("\nresult:", "PASS" if ok else "FAIL")
