@@ -68,11 +68,14 @@ def test_outside_project_with_a_new_op(prefix, tmp_path):
     check = (
         "import sys, numpy as np, jax\n"
         "import my_ops.jax as ops\n"
-        "x, y = np.load(sys.argv[1]), np.load(sys.argv[2])\n"
+        # The project is built without CUDA: run on the CPU even where JAX sees a GPU.
+        "cpu = jax.devices('cpu')[0]\n"
+        "x, y = jax.device_put(np.load(sys.argv[1]), cpu), jax.device_put(np.load(sys.argv[2]), cpu)\n"
         "out = jax.jit(lambda x: ops.scale_rows(x, scale=2.5))(x)\n"
-        "np.testing.assert_allclose(np.asarray(out, np.float64), x.astype(np.float64) * 2.5, rtol=1e-6)\n"
+        "x64, y64 = np.asarray(x, np.float64), np.asarray(y, np.float64)\n"
+        "np.testing.assert_allclose(np.asarray(out, np.float64), x64 * 2.5, rtol=1e-6)\n"
         "z = jax.jit(lambda x, y: ops.axpby(x, y, alpha=0.5, beta=-2.0))(x, y)\n"
-        "np.testing.assert_allclose(np.asarray(z, np.float64), 0.5 * x.astype(np.float64) - 2.0 * y, rtol=1e-6, atol=1e-6)\n"
+        "np.testing.assert_allclose(np.asarray(z, np.float64), 0.5 * x64 - 2.0 * y64, rtol=1e-6, atol=1e-6)\n"
         "print('ok', out.shape, z.shape)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(build / "python"))
