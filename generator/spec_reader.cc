@@ -43,6 +43,11 @@ class ContentSeen : public YAML::EventHandler {
 };
 
 std::optional<YAML::Mark> second_document(const std::string& text) {
+  // A second document needs a '---' or '...' marker at the start of a line;
+  // without one, skip the second parse.
+  const bool marker = text.rfind("---", 0) == 0 || text.rfind("...", 0) == 0 ||
+                      text.find("\n---") != std::string::npos || text.find("\n...") != std::string::npos;
+  if (!marker) return std::nullopt;
   std::istringstream in(text);
   YAML::Parser parser(in);
   ContentSeen ignored;
