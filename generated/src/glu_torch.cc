@@ -35,7 +35,7 @@ bool bind(const ts::TensorView& x, Tensor* outputs_, Args<T>& args) {
   args.x = static_cast<const T*>(x.data);
   bool empty_ = true;
   {
-    if (2 == 0 || args.D % 2 != 0) {
+    if (args.D % 2 != 0) {
       ts::fail(opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2));
     }
     if ((args.D / 2) < 0) ts::fail(opgen::negative_dim("glu", "out", "D/2", (args.D / 2)));
@@ -43,8 +43,8 @@ bool bind(const ts::TensorView& x, Tensor* outputs_, Args<T>& args) {
     shape_.insert(shape_.begin(), batch_dims_.begin(), batch_dims_.end());
     void* data_ = nullptr;
     int64_t numel_ = 0;
-    outputs_[0] = ts::empty(x, shape_.data(), static_cast<int64_t>(shape_.size()),
-x.dtype, &data_, &numel_);
+    const int32_t dtype_ = x.dtype;
+    outputs_[0] = ts::empty(x, shape_.data(), static_cast<int64_t>(shape_.size()), dtype_, &data_, &numel_);
     args.out = static_cast<T*>(data_);
     empty_ = empty_ && numel_ == 0;
   }
@@ -57,10 +57,10 @@ int check_dtypes(const ts::TensorView& x) {
   if (T_ != aoti_torch_dtype_float16() && T_ != aoti_torch_dtype_bfloat16() && T_ != aoti_torch_dtype_float32() && T_ != aoti_torch_dtype_float64()) {
     ts::fail("glu: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32, float64");
   }
-  if (T_ == aoti_torch_dtype_float16() && true) return 0;
-  if (T_ == aoti_torch_dtype_bfloat16() && true) return 1;
-  if (T_ == aoti_torch_dtype_float32() && true) return 2;
-  if (T_ == aoti_torch_dtype_float64() && true) return 3;
+  if (T_ == aoti_torch_dtype_float16()) return 0;
+  if (T_ == aoti_torch_dtype_bfloat16()) return 1;
+  if (T_ == aoti_torch_dtype_float32()) return 2;
+  if (T_ == aoti_torch_dtype_float64()) return 3;
   return -1;
 }
 

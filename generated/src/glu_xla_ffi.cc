@@ -52,7 +52,7 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, Args<T>& args
     args.D = dims_[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.untyped_data());
-  if (2 == 0 || args.D % 2 != 0) {
+  if (args.D % 2 != 0) {
     return ffi::Error::InvalidArgument(opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2));
   }
   {

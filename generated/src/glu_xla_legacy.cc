@@ -32,7 +32,7 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   args.out = static_cast<T*>(outputs[0]);
   bool all_empty = true;
   {
-    if (2 == 0 || args.D % 2 != 0) {
+    if (args.D % 2 != 0) {
       return opgen::Status::InvalidArgument(opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2));
     }
     const int64_t dims[] = {args.batch, (args.D / 2)};

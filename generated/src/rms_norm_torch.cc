@@ -50,8 +50,8 @@ bool bind(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tens
     shape_.insert(shape_.begin(), batch_dims_.begin(), batch_dims_.end());
     void* data_ = nullptr;
     int64_t numel_ = 0;
-    outputs_[0] = ts::empty(x, shape_.data(), static_cast<int64_t>(shape_.size()),
-x.dtype, &data_, &numel_);
+    const int32_t dtype_ = x.dtype;
+    outputs_[0] = ts::empty(x, shape_.data(), static_cast<int64_t>(shape_.size()), dtype_, &data_, &numel_);
     args.out = static_cast<T*>(data_);
     empty_ = empty_ && numel_ == 0;
   }
@@ -60,8 +60,8 @@ x.dtype, &data_, &numel_);
     shape_.insert(shape_.begin(), batch_dims_.begin(), batch_dims_.end());
     void* data_ = nullptr;
     int64_t numel_ = 0;
-    outputs_[1] = ts::empty(x, shape_.data(), static_cast<int64_t>(shape_.size()),
-aoti_torch_dtype_float32(), &data_, &numel_);
+    const int32_t dtype_ = aoti_torch_dtype_float32();
+    outputs_[1] = ts::empty(x, shape_.data(), static_cast<int64_t>(shape_.size()), dtype_, &data_, &numel_);
     args.rstd = static_cast<float*>(data_);
     empty_ = empty_ && numel_ == 0;
   }
@@ -75,9 +75,9 @@ int check_dtypes(const ts::TensorView& x, const ts::TensorView& weight) {
   if (T_ != aoti_torch_dtype_float16() && T_ != aoti_torch_dtype_bfloat16() && T_ != aoti_torch_dtype_float32()) {
     ts::fail("rms_norm: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32");
   }
-  if (T_ == aoti_torch_dtype_float16() && true) return 0;
-  if (T_ == aoti_torch_dtype_bfloat16() && true) return 1;
-  if (T_ == aoti_torch_dtype_float32() && true) return 2;
+  if (T_ == aoti_torch_dtype_float16()) return 0;
+  if (T_ == aoti_torch_dtype_bfloat16()) return 1;
+  if (T_ == aoti_torch_dtype_float32()) return 2;
   return -1;
 }
 

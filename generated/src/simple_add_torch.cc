@@ -41,8 +41,8 @@ bool bind(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor*
     std::vector<int64_t> shape_{args.N};
     void* data_ = nullptr;
     int64_t numel_ = 0;
-    outputs_[0] = ts::empty(a, shape_.data(), static_cast<int64_t>(shape_.size()),
-aoti_torch_dtype_float32(), &data_, &numel_);
+    const int32_t dtype_ = aoti_torch_dtype_float32();
+    outputs_[0] = ts::empty(a, shape_.data(), static_cast<int64_t>(shape_.size()), dtype_, &data_, &numel_);
     args.out = static_cast<float*>(data_);
     empty_ = empty_ && numel_ == 0;
   }
@@ -53,8 +53,7 @@ aoti_torch_dtype_float32(), &data_, &numel_);
 int check_dtypes(const ts::TensorView& a, const ts::TensorView& b) {
   ts::check_dtype("simple_add", "a", a, aoti_torch_dtype_float32(), "float32");
   ts::check_dtype("simple_add", "b", b, aoti_torch_dtype_float32(), "float32");
-  if (true) return 0;
-  return -1;
+  return 0;
 }
 
 void run_cpu(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor* outputs_) {
