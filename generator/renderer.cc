@@ -205,7 +205,7 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
   out["batch"] = t.batch;
   out["rank"] = t.shape.size();
   out["declared"] = declared_text(t);
-  py::list dims, divisions, py_dims;
+  py::list dims, divisions;
   for (size_t axis = 0; axis < t.shape.size(); ++axis) {
     const Dim& d = t.shape[axis];
     py::dict dim;
@@ -236,7 +236,6 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
       dim["py_declared"] = "'" + d.symbol + "'";
       dim["py_result"] = "_shape['" + d.symbol + "']";
     }
-    py_dims.append(dim["py_result"]);
     dims.append(dim);
   }
   out["dims"] = dims;

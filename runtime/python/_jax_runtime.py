@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._shapes import product, shape_text  # noqa: F401  (product: the generated wrappers call _rt.product)
+
 _JAX_PLATFORM = {"cpu": "cpu", "cuda": "CUDA"}
 
 
@@ -37,10 +39,6 @@ def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]],
     # Lets XLA's SPMD partitioner split the leading ('...') dimensions.
     for name in batch_partitionable:
         jax.ffi.register_ffi_target_as_batch_partitionable(name)
-
-
-def _declared(shape: Sequence[int | str], batch: bool = False) -> str:
-    return "[" + ", ".join((["..."] if batch else []) + [str(d) for d in shape]) + "]"
 
 
 def as_array(x):
@@ -98,7 +96,7 @@ def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
         if len(shape) != len(declared) and not (batch and len(shape) >= len(declared)):
             raise ValueError(
                 f"{op}: input '{name}' has rank {len(shape)} (shape {shape}); "
-                f"the spec declares {_declared(declared, batch)}"
+                f"the spec declares {shape_text(declared, batch)}"
             )
         lead = len(shape) - len(declared)
         if batch:
@@ -115,7 +113,7 @@ def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
                 if size != dim:
                     raise ValueError(
                         f"{op}: input '{name}' has shape {shape}; dimension {lead + axis} "
-                        f"must be {dim}; the spec declares {_declared(declared, batch)}"
+                        f"must be {dim}; the spec declares {shape_text(declared, batch)}"
                     )
             elif dim in values:
                 if size != values[dim]:
@@ -123,7 +121,7 @@ def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
                     raise ValueError(
                         f"{op}: input '{name}' has shape {shape}; dimension {lead + axis} "
                         f"must be {dim} = {values[dim]} (bound by input '{by}' dimension "
-                        f"{by_axis}); the spec declares {_declared(declared, batch)}"
+                        f"{by_axis}); the spec declares {shape_text(declared, batch)}"
                     )
             else:
                 values[dim] = int(size)
@@ -135,13 +133,6 @@ def nonnegative(op: str, output: str, expression: str, value: int) -> int:
     if value < 0:
         raise ValueError(f"{op}: output '{output}' has a dimension {expression} = {value} < 0")
     return value
-
-
-def product(dims) -> int:
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
 
 
 def exact_division(op: str, output: str, declared: str, numerator: int, denominator: int) -> int:

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from ._shapes import product, shape_text  # noqa: F401  (product: the generated wrappers call _rt.product)
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_FILE = "_torch_ops.so"
 
@@ -38,10 +40,6 @@ _DTYPES = {
 
 def dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
-
-
-def _declared(shape: Sequence[int | str], batch: bool = False) -> str:
-    return "[" + ", ".join((["..."] if batch else []) + [str(d) for d in shape]) + "]"
 
 
 def bind_dtypes(op: str, tensors, type_vars: Mapping[str, Sequence[str]]) -> dict:
@@ -82,7 +80,7 @@ def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
         if t.dim() != len(declared) and not (batch and t.dim() >= len(declared)):
             raise RuntimeError(
                 f"{op}: input '{name}' has rank {t.dim()} (shape {tuple(t.shape)}); "
-                f"the spec declares {_declared(declared, batch)}"
+                f"the spec declares {shape_text(declared, batch)}"
             )
         lead = t.dim() - len(declared)
         if batch:
@@ -120,13 +118,6 @@ def exact_division(op: str, output: str, declared: str, numerator, denominator) 
 
 def nonnegative(op: str, output: str, expression: str, value) -> None:
     torch._check(value >= 0, lambda: f"{op}: output '{output}' has a dimension {expression} = {value} < 0")
-
-
-def product(dims) -> int:
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
 
 
 # --- torch_xla ----------------------------------------------------------------------------------
