@@ -39,6 +39,14 @@ const std::vector<AttrTypeInfo>& all_attr_types() {
       {AttrType::kI64, "i64", "int64_t", "int64", "q", "int", "int64_t", "int", 8},
       {AttrType::kF32, "f32", "float", "float32", "f", "float", "double", "float", 4},
       {AttrType::kF64, "f64", "double", "float64", "d", "float", "double", "float", 8},
+      // An enum travels as its index (i32) in the descriptor and to the
+      // stable-ABI torch kernel, which cannot take a string on torch 2.9.
+      {AttrType::kEnum, "enum", "int32_t", "int32", "i", "str", "int64_t", "str", 4},
+      // An array's descriptor field is its length (u32); the elements follow
+      // the fixed fields. torch 2.9's stable ABI takes no list: the torch
+      // kernel gets the array as a CPU tensor.
+      {AttrType::kI32Array, "i32[]", "int32_t", "int32", "I", "int[]", "Tensor", "Sequence[int]", 4},
+      {AttrType::kI64Array, "i64[]", "int64_t", "int64", "I", "int[]", "Tensor", "Sequence[int]", 4},
   };
   return table;
 }
@@ -55,6 +63,14 @@ std::optional<AttrType> parse_attr_type(std::string_view name) {
     if (name == i.name) return i.type;
   }
   return std::nullopt;
+}
+
+bool is_array(AttrType type) { return type == AttrType::kI32Array || type == AttrType::kI64Array; }
+
+AttrType element_type(AttrType type) {
+  if (type == AttrType::kI32Array) return AttrType::kI32;
+  if (type == AttrType::kI64Array) return AttrType::kI64;
+  return type;
 }
 
 bool Op::has_platform(Platform p) const {
@@ -111,7 +127,15 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
   }
   if (has_batch()) sig += std::string(kBatchField) + ":i64,";
   for (const SymbolBinding& s : symbols) sig += s.symbol + ":i64,";
-  for (const Attr& a : attrs) sig += a.name + ":" + info(a.type).name + ",";
+  for (const Attr& a : attrs) {
+    sig += a.name + ":" + info(a.type).name;
+    if (a.type == AttrType::kEnum) {
+      sig += "{";  // the order of the values fixes their indices
+      for (const std::string& v : a.values) sig += v + ",";
+      sig += "}";
+    }
+    sig += ",";
+  }
   sig += ")";
   return fnv1a64(sig);
 }

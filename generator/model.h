@@ -47,25 +47,32 @@ std::optional<DType> parse_dtype(std::string_view name);
 // Attributes (compile-time scalars of the op)
 // ---------------------------------------------------------------------------
 
-enum class AttrType { kBool, kI32, kI64, kF32, kF64 };
+// kEnum is a string chosen from the attribute's `values`; the kernel sees a
+// C++ enum class. The arrays are integer lists of any length; the kernel
+// sees an opgen::Span over host memory.
+enum class AttrType { kBool, kI32, kI64, kF32, kF64, kEnum, kI32Array, kI64Array };
 
 struct AttrTypeInfo {
   AttrType type;
   const char* name;          // spelling in specs: f32
-  const char* cpp;           // C++ type: float
-  const char* numpy;         // numpy scalar type: float32
-  const char* struct_format; // Python struct code: f
+  const char* cpp;           // C++ type of the value (of one element, for arrays): float
+  const char* numpy;         // numpy type of the value (of one element): float32
+  const char* struct_format; // Python struct code of the descriptor field: f
   const char* torch_schema;  // type in a torch schema: float
-  const char* torch_boxed;   // C++ type torch passes it as: double
+  const char* torch_boxed;   // C++ type the stable ABI passes it as: double
   const char* py_type;       // Python annotation: float
-  int size;                  // bytes in the opaque descriptor
+  int size;                  // bytes of the field in the opaque descriptor
 };
 
 const std::vector<AttrTypeInfo>& all_attr_types();
 const AttrTypeInfo& info(AttrType type);
 std::optional<AttrType> parse_attr_type(std::string_view name);
 
-using AttrValue = std::variant<bool, int64_t, double>;
+bool is_array(AttrType type);
+// The element type of an array attribute type, e.g. kI64 for kI64Array.
+AttrType element_type(AttrType type);
+
+using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>>;
 
 // ---------------------------------------------------------------------------
 // Ops
@@ -112,7 +119,9 @@ struct Attr {
   std::string name;
   AttrType type;
   std::optional<AttrValue> default_value;
-  std::optional<double> min, max;  // inclusive range, checked where the value is given
+  std::optional<double> min, max;  // inclusive range (of each element, for arrays), checked where the value is given
+  std::vector<std::string> values; // kEnum: the allowed strings; the kernel sees their index
+  std::optional<int64_t> size;     // arrays: the required length, if the spec fixes one
   std::string doc;
   Location where;
 };

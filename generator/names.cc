@@ -1,5 +1,7 @@
 #include "names.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <set>
 
@@ -77,6 +79,20 @@ bool is_reserved_name(std::string_view s) {
       "args", "stream", "status", "api_version", "buffers", "opaque", "opaque_len", "self",
       "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11"};
   return reserved.count(s) > 0;
+}
+
+std::string enum_type_name(std::string_view attr_name) {
+  std::string out;
+  bool upper = true;
+  for (char c : attr_name) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out;
 }
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {

@@ -16,6 +16,10 @@ bool is_symbol_identifier(std::string_view s);
 // C++ or Python keyword, or a name the generated code itself uses.
 bool is_reserved_name(std::string_view s);
 
+// The C++ type name of an enum attribute: its name in CamelCase
+// (`activation_kind` -> `ActivationKind`).
+std::string enum_type_name(std::string_view attr_name);
+
 // The candidate closest to `word` by edit distance, or "" when none is close
 // enough to be a likely fix.
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "names.h"
+
 namespace py = pybind11;
 
 namespace opgen {
@@ -99,7 +101,6 @@ def make_environment(templates_dir):
     env.filters['py_string'] = py_string
     env.filters['py_tuple'] = py_tuple
     env.filters['format_param'] = lambda name, type_: type_ + ' ' + name
-    env.filters['attr_kwarg'] = lambda name: name + '=' + name
     env.filters['md_text'] = md_text
     env.filters['md_cell'] = md_cell
     env.filters['md_code'] = md_code
@@ -243,11 +244,43 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
   return out;
 }
 
+// An attribute value as Python source and as a default in a torch schema.
+struct AttrLiteral {
+  std::string py, torch;
+};
+
+AttrLiteral attr_literal(const Attr& a, const AttrValue& v) {
+  if (std::holds_alternative<bool>(v)) {
+    const std::string t = std::get<bool>(v) ? "True" : "False";
+    return {t, t};
+  }
+  if (std::holds_alternative<int64_t>(v)) {
+    const std::string t = std::to_string(std::get<int64_t>(v));
+    return {t, t};
+  }
+  if (std::holds_alternative<double>(v)) {
+    const std::string t = float_literal(std::get<double>(v), a.type == AttrType::kF32);
+    return {t, t};
+  }
+  if (std::holds_alternative<std::string>(v)) {
+    // Enum values are snake_case names: nothing to escape.
+    return {"'" + std::get<std::string>(v) + "'", "\"" + std::get<std::string>(v) + "\""};
+  }
+  std::string items;
+  for (int64_t x : std::get<std::vector<int64_t>>(v)) items += (items.empty() ? "" : ", ") + std::to_string(x);
+  const auto& list = std::get<std::vector<int64_t>>(v);
+  // A tuple, so that a default is never a shared mutable list.
+  return {"(" + items + (list.size() == 1 ? ",)" : ")"), "[" + items + "]"};
+}
+
 py::dict attr_data(const Attr& a) {
   const AttrTypeInfo& i = info(a.type);
+  const bool array = is_array(a.type);
+  const bool enum_ = a.type == AttrType::kEnum;
   py::dict out;
   out["name"] = a.name;
   out["doc"] = a.doc;
+  out["kind"] = enum_ ? "enum" : array ? "array" : "scalar";
   py::dict type;
   type["name"] = i.name;
   type["cpp"] = i.cpp;
@@ -258,28 +291,39 @@ py::dict attr_data(const Attr& a) {
   type["py_type"] = i.py_type;
   type["size"] = i.size;
   out["type"] = type;
-  out["has_default"] = a.default_value.has_value();
-  std::string cpp, python;
-  if (a.default_value) {
-    const AttrValue& v = *a.default_value;
-    if (std::holds_alternative<bool>(v)) {
-      cpp = std::get<bool>(v) ? "true" : "false";
-      python = std::get<bool>(v) ? "True" : "False";
-    } else if (std::holds_alternative<int64_t>(v)) {
-      cpp = python = std::to_string(std::get<int64_t>(v));
-    } else {
-      bool single = a.type == AttrType::kF32;
-      python = float_literal(std::get<double>(v), single);
-      cpp = python + (single ? "f" : "");
-    }
+  // The type of the Args field the kernel reads.
+  const std::string enum_type = enum_ ? enum_type_name(a.name) : std::string();
+  out["enum_type"] = enum_type;
+  out["cpp"] = enum_ ? enum_type : array ? "opgen::Span<const " + std::string(i.cpp) + ">" : std::string(i.cpp);
+  // The type the typed XLA FFI decodes the attribute as.
+  out["ffi_cpp"] = enum_ ? std::string("std::string_view")
+                 : array ? "::xla::ffi::Span<const " + std::string(i.cpp) + ">"
+                         : std::string(i.cpp);
+  py::list values;
+  std::string values_text;
+  for (const std::string& v : a.values) {
+    values.append(v);
+    values_text += (values_text.empty() ? "" : ", ") + v;
   }
-  out["default_cpp"] = cpp;
-  out["default_py"] = python;
-  out["py_param"] = a.default_value ? a.name + "=" + python : a.name;
-  out["cpp_param"] = std::string(i.cpp) + " " + a.name;
+  out["values"] = values;
+  out["values_text"] = values_text;
+  // How the type reads in docs and in Python annotations.
+  std::string quoted;
+  for (const std::string& v : a.values) quoted += (quoted.empty() ? "'" : ", '") + v + "'";
+  const std::string element = info(element_type(a.type)).name;
+  out["type_text"] = enum_ ? "one of " + quoted
+                     : array ? element + "[" + (a.size ? std::to_string(*a.size) : std::string()) + "]"
+                             : std::string(i.name);
+  out["py_annotation"] = enum_ ? "Literal[" + quoted + "]" : std::string(i.py_type);
+  out["size"] = a.size ? py::object(py::int_(*a.size)) : py::object(py::none());
+  out["has_default"] = a.default_value.has_value();
+  const AttrLiteral literal = a.default_value ? attr_literal(a, *a.default_value) : AttrLiteral{};
+  out["default_py"] = literal.py;
+  out["py_param"] = a.default_value ? a.name + "=" + literal.py : a.name;
+  out["ffi_param"] = out["ffi_cpp"].cast<std::string>() + " " + a.name;
   auto bound = [&](const std::optional<double>& v) -> py::object {
     if (!v) return py::none();
-    const bool integral = a.type == AttrType::kI32 || a.type == AttrType::kI64;
+    const bool integral = element_type(a.type) == AttrType::kI32 || element_type(a.type) == AttrType::kI64;
     return py::str(integral ? std::to_string(static_cast<int64_t>(*v)) : float_literal(*v, false));
   };
   out["min"] = bound(a.min);
@@ -289,7 +333,7 @@ py::dict attr_data(const Attr& a) {
 
 // The legacy descriptor: header, then a u8 dtype code per type variable,
 // the batch count and the shape symbols as i64, then the attributes in spec
-// order, little-endian and unpadded. One description feeds both the C++
+// order, then the elements of array attributes; little-endian and unpadded. One description feeds both the C++
 // decoder and the Python encoder.
 py::dict opaque_data(const Op& op, const std::string& package) {
   constexpr int kHeaderSize = 16;  // magic[4], layout u16, reserved u16, fingerprint u64
@@ -313,12 +357,25 @@ py::dict opaque_data(const Op& op, const std::string& package) {
   for (const TypeVar& v : op.type_vars) add("dtype_" + v.name, "dtype", "uint8_t", 1, "B")["type_var"] = v.name;
   if (op.has_batch()) add(kBatchField, "batch", "int64_t", 8, "q");
   for (const SymbolBinding& s : op.symbols) add(s.symbol, "symbol", "int64_t", 8, "q");
+  // An enum travels as its index; an array as its length here, with its
+  // elements after the fixed fields (`tail`), in attribute order.
+  py::list tail;
   for (const Attr& a : op.attrs) {
     const AttrTypeInfo& i = info(a.type);
-    add(a.name, "attr", i.cpp, i.size, i.struct_format);
+    if (is_array(a.type)) {
+      const AttrTypeInfo& e = info(element_type(a.type));
+      py::dict f = add(a.name, "array", "uint32_t", i.size, i.struct_format);
+      f["element_cpp"] = e.cpp;
+      f["element_size"] = e.size;
+      f["element_format"] = e.struct_format;
+      tail.append(f);
+    } else {
+      add(a.name, a.type == AttrType::kEnum ? "enum" : "attr", i.cpp, i.size, i.struct_format);
+    }
   }
   py::dict out;
   out["fields"] = fields;
+  out["tail"] = tail;
   out["size"] = offset;
   out["header_size"] = kHeaderSize;
   out["struct_format"] = format;
@@ -329,17 +386,21 @@ py::dict opaque_data(const Op& op, const std::string& package) {
 
 // The torch.library schema: tensors positional, attributes keyword-only
 // with their defaults, e.g. "simple_add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor".
-std::string torch_schema(const Op& op) {
-  std::string s = op.name + "(";
+// The lowered schema is what the stable-ABI kernel registers when the op has
+// attributes that ABI cannot carry on torch 2.9 (str, int[]): an enum as its
+// index, an array as a CPU tensor (see torch_lowered()).
+std::string torch_schema(const Op& op, bool lowered) {
+  std::string s = op.name + (lowered ? "__lowered(" : "(");
   for (size_t i = 0; i < op.inputs.size(); ++i) s += (i ? ", " : "") + std::string("Tensor ") + op.inputs[i].name;
   if (!op.attrs.empty()) s += ", *";
   for (const Attr& a : op.attrs) {
-    s += std::string(", ") + info(a.type).torch_schema + " " + a.name;
-    if (a.default_value) {
-      const AttrValue& v = *a.default_value;
-      if (std::holds_alternative<bool>(v)) s += std::get<bool>(v) ? "=True" : "=False";
-      else if (std::holds_alternative<int64_t>(v)) s += "=" + std::to_string(std::get<int64_t>(v));
-      else s += "=" + float_literal(std::get<double>(v), a.type == AttrType::kF32);
+    if (lowered && a.type == AttrType::kEnum) {
+      s += ", int " + a.name;
+    } else if (lowered && is_array(a.type)) {
+      s += ", Tensor " + a.name;
+    } else {
+      s += std::string(", ") + info(a.type).torch_schema + " " + a.name;
+      if (a.default_value) s += "=" + attr_literal(a, *a.default_value).torch;
     }
   }
   s += ") -> ";
@@ -347,6 +408,11 @@ std::string torch_schema(const Op& op) {
   s += "(";
   for (size_t i = 0; i < op.outputs.size(); ++i) s += (i ? ", " : "") + std::string("Tensor");
   return s + ")";
+}
+
+bool torch_lowered(const Op& op) {
+  return std::any_of(op.attrs.begin(), op.attrs.end(),
+                     [](const Attr& a) { return a.type == AttrType::kEnum || is_array(a.type); });
 }
 
 const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "cpu"; }
@@ -385,7 +451,10 @@ py::dict op_data(const Op& op, const Package& package) {
   out["command_buffer_compatible"] = op.command_buffer_compatible;
   out["opaque"] = opaque_data(op, package.name);
   out["ffi_target"] = package.name + "_" + op.name + "_ffi";
-  out["torch_schema"] = torch_schema(op);
+  out["torch_schema"] = torch_schema(op, false);
+  out["torch_lowered"] = torch_lowered(op);
+  out["torch_kernel_schema"] = torch_schema(op, torch_lowered(op));
+  out["torch_kernel_name"] = op.name + (torch_lowered(op) ? "__lowered" : "");
   out["has_batch"] = op.has_batch();
   out["batch_source"] = py::none();
   for (const Tensor& t : op.inputs) {

@@ -104,6 +104,9 @@ class SpecFile {
         for (int i = 0; i <= e.mark.line && std::getline(lines, line); ++i) {
         }
         if (line.find('\t') != std::string::npos) hint = " (this line holds a tab: YAML indents with spaces only)";
+        else if (line.find("[]") != std::string::npos && line.find('{') != std::string::npos) {
+          hint = " (inside {...}, quote an array type: type: \"i64[]\")";
+        }
       }
       error(at(e.mark), "invalid YAML: " + e.msg + hint);
       return std::nullopt;
@@ -592,8 +595,9 @@ bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& o
   return ok;
 }
 
-std::optional<AttrValue> read_attr_value(SpecFile& f, AttrType type, const YAML::Node& node,
-                                         const std::string& what) {
+// A scalar of `type` (never an enum or an array).
+std::optional<AttrValue> read_scalar_value(SpecFile& f, AttrType type, const YAML::Node& node,
+                                           const std::string& what) {
   switch (type) {
     case AttrType::kBool: {
       auto v = f.boolean(node, what);
@@ -624,8 +628,95 @@ std::optional<AttrValue> read_attr_value(SpecFile& f, AttrType type, const YAML:
       }
       return AttrValue{*v};
     }
+    default:
+      return std::nullopt;
   }
-  return std::nullopt;
+}
+
+std::string bound_text(const std::optional<double>& b) {
+  if (!b) return std::string();
+  std::ostringstream s;
+  s << *b;
+  return s.str();
+}
+
+// Whether `v` lies in the attribute's [min, max]; reports it at `node` if not.
+bool check_in_range(SpecFile& f, const Attr& a, double v, const YAML::Node& node,
+                    const std::string& what) {
+  if ((a.min && v < *a.min) || (a.max && v > *a.max)) {
+    f.error(f.at(node), what + " is outside its range [" + bound_text(a.min) + ", " + bound_text(a.max) + "]");
+    return false;
+  }
+  return true;
+}
+
+// A value of attribute `a` (a default), checked against its values, range
+// and size.
+std::optional<AttrValue> read_attr_value(SpecFile& f, const Attr& a, const YAML::Node& node,
+                                         const std::string& what) {
+  if (a.type == AttrType::kEnum) {
+    std::optional<std::string> s = f.string(node, what);
+    if (!s) return std::nullopt;
+    if (std::find(a.values.begin(), a.values.end(), *s) == a.values.end()) {
+      std::string fix = closest_match(*s, a.values);
+      std::string listed;
+      for (const std::string& v : a.values) listed += (listed.empty() ? "" : ", ") + v;
+      f.error(f.at(node), what + " is '" + *s + "', which is not one of its values (" + listed + ")" +
+                              (fix.empty() ? std::string() : "; did you mean '" + fix + "'?"));
+      return std::nullopt;
+    }
+    return AttrValue{*s};
+  }
+  if (is_array(a.type)) {
+    if (!f.expect_sequence(node, what)) return std::nullopt;
+    std::vector<int64_t> out;
+    bool ok = true;
+    for (const YAML::Node& e : node) {
+      std::optional<AttrValue> v = read_scalar_value(f, element_type(a.type), e, "an element of " + what);
+      if (!v) {
+        ok = false;
+        continue;
+      }
+      const int64_t x = std::get<int64_t>(*v);
+      ok = check_in_range(f, a, static_cast<double>(x), e, "element " + std::to_string(out.size()) + " of " + what) && ok;
+      out.push_back(x);
+    }
+    if (ok && a.size && static_cast<int64_t>(out.size()) != *a.size) {
+      f.error(f.at(node), what + " has " + std::to_string(out.size()) + " elements; attribute '" + a.name +
+                              "' has size " + std::to_string(*a.size));
+      ok = false;
+    }
+    if (!ok) return std::nullopt;
+    return AttrValue{out};
+  }
+  std::optional<AttrValue> v = read_scalar_value(f, a.type, node, what);
+  if (!v || a.type == AttrType::kBool) return v;
+  const double x = std::holds_alternative<int64_t>(*v) ? static_cast<double>(std::get<int64_t>(*v))
+                                                       : std::get<double>(*v);
+  if (!check_in_range(f, a, x, node, what)) return std::nullopt;
+  return v;
+}
+
+// `values:` of an enum attribute: distinct names, each a C++ enumerator.
+bool read_enum_values(SpecFile& f, const YAML::Node& node, const std::string& what, Attr& a) {
+  if (!f.expect_sequence(node, "the values of " + what)) return false;
+  bool ok = true;
+  for (const YAML::Node& v : node) {
+    std::optional<std::string> s = f.snake_name(v, "a value of " + what);
+    if (!s) {
+      ok = false;
+    } else if (std::find(a.values.begin(), a.values.end(), *s) != a.values.end()) {
+      f.error(f.at(v), "value '" + *s + "' is listed twice for " + what);
+      ok = false;
+    } else {
+      a.values.push_back(*s);
+    }
+  }
+  if (node.size() == 0) {
+    f.error(f.at(node), "the values of " + what + " must list at least one value");
+    ok = false;
+  }
+  return ok;
 }
 
 std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::Node& node,
@@ -636,7 +727,7 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
   a.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, "attribute name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  auto fields = f.entries(node, what, {"type", "default", "doc", "min", "max"});
+  auto fields = f.entries(node, what, {"type", "default", "doc", "min", "max", "values", "size"});
   f.require(node, what, {"type"});
   bool have_type = false;
   for (const auto& [key, value] : fields) {
@@ -646,27 +737,48 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
     std::optional<AttrType> type = parse_attr_type(*s);
     if (!type) {
       std::string fix = dtype_alias(*s);
+      if (fix.empty() || !parse_attr_type(fix)) fix = closest_match(*s, {"bool", "i32", "i64", "f32", "f64", "enum", "i32[]", "i64[]"});
       f.error(f.at(value), "unsupported type '" + *s + "' for " + what +
-                               (fix.empty() || !parse_attr_type(fix)
-                                    ? std::string(" (supported: bool, i32, i64, f32, f64)")
-                                    : "; did you mean '" + fix + "'?"));
+                               (fix.empty() ? std::string(" (supported: bool, i32, i64, f32, f64, enum, i32[], i64[])")
+                                            : "; did you mean '" + fix + "'?"));
       return std::nullopt;
     }
     a.type = *type;
     have_type = true;
   }
   if (!have_type) return std::nullopt;
+  const bool enum_ = a.type == AttrType::kEnum;
+  const bool array = is_array(a.type);
+  if (enum_ && !node["values"]) {
+    f.error(f.at(node), "enum " + what + " is missing the required key 'values' (the strings it may take)");
+    ok = false;
+  }
+  // The properties first: the default is checked against them.
   for (const auto& [key, value] : fields) {
-    if (key == "default") {
-      a.default_value = read_attr_value(f, a.type, value, "the default of " + what);
-      if (!a.default_value) ok = false;
+    if (key == "values") {
+      if (!enum_) {
+        f.error(f.at(value), "'values' applies only to an enum attribute; " + what + " is " + info(a.type).name);
+        ok = false;
+      } else {
+        ok = read_enum_values(f, value, what, a) && ok;
+      }
+    } else if (key == "size") {
+      std::optional<int64_t> size;
+      if (!array) {
+        f.error(f.at(value), "'size' applies only to an array attribute (i32[], i64[]); " + what + " is " + info(a.type).name);
+      } else if ((size = f.integer(value, "the size of " + what)) && *size < 0) {
+        f.error(f.at(value), "the size of " + what + " must be at least 0");
+        size.reset();
+      }
+      if (size) a.size = size;
+      else ok = false;
     } else if (key == "min" || key == "max") {
-      if (a.type == AttrType::kBool) {
-        f.error(f.at(value), "'" + key + "' does not apply to the bool " + what);
+      if (a.type == AttrType::kBool || enum_) {
+        f.error(f.at(value), "'" + key + "' does not apply to the " + info(a.type).name + " " + what);
         ok = false;
         continue;
       }
-      std::optional<AttrValue> bound = read_attr_value(f, a.type, value, "the " + key + " of " + what);
+      std::optional<AttrValue> bound = read_scalar_value(f, element_type(a.type), value, "the " + key + " of " + what);
       if (!bound) {
         ok = false;
         continue;
@@ -684,21 +796,18 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
     f.error(a.where, "the min of " + what + " is greater than its max");
     ok = false;
   }
-  if (ok && a.default_value && !std::holds_alternative<bool>(*a.default_value)) {
-    const double v = std::holds_alternative<int64_t>(*a.default_value)
-                         ? static_cast<double>(std::get<int64_t>(*a.default_value))
-                         : std::get<double>(*a.default_value);
-    if ((a.min && v < *a.min) || (a.max && v > *a.max)) {
-      auto text = [](const std::optional<double>& b) {
-        if (!b) return std::string();
-        std::ostringstream s;
-        s << *b;
-        return s.str();
-      };
-      f.error(f.at(node["default"]), "the default of " + what + " is outside its range [" +
-                                         text(a.min) + ", " + text(a.max) + "]");
+  if (ok && enum_) {
+    // The enum class is named after the attribute; two names are taken.
+    const std::string type_name = enum_type_name(a.name);
+    if (type_name == "Args" || type_name == "Descriptor") {
+      f.error(a.where, "enum " + what + " would name its C++ type '" + type_name +
+                           "', which the generated code uses; rename the attribute");
       ok = false;
     }
+  }
+  if (ok && node["default"]) {
+    a.default_value = read_attr_value(f, a, node["default"], "the default of " + what);
+    if (!a.default_value) ok = false;
   }
   if (!ok) return std::nullopt;
   return a;

@@ -1,8 +1,9 @@
 // CUDA body of glu: one thread per output element over a grid-stride loop.
 #include <cstdint>
 
-#include "opgen/elementwise.h"
+#include "glu_gate.h"
 #include "opgen/cuda_status.h"
+#include "opgen/elementwise.h"
 #include "opgen_ops/glu.h"
 
 namespace opgen_ops::glu {
@@ -12,14 +13,12 @@ template <typename T>
 __global__ void glu_elements(Args<T> args) {
   using opgen::kernels::load;
   using opgen::kernels::store;
-  using C = typename opgen::kernels::Compute<T>::type;
   const int64_t half = args.D / 2;
   const int64_t n = args.batch * half;
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < n; k += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = k / half, i = k % half;
     const T* x = args.x + row * args.D;
-    const C gate = load(x, i + half);
-    store(args.out, k, load(x, i) / (C(1) + exp(-gate)));
+    store(args.out, k, load(x, i) * gate(args.activation, load(x, i + half)));
   }
 }
 

@@ -75,15 +75,29 @@ def example_rms_norm(rng, where):
 def example_glu(rng, where):
     rows, d = (4096, 8192) if where == "cuda" else (64, 1024)
     x = rng.standard_normal((rows, d)).astype(np.float32)
-    ref = x[:, : d // 2].astype(np.float64) / (1 + np.exp(-x[:, d // 2 :].astype(np.float64)))
+    a, b = x[:, : d // 2].astype(np.float64), x[:, d // 2 :].astype(np.float64)
+    gates = {"sigmoid": 1 / (1 + np.exp(-b)), "silu": b / (1 + np.exp(-b))}
     out_rows = []
-    for v in api_versions((4, 3), where):
-        out, elapsed = timed(jax.jit(lambda x, v=v: ops.glu(x, api_version=v)), jax.device_put(x))
-        out_rows.append(("glu float32", v, f"[{rows}, {d}]", relative(out, ref), elapsed, 1e-6))
+    for activation, gate in gates.items():
+        for v in api_versions((4, 3), where):
+            f = jax.jit(lambda x, v=v, act=activation: ops.glu(x, activation=act, api_version=v))
+            out, elapsed = timed(f, jax.device_put(x))
+            out_rows.append((f"glu {activation} f32", v, f"[{rows}, {d}]", relative(out, a * gate), elapsed, 1e-6))
     return out_rows
 
 
-EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu}
+def example_flip(rng, where):
+    batch, m, n = (64, 512, 512) if where == "cuda" else (8, 64, 64)
+    x = rng.standard_normal((batch, m, n)).astype(np.float32)
+    out_rows = []
+    for v in api_versions((4, 3), where):
+        out, elapsed = timed(jax.jit(lambda x, v=v: ops.flip(x, dims=(-2, -1), api_version=v)), jax.device_put(x))
+        # A flip is exact: any difference is a wrong element.
+        out_rows.append(("flip rows+cols f32", v, f"[{batch}, {m}, {n}]", relative(out, x[:, ::-1, ::-1]), elapsed, 1e-30))
+    return out_rows
+
+
+EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu, "flip": example_flip}
 
 
 def main() -> int:

@@ -3,6 +3,11 @@
 // PyTorch kernels of opgen_ops.glu, registered as torch.ops.opgen_ops.glu
 // through the LibTorch stable ABI (one build serves every torch >= 2.9). The
 // fake (meta) kernel and the XLA kernel are Python, in opgen_ops/torch.py.
+//
+// torch 2.9's stable ABI takes no str and no int[], so these kernels
+// register glu__lowered, which takes each enum as its index and each
+// array as a CPU tensor; torch.py defines glu with the spec's
+// schema and lowers it to glu__lowered (CompositeImplicitAutograd).
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
@@ -22,7 +27,7 @@ using ::torch::stable::Tensor;
 // Checks the arguments, allocates the outputs, fills `args`. Returns false
 // when every output is empty (nothing to launch).
 template <typename T>
-bool bind(const ts::TensorView& x, Tensor* outputs_, Args<T>& args) {
+bool bind(const ts::TensorView& x, Activation activation, Tensor* outputs_, Args<T>& args) {
   std::vector<int64_t> batch_dims_;
   ts::check_tensor("glu", "input", "x", x, x, "x", 1, true, "[..., D]");
   {
@@ -33,12 +38,11 @@ bool bind(const ts::TensorView& x, Tensor* outputs_, Args<T>& args) {
     args.D = x.sizes[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.data);
+  args.activation = activation;
+  if (std::string e_ = checks::attrs(args); !e_.empty()) ts::fail(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) ts::fail(e_);
   bool empty_ = true;
   {
-    if (args.D % 2 != 0) {
-      ts::fail(opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2));
-    }
-    if ((args.D / 2) < 0) ts::fail(opgen::negative_dim("glu", "out", "D/2", (args.D / 2)));
     std::vector<int64_t> shape_{(args.D / 2)};
     shape_.insert(shape_.begin(), batch_dims_.begin(), batch_dims_.end());
     void* data_ = nullptr;
@@ -65,9 +69,9 @@ int check_dtypes(const ts::TensorView& x) {
 }
 
 template <typename T>
-void run_cpu(const ts::TensorView& x, Tensor* outputs_) {
+void run_cpu(const ts::TensorView& x, Activation activation, Tensor* outputs_) {
   Args<T> args{};
-  if (bind(x, outputs_, args)) {
+  if (bind(x, activation, outputs_, args)) {
     ts::check_status(run_cpu(args));
   }
 }
@@ -77,20 +81,22 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_outputs;
   const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
+  // The Python wrapper passes the value's index (the stable ABI takes no str on torch 2.9).
+  const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack[1]));
   if (!x.is_cpu()) ts::fail("glu: the CPU kernel got tensors on " + x.device_text());
   Tensor outputs_[1];
   switch (check_dtypes(x)) {
     case 0:
-      run_cpu<opgen::f16>(x, outputs_);
+      run_cpu<opgen::f16>(x, activation, outputs_);
       break;
     case 1:
-      run_cpu<opgen::bf16>(x, outputs_);
+      run_cpu<opgen::bf16>(x, activation, outputs_);
       break;
     case 2:
-      run_cpu<float>(x, outputs_);
+      run_cpu<float>(x, activation, outputs_);
       break;
     case 3:
-      run_cpu<double>(x, outputs_);
+      run_cpu<double>(x, activation, outputs_);
       break;
     default:
       ts::fail("glu: no instantiation for these dtypes");
@@ -100,9 +106,9 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 template <typename T>
-void run_cuda(const ts::TensorView& x, Tensor* outputs_) {
+void run_cuda(const ts::TensorView& x, Activation activation, Tensor* outputs_) {
   Args<T> args{};
-  if (bind(x, outputs_, args)) {
+  if (bind(x, activation, outputs_, args)) {
     ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(x.device_index)), args));
   }
 }
@@ -112,21 +118,23 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_outputs;
   const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
+  // The Python wrapper passes the value's index (the stable ABI takes no str on torch 2.9).
+  const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack[1]));
   if (!x.is_cuda()) ts::fail("glu: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
   Tensor outputs_[1];
   switch (check_dtypes(x)) {
     case 0:
-      run_cuda<opgen::f16>(x, outputs_);
+      run_cuda<opgen::f16>(x, activation, outputs_);
       break;
     case 1:
-      run_cuda<opgen::bf16>(x, outputs_);
+      run_cuda<opgen::bf16>(x, activation, outputs_);
       break;
     case 2:
-      run_cuda<float>(x, outputs_);
+      run_cuda<float>(x, activation, outputs_);
       break;
     case 3:
-      run_cuda<double>(x, outputs_);
+      run_cuda<double>(x, activation, outputs_);
       break;
     default:
       ts::fail("glu: no instantiation for these dtypes");
@@ -140,15 +148,15 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
 }  // namespace opgen_ops::glu
 
 STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
-  m.def("glu(Tensor x) -> Tensor");
+  m.def("glu__lowered(Tensor x, *, int activation) -> Tensor");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("glu", &opgen_ops::glu::boxed_cpu);
+  m.impl("glu__lowered", &opgen_ops::glu::boxed_cpu);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
-  m.impl("glu", &opgen_ops::glu::boxed_cuda);
+  m.impl("glu__lowered", &opgen_ops::glu::boxed_cuda);
 }
 #endif

@@ -4,6 +4,8 @@
 // Buffers bind as AnyBuffer: the handler checks every dtype, dispatches on
 // the type variables, checks ranks and shape symbols, and only then runs the body.
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
@@ -35,7 +37,7 @@ ffi::Error check_dtypes(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, int* 
 // Fills `args` from the call's buffers and attributes, checking every shape
 // rule of the spec. `*empty_` is set when every output has zero elements.
 template <typename T>
-ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, Args<T>& args, bool* empty_) {
+ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation, Args<T>& args, bool* empty_) {
   const int64_t* batch_dims_ = nullptr;
   size_t batch_rank_ = 0;
   {
@@ -52,9 +54,12 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, Args<T>& args
     args.D = dims_[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.untyped_data());
-  if (args.D % 2 != 0) {
-    return ffi::Error::InvalidArgument(opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2));
-  }
+  if (activation == "sigmoid") args.activation = Activation::sigmoid;
+  else if (activation == "gelu") args.activation = Activation::gelu;
+  else if (activation == "silu") args.activation = Activation::silu;
+  else return ffi::Error::InvalidArgument(opgen::enum_unknown("glu", "activation", activation.data(), activation.size(), "sigmoid, gelu, silu"));
+  if (std::string e_ = checks::attrs(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
   {
     const auto dims_ = out->dimensions();
     if (dims_.size() < 1) {
@@ -67,9 +72,6 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, Args<T>& args
           "glu", "output", "out", dims_.begin(), dims_.size(), lead_, batch_dims_, batch_rank_, "x"));
     }
     constexpr const char* because0_ = "D/2";
-    if ((args.D / 2) < 0) {
-      return ffi::Error::InvalidArgument(opgen::negative_dim("glu", "out", "D/2", (args.D / 2)));
-    }
     if (dims_[lead_ + 0] != (args.D / 2)) {
       return ffi::Error::InvalidArgument(opgen::dim_mismatch(
           "glu", "output", "out", dims_.begin(), dims_.size(), lead_ + 0, (args.D / 2),
@@ -83,26 +85,26 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, Args<T>& args
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 template <typename T>
-ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
   Args<T> args{};
   bool empty_ = false;
-  if (ffi::Error e_ = bind(x, out, args, &empty_); e_.failure()) return e_;
+  if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
   return opgen::to_ffi_error(launch_cuda(stream, args));
 }
 
-ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
   switch (instantiation_) {
     case 0:
-      return run_cuda_typed<opgen::f16>(stream, x, out);
+      return run_cuda_typed<opgen::f16>(stream, x, out, activation);
     case 1:
-      return run_cuda_typed<opgen::bf16>(stream, x, out);
+      return run_cuda_typed<opgen::bf16>(stream, x, out, activation);
     case 2:
-      return run_cuda_typed<float>(stream, x, out);
+      return run_cuda_typed<float>(stream, x, out, activation);
     case 3:
-      return run_cuda_typed<double>(stream, x, out);
+      return run_cuda_typed<double>(stream, x, out, activation);
   }
   return ffi::Error::Internal("glu: no instantiation selected");
 }
@@ -110,26 +112,26 @@ ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::
 #endif
 
 template <typename T>
-ffi::Error run_cpu_typed(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error run_cpu_typed(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
   Args<T> args{};
   bool empty_ = false;
-  if (ffi::Error e_ = bind(x, out, args, &empty_); e_.failure()) return e_;
+  if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
   return opgen::to_ffi_error(run_cpu(args));
 }
 
-ffi::Error run_cpu_ffi(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out) {
+ffi::Error run_cpu_ffi(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
   switch (instantiation_) {
     case 0:
-      return run_cpu_typed<opgen::f16>(x, out);
+      return run_cpu_typed<opgen::f16>(x, out, activation);
     case 1:
-      return run_cpu_typed<opgen::bf16>(x, out);
+      return run_cpu_typed<opgen::bf16>(x, out, activation);
     case 2:
-      return run_cpu_typed<float>(x, out);
+      return run_cpu_typed<float>(x, out, activation);
     case 3:
-      return run_cpu_typed<double>(x, out);
+      return run_cpu_typed<double>(x, out, activation);
   }
   return ffi::Error::Internal("glu: no instantiation selected");
 }
@@ -144,7 +146,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     ::xla::ffi::Ffi::Bind()
         .Ctx<::xla::ffi::PlatformStream<cudaStream_t>>()
         .Arg<::xla::ffi::AnyBuffer>()
-        .Ret<::xla::ffi::AnyBuffer>(),
+        .Ret<::xla::ffi::AnyBuffer>()
+        .Attr<std::string_view>("activation"),
     {::xla::ffi::Traits::kCmdBufferCompatible});
 #endif
 
@@ -152,5 +155,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     opgen_ops_glu_cpu_ffi, opgen_ops::glu::run_cpu_ffi,
     ::xla::ffi::Ffi::Bind()
         .Arg<::xla::ffi::AnyBuffer>()
-        .Ret<::xla::ffi::AnyBuffer>());
+        .Ret<::xla::ffi::AnyBuffer>()
+        .Attr<std::string_view>("activation"));
 

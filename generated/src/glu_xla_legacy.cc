@@ -28,16 +28,16 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
     return opgen::Status::InvalidArgument("glu: opaque descriptor gives shape symbol D = " + std::to_string(d.D));
   }
   args.D = d.D;
+  args.activation = static_cast<Activation>(d.activation);
+  if (std::string e_ = checks::attrs(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   args.x = static_cast<const T*>(inputs[0]);
   args.out = static_cast<T*>(outputs[0]);
   bool all_empty = true;
   {
-    if (args.D % 2 != 0) {
-      return opgen::Status::InvalidArgument(opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2));
-    }
     const int64_t dims[] = {args.batch, (args.D / 2)};
     const int64_t n = opgen::element_count(dims, 2);
-    if (n < 0) return opgen::Status::InvalidArgument("glu: output 'out' has a negative dimension or more than 2^63 elements");
+    if (n < 0) return opgen::Status::InvalidArgument("glu: output 'out' has more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   *empty_ = all_empty;

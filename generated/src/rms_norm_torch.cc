@@ -40,10 +40,9 @@ bool bind(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tens
                   "D, bound by input 'x' dimension 0 after its '...'", "[D]");
   }
   args.weight = static_cast<const T*>(weight.data);
-  if (!(eps >= 0.0)) {
-    ts::fail(opgen::attr_out_of_range("rms_norm", "eps", static_cast<double>(eps), "0.0", ""));
-  }
   args.eps = eps;
+  if (std::string e_ = checks::attrs(args); !e_.empty()) ts::fail(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) ts::fail(e_);
   bool empty_ = true;
   {
     std::vector<int64_t> shape_{args.D};

@@ -4,6 +4,7 @@
 // Buffers bind as AnyBuffer: the handler checks every dtype, dispatches on
 // the type variables, checks ranks and shape symbols, and only then runs the body.
 #include <cstdint>
+#include <string>
 
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
@@ -72,10 +73,9 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuf
     }
   }
   args.weight = static_cast<const T*>(weight.untyped_data());
-  if (!(eps >= 0.0)) {
-    return ffi::Error::InvalidArgument(opgen::attr_out_of_range("rms_norm", "eps", static_cast<double>(eps), "0.0", ""));
-  }
   args.eps = eps;
+  if (std::string e_ = checks::attrs(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
   {
     const auto dims_ = out->dimensions();
     if (dims_.size() < 1) {

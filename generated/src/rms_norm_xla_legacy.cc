@@ -28,10 +28,9 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
     return opgen::Status::InvalidArgument("rms_norm: opaque descriptor gives shape symbol D = " + std::to_string(d.D));
   }
   args.D = d.D;
-  if (!(d.eps >= 0.0)) {
-    return opgen::Status::InvalidArgument(opgen::attr_out_of_range("rms_norm", "eps", static_cast<double>(d.eps), "0.0", ""));
-  }
   args.eps = d.eps;
+  if (std::string e_ = checks::attrs(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   args.x = static_cast<const T*>(inputs[0]);
   args.weight = static_cast<const T*>(inputs[1]);
   args.out = static_cast<T*>(outputs[0]);
@@ -40,13 +39,13 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   {
     const int64_t dims[] = {args.batch, args.D};
     const int64_t n = opgen::element_count(dims, 2);
-    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'out' has a negative dimension or more than 2^63 elements");
+    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'out' has more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   {
     const int64_t dims[] = {args.batch, };
     const int64_t n = opgen::element_count(dims, 1);
-    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'rstd' has a negative dimension or more than 2^63 elements");
+    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'rstd' has more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   *empty_ = all_empty;

@@ -36,6 +36,8 @@ bool bind(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor*
   }
   args.b = static_cast<const float*>(b.data);
   args.alpha = alpha;
+  if (std::string e_ = checks::attrs(args); !e_.empty()) ts::fail(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) ts::fail(e_);
   bool empty_ = true;
   {
     std::vector<int64_t> shape_{args.N};

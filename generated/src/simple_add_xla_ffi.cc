@@ -3,6 +3,7 @@
 // XLA typed-FFI handlers (custom-call api_version 4) of opgen_ops.simple_add.
 // Buffers bind as AnyBuffer: the handler checks every dtype, checks ranks and shape symbols, and only then runs the body.
 #include <cstdint>
+#include <string>
 
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
@@ -58,6 +59,8 @@ ffi::Error bind(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> 
   }
   args.b = static_cast<const float*>(b.untyped_data());
   args.alpha = alpha;
+  if (std::string e_ = checks::attrs(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
   {
     const auto dims_ = out->dimensions();
     if (dims_.size() != 1) {

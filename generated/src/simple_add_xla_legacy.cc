@@ -24,6 +24,8 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   }
   args.N = d.N;
   args.alpha = d.alpha;
+  if (std::string e_ = checks::attrs(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   args.a = static_cast<const float*>(inputs[0]);
   args.b = static_cast<const float*>(inputs[1]);
   args.out = static_cast<float*>(outputs[0]);
@@ -31,7 +33,7 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   {
     const int64_t dims[] = {args.N};
     const int64_t n = opgen::element_count(dims, 1);
-    if (n < 0) return opgen::Status::InvalidArgument("simple_add: output 'out' has a negative dimension or more than 2^63 elements");
+    if (n < 0) return opgen::Status::InvalidArgument("simple_add: output 'out' has more than 2^63 elements");
     all_empty = all_empty && n == 0;
   }
   *empty_ = all_empty;

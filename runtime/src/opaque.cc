@@ -14,14 +14,14 @@ std::string hex(uint64_t v) {
 
 }  // namespace
 
-Status check_header(const char* data, size_t size, size_t expected_size, uint64_t fingerprint,
-                    const char* op) {
+Status check_header(const char* data, size_t size, size_t fixed_size, uint64_t fingerprint,
+                    const char* op, Extent extent) {
   const std::string who = std::string(op) + ": opaque descriptor";
   if (data == nullptr && size > 0) return Status::InvalidArgument(who + " is a null pointer");
   if (size < kHeaderSize) {
     return Status::InvalidArgument(who + " is " + std::to_string(size) +
                                    " bytes, shorter than its " + std::to_string(kHeaderSize) +
-                                   "-byte header (expected " + std::to_string(expected_size) +
+                                   "-byte header (expected " + std::to_string(fixed_size) +
                                    " bytes); was it written by this package's encoder?");
   }
   if (std::memcmp(data, kMagic, sizeof kMagic) != 0) {
@@ -43,9 +43,17 @@ Status check_header(const char* data, size_t size, size_t expected_size, uint64_
                                    ": it belongs to another op or to another revision of this "
                                    "op's spec; encode it with this package's encoder");
   }
+  if (extent == Extent::kFixedThenArrays && size < fixed_size) {
+    return Status::InvalidArgument(who + " is " + std::to_string(size) + " bytes, shorter than the " +
+                                   std::to_string(fixed_size) + " bytes of its fixed fields");
+  }
+  return extent == Extent::kExact ? check_size(size, fixed_size, op) : Status::Ok();
+}
+
+Status check_size(size_t size, size_t expected_size, const char* op) {
   if (size != expected_size) {
-    return Status::InvalidArgument(who + " is " + std::to_string(size) + " bytes; layout " +
-                                   std::to_string(kLayoutVersion) + " of this op is " +
+    return Status::InvalidArgument(std::string(op) + ": opaque descriptor is " + std::to_string(size) +
+                                   " bytes; layout " + std::to_string(kLayoutVersion) + " of this op is " +
                                    std::to_string(expected_size) + " bytes");
   }
   return Status::Ok();

@@ -37,9 +37,6 @@ int64_t element_count(const int64_t* dims, size_t rank) {
   return n;
 }
 
-}  // namespace opgen
-
-namespace opgen {
 
 bool same_dims(const int64_t* a, size_t a_rank, const int64_t* b, size_t b_rank) {
   if (a_rank != b_rank) return false;
@@ -71,9 +68,36 @@ std::string attr_out_of_range(const char* op, const char* attr, double value, co
          ", " + max + "]";
 }
 
-}  // namespace opgen
+std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, double value,
+                                      const char* min, const char* max) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return std::string(op) + ": attribute '" + attr + "' element " + std::to_string(index) + " = " + buf +
+         " is outside its range [" + min + ", " + max + "]";
+}
 
-namespace opgen {
+std::string attr_size_mismatch(const char* op, const char* attr, size_t size, int64_t expected) {
+  return std::string(op) + ": attribute '" + attr + "' has " + std::to_string(size) +
+         " elements; the spec fixes its size at " + std::to_string(expected);
+}
+
+std::string enum_unknown(const char* op, const char* attr, const char* value, size_t value_size,
+                         const char* values) {
+  // The value comes from the caller: show at most 64 bytes of it, printable.
+  std::string shown;
+  for (size_t i = 0; i < value_size && i < 64; ++i) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    shown += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  if (value_size > 64) shown += "...";
+  return std::string(op) + ": attribute '" + attr + "' is '" + shown + "'; it must be one of " + values;
+}
+
+std::string enum_index_out_of_range(const char* op, const char* attr, int64_t index, size_t count,
+                                    const char* values) {
+  return std::string(op) + ": attribute '" + attr + "' has index " + std::to_string(index) + "; it has " +
+         std::to_string(count) + " values (" + values + ")";
+}
 
 std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value) {
   return std::string(op) + ": output '" + tensor + "' has a dimension " + expression + " = " +

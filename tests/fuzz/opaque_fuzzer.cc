@@ -1,5 +1,7 @@
-// libFuzzer target for the legacy opaque descriptor decoder of simple_add
-// (generated/include/opgen_ops/simple_add_opaque.h, runtime/src/opaque.cc).
+// libFuzzer target for the legacy opaque descriptor decoders of simple_add
+// (fixed fields only) and flip (an array attribute whose elements follow the
+// fixed fields): generated/include/opgen_ops/{simple_add,flip}_opaque.h and
+// runtime/src/opaque.cc. Every input goes through both decoders.
 //
 // The input is copied into a heap buffer of exactly its size, so ASan reports
 // any read past the end. Beyond the sanitizers, it checks:
@@ -8,7 +10,9 @@
 //   * decode succeeds for every kOpaqueSize-byte input whose 16-byte header is
 //     the one encode_opaque writes (whatever the field bytes are);
 //   * a failure is kInvalidArgument with a message naming the op, and leaves
-//     the output descriptor untouched.
+//     the output descriptor untouched;
+//   * flip's decoder accepts exactly the inputs that encode_opaque reproduces
+//     byte for byte, whatever the array length field says.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +23,7 @@
 
 #include "opgen/opaque.h"
 #include "opgen/status.h"
+#include "opgen_ops/flip_opaque.h"
 #include "opgen_ops/simple_add_opaque.h"
 
 namespace {
@@ -38,6 +43,25 @@ uint32_t bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+}
+
+// flip: decode succeeds iff the input is what encode_opaque writes for the
+// decoded descriptor; a rejection writes nothing.
+void check_flip(const char* buf, size_t size) {
+  namespace fl = opgen_ops::flip;
+  fl::Descriptor d{};
+  d.batch = kUntouchedN;
+  const opgen::Status s = fl::decode_opaque(buf, size, &d);
+  if (s.ok()) {
+    const std::string again = fl::encode_opaque(d);
+    if (again.size() != size || std::memcmp(again.data(), buf, size) != 0) {
+      fail("flip: encode_opaque(decode_opaque(x)) != x", s, size);
+    }
+  } else {
+    if (s.code() != opgen::StatusCode::kInvalidArgument) fail("flip: a rejection is not kInvalidArgument", s, size);
+    if (s.message().find("flip: opaque descriptor") == std::string::npos) fail("flip: a rejection does not name the op", s, size);
+    if (d.batch != kUntouchedN || !d.dims.empty()) fail("flip: a rejected descriptor was partly decoded", s, size);
+  }
 }
 
 sa::Descriptor untouched() {
@@ -78,6 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fail("a rejected descriptor was partly decoded", s, size);
     }
   }
+
+  check_flip(buf.get(), size);
 
   // The null-pointer paths: (nullptr, 0) is a short descriptor, never a crash.
   if (size == 0) {

@@ -1,6 +1,8 @@
 """float64 numpy references of the example ops, and the tolerance each dtype
 earns (‖out − ref‖ / ‖ref‖), shared by the JAX, PyTorch and GPU tests."""
 
+import math
+
 import numpy as np
 
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1.5e-2}
@@ -12,10 +14,17 @@ def rms_norm(x, weight, eps):
     return x * rstd * np.asarray(weight, np.float64), rstd[..., 0]
 
 
-def glu(x):
+_GATES = {
+    "sigmoid": lambda b: 1.0 / (1.0 + np.exp(-b)),
+    "gelu": lambda b: 0.5 * b * (1.0 + np.vectorize(math.erf, otypes=[np.float64])(b / math.sqrt(2.0))),
+    "silu": lambda b: b / (1.0 + np.exp(-b)),
+}
+
+
+def glu(x, activation="sigmoid"):
     x = np.asarray(x, np.float64)
     half = x.shape[-1] // 2
-    return x[..., :half] / (1.0 + np.exp(-x[..., half:]))
+    return x[..., :half] * _GATES[activation](x[..., half:])
 
 
 def relative_error(got, ref):

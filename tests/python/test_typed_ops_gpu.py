@@ -69,3 +69,36 @@ def test_torch_compile_on_cuda(rng, mode):
         x = torch.randn(8, 256, device="cuda", dtype=torch.bfloat16)
         w = torch.randn(256, device="cuda", dtype=torch.bfloat16)
         torch.testing.assert_close(compiled(x, w), f(x, w))
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("activation", ["sigmoid", "gelu", "silu"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_glu_activations_on_gpu(rng, activation, dtype, api_version):
+    x = rng.standard_normal((3, 5, 1000)).astype(DTYPES[dtype][0])
+    g = jax.jit(lambda x: jops.glu(x, activation=activation, api_version=api_version))(
+        jax.device_put(x, gpu_devices()[0]))
+    assert ref.relative_error(g, ref.glu(x, activation)) < ref.TOLERANCE[dtype]
+
+
+FLIP_DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "uint8", "bool"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("dtype", FLIP_DTYPES)
+@pytest.mark.parametrize("dims", [[], [-1], [-2], [-2, -1]])
+def test_torch_flip_on_cuda_matches_torch(rng, dtype, dims):
+    x = torch.from_numpy(rng.standard_normal((3, 37, 129)) * 50).to(getattr(torch, dtype)).cuda()
+    assert torch.equal(tops.flip(x, dims=dims), torch.flip(x, dims))
+    with pytest.raises(RuntimeError, match=r"flip: dims lists axis -1 twice"):
+        tops.flip(x, dims=[-1, -1])
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool", "bfloat16"])
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_flip_on_gpu(rng, dtype, api_version):
+    x = (rng.standard_normal((2, 3, 65, 33)) * 50).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    out = jax.jit(lambda x: jops.flip(x, dims=(-1, -2), api_version=api_version))(jax.device_put(x, gpu_devices()[0]))
+    assert np.array_equal(np.asarray(out), np.flip(x, (-1, -2)))

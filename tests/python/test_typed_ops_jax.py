@@ -70,7 +70,15 @@ def test_glu_handler_checks_the_division_too():
     x = jax.device_put(np.ones((2, 9), np.float32), CPU)
     call = jax.ffi.ffi_call("opgen_ops_glu_ffi", jax.ShapeDtypeStruct((2, 4), jnp.float32))
     with pytest.raises(Exception, match="glu: output 'out' is declared .*but 9 is not divisible by 2"):
-        call(x).block_until_ready()
+        call(x, activation="sigmoid").block_until_ready()
+
+
+def test_glu_handler_refuses_an_unknown_enum_string():
+    # Past the wrapper, the handler still checks the string attribute.
+    x = jax.device_put(np.ones((2, 8), np.float32), CPU)
+    call = jax.ffi.ffi_call("opgen_ops_glu_ffi", jax.ShapeDtypeStruct((2, 4), jnp.float32))
+    with pytest.raises(Exception, match="glu: attribute 'activation' is 'tanh'; it must be one of sigmoid, gelu, silu"):
+        call(x, activation="tanh").block_until_ready()
 
 
 def test_type_variable_must_agree(rng):

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "opgen/dtypes.h"
+#include "opgen/shape_check.h"
 #include "opgen/status.h"
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -16,8 +18,11 @@
 
 namespace opgen_ops::glu {
 
-// Gated linear unit over the last axis: out = x[..., :D/2] * sigmoid(x[..., D/2:]) (as torch.nn.functional.glu(x, -1)), computed in f32.
+// Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.
 // T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
+// The values of attribute 'activation', in the spec's order (descriptors carry the index).
+enum class Activation : int32_t { sigmoid = 0, gelu = 1, silu = 2 };
+
 template <typename T>
 struct Args {
   // Inputs, each dense and row-major, in device memory (CUDA) or host memory (CPU).
@@ -28,6 +33,8 @@ struct Args {
   int64_t batch;
   // Shape symbols, bound from the inputs and checked to agree.
   int64_t D;
+  // Attributes.
+  Activation activation;
 };
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
@@ -39,6 +46,32 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args);
 // Runs the op on the host, synchronously.
 template <typename T>
 opgen::Status run_cpu(const Args<T>& args);
+
+// Rules that every binding (XLA FFI, legacy shims, PyTorch) checks once the
+// attributes and shape symbols are in `args`. Each returns "" or the error.
+namespace checks {
+
+template <typename A>
+std::string attrs(const A& args) {
+  if (static_cast<uint32_t>(args.activation) >= 3u) {
+    return opgen::enum_index_out_of_range("glu", "activation", static_cast<int64_t>(args.activation), 3, "sigmoid, gelu, silu");
+  }
+  (void)args;
+  return {};
+}
+
+// Exact division and non-negative sizes in the output shapes.
+template <typename A>
+std::string output_dims(const A& args) {
+  if (args.D % 2 != 0) {
+    return opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2);
+  }
+  if ((args.D / 2) < 0) return opgen::negative_dim("glu", "out", "D/2", (args.D / 2));
+  (void)args;
+  return {};
+}
+
+}  // namespace checks
 
 // The instantiations the handlers call. After defining the templates above,
 // the body's file instantiates them with one line:

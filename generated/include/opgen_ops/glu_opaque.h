@@ -17,21 +17,22 @@ struct Descriptor {
   uint8_t dtype_T;  // offset 16
   int64_t batch;  // offset 17
   int64_t D;  // offset 25
+  int32_t activation;  // offset 33
 };
 
-inline constexpr uint64_t kOpaqueFingerprint = 0x5fcc1f1214aa88afull;
-inline constexpr size_t kOpaqueSize = 33;
+inline constexpr uint64_t kOpaqueFingerprint = 0x3a4a5c6c033d5176ull;
+// The fixed fields.
+inline constexpr size_t kOpaqueSize = 37;
 
 // Checks length, magic, layout version and fingerprint before reading a field.
 inline opgen::Status decode_opaque(const char* data, size_t size, Descriptor* out) {
-  if (opgen::Status s = opgen::opaque::check_header(data, size, kOpaqueSize, kOpaqueFingerprint,
-                                                    "glu");
-      !s.ok()) {
+  if (opgen::Status s = opgen::opaque::check_header(data, size, kOpaqueSize, kOpaqueFingerprint, "glu"); !s.ok()) {
     return s;
   }
   out->dtype_T = opgen::opaque::read_field<uint8_t>(data, 16);
   out->batch = opgen::opaque::read_field<int64_t>(data, 17);
   out->D = opgen::opaque::read_field<int64_t>(data, 25);
+  out->activation = opgen::opaque::read_field<int32_t>(data, 33);
   return opgen::Status::Ok();
 }
 
@@ -40,6 +41,7 @@ inline std::string encode_opaque(const Descriptor& d) {
   opgen::opaque::write_field<uint8_t>(out, 16, d.dtype_T);
   opgen::opaque::write_field<int64_t>(out, 17, d.batch);
   opgen::opaque::write_field<int64_t>(out, 25, d.D);
+  opgen::opaque::write_field<int32_t>(out, 33, d.activation);
   return out;
 }
 

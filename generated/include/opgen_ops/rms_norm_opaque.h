@@ -21,13 +21,12 @@ struct Descriptor {
 };
 
 inline constexpr uint64_t kOpaqueFingerprint = 0xe2d128fc81931321ull;
+// The fixed fields.
 inline constexpr size_t kOpaqueSize = 37;
 
 // Checks length, magic, layout version and fingerprint before reading a field.
 inline opgen::Status decode_opaque(const char* data, size_t size, Descriptor* out) {
-  if (opgen::Status s = opgen::opaque::check_header(data, size, kOpaqueSize, kOpaqueFingerprint,
-                                                    "rms_norm");
-      !s.ok()) {
+  if (opgen::Status s = opgen::opaque::check_header(data, size, kOpaqueSize, kOpaqueFingerprint, "rms_norm"); !s.ok()) {
     return s;
   }
   out->dtype_T = opgen::opaque::read_field<uint8_t>(data, 16);

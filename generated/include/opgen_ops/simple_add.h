@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "opgen/dtypes.h"
+#include "opgen/shape_check.h"
 #include "opgen/status.h"
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -36,5 +38,24 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args& args);
 
 // Runs the op on the host, synchronously.
 opgen::Status run_cpu(const Args& args);
+
+// Rules that every binding (XLA FFI, legacy shims, PyTorch) checks once the
+// attributes and shape symbols are in `args`. Each returns "" or the error.
+namespace checks {
+
+template <typename A>
+std::string attrs(const A& args) {
+  (void)args;
+  return {};
+}
+
+// Exact division and non-negative sizes in the output shapes.
+template <typename A>
+std::string output_dims(const A& args) {
+  (void)args;
+  return {};
+}
+
+}  // namespace checks
 
 }  // namespace opgen_ops::simple_add

@@ -19,13 +19,12 @@ struct Descriptor {
 };
 
 inline constexpr uint64_t kOpaqueFingerprint = 0xa34c62ed8be541b8ull;
+// The fixed fields.
 inline constexpr size_t kOpaqueSize = 28;
 
 // Checks length, magic, layout version and fingerprint before reading a field.
 inline opgen::Status decode_opaque(const char* data, size_t size, Descriptor* out) {
-  if (opgen::Status s = opgen::opaque::check_header(data, size, kOpaqueSize, kOpaqueFingerprint,
-                                                    "simple_add");
-      !s.ok()) {
+  if (opgen::Status s = opgen::opaque::check_header(data, size, kOpaqueSize, kOpaqueFingerprint, "simple_add"); !s.ok()) {
     return s;
   }
   out->N = opgen::opaque::read_field<int64_t>(data, 16);

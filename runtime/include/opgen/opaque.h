@@ -7,11 +7,12 @@
 //   offset 4   u16      layout version (1)
 //   offset 6   u16      reserved, 0
 //   offset 8   u64      fingerprint of the op's field list (package, op, names, types)
-//   offset 16  fields   the op's shape symbols as i64, then its attributes
+//   offset 16  fields   the op's dtype codes, shape symbols (i64) and attributes
+//   then       elements of the array attributes, whose lengths (u32) are fields
 //
-// Each op's decoder (generated) checks the exact length, the magic, the
-// version and the fingerprint before it reads a field, so a short, long or
-// foreign blob is an error, never a read past the end.
+// Each op's decoder (generated) checks the magic, the version, the
+// fingerprint and the exact length before it reads a field or an element,
+// so a short, long or foreign blob is an error, never a read past the end.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,16 @@ inline constexpr char kMagic[4] = {'O', 'P', 'G', 'N'};
 inline constexpr uint16_t kLayoutVersion = 1;
 inline constexpr size_t kHeaderSize = 16;
 
-Status check_header(const char* data, size_t size, size_t expected_size, uint64_t fingerprint,
-                    const char* op);
+// Whether a descriptor is exactly `fixed_size` bytes, or at least that with
+// array elements after the fixed fields (checked by check_size once the
+// lengths are read).
+enum class Extent { kExact, kFixedThenArrays };
+
+Status check_header(const char* data, size_t size, size_t fixed_size, uint64_t fingerprint,
+                    const char* op, Extent extent = Extent::kExact);
+
+// The length check of a descriptor with arrays, once their lengths are known.
+Status check_size(size_t size, size_t expected_size, const char* op);
 
 // A field at a fixed offset; the caller has checked the size.
 template <typename T>

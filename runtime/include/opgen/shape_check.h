@@ -25,10 +25,6 @@ std::string dim_mismatch(const char* op, const char* role, const char* tensor,
 // Product of the dimensions, or -1 when it overflows int64.
 int64_t element_count(const int64_t* dims, size_t rank);
 
-}  // namespace opgen
-
-namespace opgen {
-
 // Whether two dimension lists are equal.
 bool same_dims(const int64_t* a, size_t a_rank, const int64_t* b, size_t b_rank);
 
@@ -42,13 +38,24 @@ std::string batch_mismatch(const char* op, const char* role, const char* tensor,
 std::string inexact_division(const char* op, const char* tensor, const char* declared,
                              int64_t numerator, int64_t denominator);
 
-// "rms_norm: attribute 'eps' = -1 is outside [0, ]"
+// "rms_norm: attribute 'eps' = -1 is outside its range [0, ]"
 std::string attr_out_of_range(const char* op, const char* attr, double value, const char* min,
                               const char* max);
 
-}  // namespace opgen
+// "pool: attribute 'window' element 1 = 9 is outside its range [1, 8]"
+std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, double value,
+                                      const char* min, const char* max);
 
-namespace opgen {
+// "pool: attribute 'window' has 3 elements; the spec fixes its size at 2"
+std::string attr_size_mismatch(const char* op, const char* attr, size_t size, int64_t expected);
+
+// "glu: attribute 'activation' is 'relu'; it must be one of sigmoid, gelu, silu"
+std::string enum_unknown(const char* op, const char* attr, const char* value, size_t value_size,
+                         const char* values);
+
+// "glu: attribute 'activation' has index 7; it has 3 values (sigmoid, gelu, silu)"
+std::string enum_index_out_of_range(const char* op, const char* attr, int64_t index, size_t count,
+                                    const char* values);
 
 // "glu: output 'out' has a dimension D-5 = -2 < 0"
 std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "opgen/shape_check.h"
+#include "opgen/span.h"
 #include "opgen/status.h"
 
 namespace opgen::torch_stable {
@@ -202,6 +203,19 @@ T attr(const char* op, const char* name, StableIValue v) {
     }
     return static_cast<T>(i);
   }
+}
+
+// An array attribute, which the Python wrapper hands over as a 1-D CPU
+// tensor of the element type (torch 2.9's stable ABI takes no list). The
+// span is valid while `t` lives.
+template <typename T>
+Span<const T> array_attr(const char* op, const char* name, const TensorView& t) {
+  const int32_t dtype = sizeof(T) == 4 ? aoti_torch_dtype_int32() : aoti_torch_dtype_int64();
+  if (!t.is_cpu() || t.dim != 1 || t.dtype != dtype || !t.is_contiguous()) {
+    fail(std::string(op) + ": attribute '" + name + "' must arrive as a contiguous 1-D CPU tensor of " +
+         (sizeof(T) == 4 ? "int32" : "int64") + " (call the op with a list of ints)");
+  }
+  return Span<const T>(static_cast<const T*>(t.data), static_cast<size_t>(t.sizes[0]));
 }
 
 // Results of a kernel body as a RuntimeError.

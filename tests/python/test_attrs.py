@@ -1,0 +1,163 @@
+"""Enum and integer-array attributes (glu's `activation`, flip's `dims`) on
+the CPU: JAX through the typed FFI (string and array attributes) and the
+legacy descriptor (index and trailing elements), PyTorch through the lowered
+stable-ABI kernel, and torch_xla's HLO; plus every way to get them wrong."""
+
+import os
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import opgen_ops.jax as jops
+import opgen_ops.torch as tops
+from opgen_ops import _opaque
+import op_references as ref
+
+CPU = jax.devices("cpu")[0]
+ACTIVATIONS = ["sigmoid", "gelu", "silu"]
+FLIP_DTYPES = ["float16", "bfloat16", "float32", "int32", "uint8", "bool"]
+DIMS = [(), (-1,), (-2,), (-2, -1), (-1, -2)]
+
+
+def random(rng, shape, dtype):
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype in ("int32", "int64", "uint8"):
+        return rng.integers(0, 200, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_glu_activations(rng, activation, api_version):
+    x = jax.device_put(random(rng, (3, 4, 10), "float32"), CPU)
+    out = jax.jit(lambda x: jops.glu(x, activation=activation, api_version=api_version))(x)
+    assert ref.relative_error(out, ref.glu(x, activation)) < ref.TOLERANCE["float32"]
+
+
+def test_jax_glu_passes_the_enum_as_a_string_attribute(rng):
+    x = random(rng, (2, 8), "float32")
+    text = jax.jit(lambda x: jops.glu(x, activation="gelu")).lower(x).as_text()
+    assert 'activation = "gelu"' in text, text
+
+
+@pytest.mark.parametrize("dtype", FLIP_DTYPES)
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_flip(rng, dtype, dims, api_version):
+    x = random(rng, (2, 3, 5, 7), dtype)
+    out = jax.jit(lambda x: jops.flip(x, dims=dims, api_version=api_version))(jax.device_put(x, CPU))
+    assert np.array_equal(np.asarray(out), np.flip(x, dims))
+
+
+def test_jax_flip_takes_numpy_arrays_and_vmaps(rng):
+    x = random(rng, (4, 3, 5), "float32")
+    out = jax.vmap(lambda m: jops.flip(m, dims=np.array([-2])))(x)
+    np.testing.assert_array_equal(np.asarray(out), np.flip(x, 1))
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_torch_glu_matches_torch(rng, activation, dtype):
+    x = torch.from_numpy(random(rng, (3, 5, 12), "float32")).to(getattr(torch, dtype))
+    out = tops.glu(x, activation=activation)
+    a, b = x.double().chunk(2, -1)
+    gate = {"sigmoid": torch.sigmoid, "gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu}[activation]
+    want = (a * gate(b)).numpy()
+    assert ref.relative_error(out.double().numpy(), want) < ref.TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("dtype", FLIP_DTYPES + ["int64", "float64"])
+@pytest.mark.parametrize("dims", DIMS)
+def test_torch_flip_matches_torch(rng, dtype, dims):
+    x = torch.from_numpy(np.asarray(random(rng, (2, 4, 6), dtype if dtype != "bfloat16" else "float32")))
+    if dtype == "bfloat16":
+        x = x.to(torch.bfloat16)
+    assert torch.equal(tops.flip(x, dims=list(dims)), torch.flip(x, dims))
+
+
+def test_torch_schemas_keep_the_spec_types():
+    assert str(torch.ops.opgen_ops.glu.default._schema) == \
+        'opgen_ops::glu(Tensor x, *, str activation="sigmoid") -> Tensor'
+    assert str(torch.ops.opgen_ops.flip.default._schema) == \
+        "opgen_ops::flip(Tensor x, *, int[] dims=[-1]) -> Tensor"
+
+
+def test_torch_opcheck_and_compile(rng):
+    x = torch.from_numpy(random(rng, (3, 4, 6), "float32"))
+    torch.library.opcheck(torch.ops.opgen_ops.glu.default, (x,), {"activation": "silu"})
+    torch.library.opcheck(torch.ops.opgen_ops.flip.default, (x,), {"dims": [-2, -1]})
+    f = torch.compile(lambda t: tops.flip(tops.glu(t, activation="gelu"), dims=[-2]) * 2, fullgraph=True)
+    want = torch.flip(tops.glu(x, activation="gelu"), (-2,)) * 2
+    torch.testing.assert_close(f(x), want)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda x: jops.glu(x, activation="relu"), ValueError,
+     r"glu: attribute 'activation' is 'relu'; it must be one of sigmoid, gelu, silu"),
+    (lambda x: jops.glu(x, activation=1), TypeError, r"glu: attribute 'activation' must be a str"),
+    (lambda x: jops.flip(x, dims=(0,)), ValueError, r"flip: attribute 'dims' element 0 = 0 is outside its range \[-2, -1\]"),
+    (lambda x: jops.flip(x, dims=-1), TypeError, r"flip: attribute 'dims' must be a sequence of ints, not int"),
+    (lambda x: jops.flip(x, dims=(-1.0,)), TypeError, r"flip: attribute 'dims' element 0 must be an int, not float"),
+    (lambda x: jops.flip(x, dims=(True,)), TypeError, r"element 0 must be an int, not bool"),
+    (lambda x: jops.flip(x, dims="-1"), TypeError, r"must be a sequence of ints, not str"),
+    (lambda x: jops.flip(x, dims=np.zeros((1, 1), np.int64)), TypeError, r"must be one-dimensional"),
+    (lambda x: tops.glu(torch.from_numpy(np.asarray(x)), activation="tanh"), ValueError, r"must be one of sigmoid, gelu, silu"),
+    (lambda x: tops.flip(torch.from_numpy(np.asarray(x)), dims=[2**40]), ValueError, r"element 0 = 1099511627776 is outside"),
+])
+def test_bad_attribute_values_are_refused_before_the_call(rng, call, error, match):
+    with pytest.raises(error, match=match):
+        call(random(rng, (2, 4), "float32"))
+
+
+def test_jax_flip_refuses_a_repeated_axis_in_the_body(rng):
+    # The spec cannot say "distinct": the body checks it, and its Status
+    # reaches the caller through the typed-FFI handler.
+    x = jax.device_put(random(rng, (2, 3), "float32"), CPU)
+    with pytest.raises(Exception, match=r"flip: dims lists axis -1 twice"):
+        jax.block_until_ready(jops.flip(x, dims=(-1, -1), api_version=4))
+
+
+def test_torch_flip_refuses_a_repeated_axis_in_the_body(rng):
+    with pytest.raises(RuntimeError, match=r"flip: dims lists axis -2 twice"):
+        tops.flip(torch.from_numpy(random(rng, (2, 3), "float32")), dims=[-2, -2])
+
+
+def test_torch_lowered_kernel_checks_its_array_tensor(rng):
+    x = torch.from_numpy(random(rng, (2, 3), "float32"))
+    with pytest.raises(RuntimeError, match=r"attribute 'dims' must arrive as a contiguous 1-D CPU tensor of int64"):
+        torch.ops.opgen_ops.flip__lowered(x, dims=torch.tensor([-1], dtype=torch.int32))
+    with pytest.raises(RuntimeError, match=r"attribute 'activation' has index 3; it has 3 values \(sigmoid, gelu, silu\)"):
+        torch.ops.opgen_ops.glu__lowered(x[:, :2].contiguous(), activation=3)
+
+
+def test_descriptor_puts_array_elements_after_the_fixed_fields():
+    import struct
+
+    blob = _opaque.encode_flip(dtype_T=_opaque.DTYPE_CODES["int32"], batch=2, M=3, N=4, dims=[-2, -1])
+    assert len(blob) == _opaque.FLIP_SIZE + 2 * 8
+    # header (16), dtype code (1), batch, M, N (i64 each), then the length of dims (u32)
+    assert struct.unpack_from("<I", blob, 16 + 1 + 3 * 8) == (2,)
+    assert struct.unpack_from("<2q", blob, _opaque.FLIP_SIZE) == (-2, -1)
+    assert len(_opaque.encode_flip(dtype_T=0, batch=1, M=1, N=1, dims=[])) == _opaque.FLIP_SIZE
+
+
+def test_torch_xla_hlo_of_a_lowered_op(rng):
+    torch_xla = pytest.importorskip("torch_xla")
+    from test_torch_xla import c_unescape
+    import re
+
+    x = torch.from_numpy(random(rng, (2, 3, 4), "float32")).to(torch_xla.device())
+    with tops.xla_graph_only():
+        out = tops.flip(x, dims=[-2])
+        g = tops.glu(x, activation="silu")
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([out, g])
+    configs = dict(re.findall(r"custom_call_target=\"(\w+)\", api_version=\w+, backend_config=\"((?:[^\"\\]|\\.)*)\"", hlo))
+    code = _opaque.DTYPE_CODES["float32"]
+    assert c_unescape(configs["opgen_ops_flip_legacy_v3"]) == _opaque.encode_flip(dtype_T=code, batch=2, M=3, N=4, dims=[-2])
+    assert c_unescape(configs["opgen_ops_glu_legacy_v3"]) == _opaque.encode_glu(dtype_T=code, batch=6, D=4, activation=2)
