@@ -91,6 +91,12 @@ bool Op::has_batch() const {
   return false;
 }
 
+size_t Op::required_inputs() const {
+  size_t n = 0;
+  while (n < inputs.size() && !inputs[n].optional) ++n;
+  return n;
+}
+
 std::vector<std::map<std::string, DType>> Op::instantiations() const {
   std::vector<std::map<std::string, DType>> out = {{}};
   for (const TypeVar& v : type_vars) {
@@ -123,6 +129,11 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
   for (const TypeVar& v : type_vars) {
     sig += v.name + ":dtype{";
     for (DType d : v.dtypes) sig += std::string(info(d).name) + ",";
+    sig += "},";
+  }
+  if (optional_inputs() > 0) {
+    sig += "present_:u32{";  // bit i: the i-th optional input
+    for (size_t i = required_inputs(); i < inputs.size(); ++i) sig += inputs[i].name + ",";
     sig += "},";
   }
   if (has_batch()) sig += std::string(kBatchField) + ":i64,";

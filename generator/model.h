@@ -111,6 +111,7 @@ struct Tensor {
   std::string type_var;       // the type variable that gives the dtype, or ""
   bool batch = false;         // shape starts with `...`: any number of leading batch dims
   std::vector<Dim> shape;     // the dimensions after `...`
+  bool optional = false;      // inputs only: may be omitted (the kernel sees nullptr)
   std::string doc;
   Location where;
 };
@@ -129,6 +130,8 @@ struct Attr {
 // Where a shape symbol takes its value: the first input dimension that names
 // it. Every later use of the symbol in an input is checked equal at run time;
 // in an output it sizes the result.
+// Optional inputs never bind: a symbol, a type variable or the batch
+// dimensions must come from a required input, so they exist in every call.
 struct SymbolBinding {
   std::string symbol;
   int input = 0;  // index into Op::inputs
@@ -166,6 +169,9 @@ struct Op {
   std::vector<SymbolBinding> symbols;  // in binding order
 
   bool has_batch() const;
+  // The inputs up to the first optional one (optional inputs come last).
+  size_t required_inputs() const;
+  size_t optional_inputs() const { return inputs.size() - required_inputs(); }
   // Every assignment of dtypes to the type variables (one empty map when
   // there are none), in declaration order.
   std::vector<std::map<std::string, DType>> instantiations() const;

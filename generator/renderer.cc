@@ -204,6 +204,8 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
   out["dtype"] = t.type_var.empty() ? py::object(dtype_data(t.dtype)) : py::object(py::none());
   out["dtype_text"] = t.type_var.empty() ? std::string(info(t.dtype).name) : t.type_var;
   out["batch"] = t.batch;
+  out["optional"] = t.optional;
+  out["py_param"] = t.optional ? t.name + "=None" : t.name;
   out["rank"] = t.shape.size();
   out["declared"] = declared_text(t);
   py::list dims, divisions;
@@ -355,6 +357,8 @@ py::dict opaque_data(const Op& op, const std::string& package) {
   };
   // The dtype of each type variable, as its index in the dtype table.
   for (const TypeVar& v : op.type_vars) add("dtype_" + v.name, "dtype", "uint8_t", 1, "B")["type_var"] = v.name;
+  // Bit i set: the i-th optional input is given (and is among the buffers).
+  if (op.optional_inputs() > 0) add("present_", "present", "uint32_t", 4, "I");
   if (op.has_batch()) add(kBatchField, "batch", "int64_t", 8, "q");
   for (const SymbolBinding& s : op.symbols) add(s.symbol, "symbol", "int64_t", 8, "q");
   // An enum travels as its index; an array as its length here, with its
@@ -391,7 +395,10 @@ py::dict opaque_data(const Op& op, const std::string& package) {
 // index, an array as a CPU tensor (see torch_lowered()).
 std::string torch_schema(const Op& op, bool lowered) {
   std::string s = op.name + (lowered ? "__lowered(" : "(");
-  for (size_t i = 0; i < op.inputs.size(); ++i) s += (i ? ", " : "") + std::string("Tensor ") + op.inputs[i].name;
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    s += (i ? ", " : "") + std::string(op.inputs[i].optional ? "Tensor? " : "Tensor ") + op.inputs[i].name +
+         (op.inputs[i].optional ? "=None" : "");
+  }
   if (!op.attrs.empty()) s += ", *";
   for (const Attr& a : op.attrs) {
     if (lowered && a.type == AttrType::kEnum) {
@@ -438,6 +445,8 @@ py::dict op_data(const Op& op, const Package& package) {
     symbols.append(d);
   }
   out["inputs"] = inputs;
+  out["required_inputs"] = inputs[py::slice(0, op.required_inputs(), 1)];
+  out["optional_inputs"] = inputs[py::slice(op.required_inputs(), op.inputs.size(), 1)];
   out["outputs"] = outputs;
   out["attrs"] = attrs;
   out["symbols"] = symbols;
@@ -458,7 +467,7 @@ py::dict op_data(const Op& op, const Package& package) {
   out["has_batch"] = op.has_batch();
   out["batch_source"] = py::none();
   for (const Tensor& t : op.inputs) {
-    if (t.batch) {
+    if (t.batch && !t.optional) {
       out["batch_source"] = t.name;  // the input whose leading dimensions define the batch
       break;
     }
@@ -480,7 +489,7 @@ py::dict op_data(const Op& op, const Package& package) {
     d["names"] = names;
     // The first input whose dtype the variable is: it binds the variable.
     for (const Tensor& t : op.inputs) {
-      if (t.type_var == v.name) {
+      if (t.type_var == v.name && !t.optional) {
         d["bound_by"] = t.name;
         break;
       }

@@ -487,7 +487,8 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   t.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, role + " name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  const auto fields = f.entries(node, what, {"dtype", "shape", "doc"});
+  const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional"})
+                                       : f.entries(node, what, {"dtype", "shape", "doc"});
   f.require(node, what, {"dtype", "shape"});
   bool have_dtype = false, have_shape = false;
   for (const auto& [key, value] : fields) {
@@ -531,6 +532,10 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
     } else if (key == "doc") {
       std::optional<std::string> s = f.string(value, "the doc of " + what);
       if (s) t.doc = *s;
+      else ok = false;
+    } else if (key == "optional") {
+      std::optional<bool> b = f.boolean(value, "'optional' of " + what);
+      if (b) t.optional = *b;
       else ok = false;
     }
   }
@@ -845,14 +850,42 @@ bool resolve_symbols(SpecFile& f, Op& op) {
   bool ok = true;
   std::map<std::string, bool> bound;
   bool input_batch = false;
+  // Optional inputs come last, so that the frameworks' argument lists (and
+  // the custom call's operands) are the required inputs, then those given.
+  for (size_t i = 1; i < op.inputs.size(); ++i) {
+    if (op.inputs[i - 1].optional && !op.inputs[i].optional) {
+      f.error(op.inputs[i].where, "required input '" + op.inputs[i].name + "' follows optional input '" +
+                                      op.inputs[i - 1].name + "'; list the optional inputs last");
+      ok = false;
+    }
+  }
+  if (!op.inputs.empty() && op.inputs[0].optional) {
+    f.error(op.inputs[0].where, "every input is optional; at least the first must be required");
+    return false;
+  }
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const Tensor& t = op.inputs[i];
+    if (t.optional) continue;
     input_batch = input_batch || t.batch;
     for (size_t axis = 0; axis < t.shape.size(); ++axis) {
       const Dim& d = t.shape[axis];
       if (d.symbol.empty() || bound.count(d.symbol)) continue;
       bound[d.symbol] = true;
       op.symbols.push_back({d.symbol, static_cast<int>(i), static_cast<int>(axis)});
+    }
+  }
+  for (const Tensor& t : op.inputs) {
+    if (!t.optional) continue;
+    if (t.batch && !input_batch) {
+      f.error(t.where, "optional input '" + t.name + "' has batch dimensions ('...') but no required input has any to match");
+      ok = false;
+    }
+    for (const Dim& d : t.shape) {
+      if (!d.symbol.empty() && !bound.count(d.symbol)) {
+        f.error(d.where, "shape symbol '" + d.symbol + "' of optional input '" + t.name +
+                             "' is not bound by a required input (an absent input cannot give its size)");
+        ok = false;
+      }
     }
   }
   for (const Tensor& t : op.outputs) {
@@ -875,8 +908,10 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     auto uses = [&](const std::vector<Tensor>& ts) {
       return std::any_of(ts.begin(), ts.end(), [&](const Tensor& t) { return t.type_var == v.name; });
     };
-    if (!uses(op.inputs)) {
-      f.error(v.where, "type variable '" + v.name + "' is not the dtype of any input, so a call cannot bind it");
+    const std::vector<Tensor> required(op.inputs.begin(), op.inputs.begin() + op.required_inputs());
+    if (!uses(required)) {
+      f.error(v.where, "type variable '" + v.name + "' is not the dtype of any " +
+                           (uses(op.inputs) ? "required " : "") + "input, so a call cannot bind it");
       ok = false;
     }
   }

@@ -1,5 +1,5 @@
 // CPU body of rms_norm, the reference for the CUDA body: one row at a time,
-// the mean square accumulated in double.
+// the mean square accumulated in double. weight and bias are optional (null).
 #include <cmath>
 
 #include "opgen/elementwise.h"
@@ -20,7 +20,10 @@ opgen::Status run_cpu(const Args<T>& args) {
       sum += v * v;
     }
     const float rstd = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(args.D) + args.eps));
-    for (int64_t i = 0; i < args.D; ++i) store(out, i, load(x, i) * rstd * load(args.weight, i));
+    for (int64_t i = 0; i < args.D; ++i) {
+      const float scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : 1.0f);
+      store(out, i, args.bias ? scaled + load(args.bias, i) : scaled);
+    }
     args.rstd[row] = rstd;
   }
   return opgen::Status::Ok();

@@ -42,7 +42,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rows(Args<T> args) {
   __syncthreads();
   const float rstd = rstd_shared;
   for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
-    store(out, i, load(x, i) * rstd * load(args.weight, i));
+    const float scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : 1.f);
+    store(out, i, args.bias ? scaled + load(args.bias, i) : scaled);
   }
 }
 

@@ -153,6 +153,7 @@ py::dict decode_opaque(const std::string& op, const py::bytes& blob) {
     opgen::Status s = opgen_ops::rms_norm::decode_opaque(bytes.data(), bytes.size(), &d);
     if (!s.ok()) throw py::value_error(s.message());
     out["dtype_T"] = d.dtype_T;
+    out["present_"] = d.present_;
     out["batch"] = d.batch;
     out["D"] = d.D;
     out["eps"] = d.eps;

@@ -7,6 +7,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@ using ::torch::stable::Tensor;
 // Checks the arguments, allocates the outputs, fills `args`. Returns false
 // when every output is empty (nothing to launch).
 template <typename T>
-bool bind(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tensor* outputs_, Args<T>& args) {
+bool bind(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_opt_, const std::optional<ts::TensorView>& bias_opt_, float eps, Tensor* outputs_, Args<T>& args) {
   std::vector<int64_t> batch_dims_;
   ts::check_tensor("rms_norm", "input", "x", x, x, "x", 1, true, "[..., D]");
   {
@@ -33,6 +34,9 @@ bool bind(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tens
     args.D = x.sizes[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.data);
+  args.weight = nullptr;
+  if (weight_opt_) {
+  const ts::TensorView& weight = *weight_opt_;
   ts::check_tensor("rms_norm", "input", "weight", weight, x, "x", 1, false, "[D]");
   {
     const int64_t lead_ = weight.dim - 1;
@@ -40,6 +44,18 @@ bool bind(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tens
                   "D, bound by input 'x' dimension 0 after its '...'", "[D]");
   }
   args.weight = static_cast<const T*>(weight.data);
+  }
+  args.bias = nullptr;
+  if (bias_opt_) {
+  const ts::TensorView& bias = *bias_opt_;
+  ts::check_tensor("rms_norm", "input", "bias", bias, x, "x", 1, false, "[D]");
+  {
+    const int64_t lead_ = bias.dim - 1;
+    ts::check_dim("rms_norm", "input", "bias", bias, lead_ + 0, args.D,
+                  "D, bound by input 'x' dimension 0 after its '...'", "[D]");
+  }
+  args.bias = static_cast<const T*>(bias.data);
+  }
   args.eps = eps;
   if (std::string e_ = checks::attrs(args); !e_.empty()) ts::fail(e_);
   if (std::string e_ = checks::output_dims(args); !e_.empty()) ts::fail(e_);
@@ -68,9 +84,10 @@ bool bind(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tens
 }
 
 // Checks every dtype and returns the instantiation the type variables select.
-int check_dtypes(const ts::TensorView& x, const ts::TensorView& weight) {
+int check_dtypes(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_opt_, const std::optional<ts::TensorView>& bias_opt_) {
   const int32_t T_ = x.dtype;
-  ts::check_same_dtype("rms_norm", "weight", weight, "T", "x", T_);
+  if (weight_opt_) ts::check_same_dtype("rms_norm", "weight", *weight_opt_, "T", "x", T_);
+  if (bias_opt_) ts::check_same_dtype("rms_norm", "bias", *bias_opt_, "T", "x", T_);
   if (T_ != aoti_torch_dtype_float16() && T_ != aoti_torch_dtype_bfloat16() && T_ != aoti_torch_dtype_float32()) {
     ts::fail("rms_norm: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32");
   }
@@ -81,9 +98,9 @@ int check_dtypes(const ts::TensorView& x, const ts::TensorView& weight) {
 }
 
 template <typename T>
-void run_cpu(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tensor* outputs_) {
+void run_cpu(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_opt_, const std::optional<ts::TensorView>& bias_opt_, float eps, Tensor* outputs_) {
   Args<T> args{};
-  if (bind(x, weight, eps, outputs_, args)) {
+  if (bind(x, weight_opt_, bias_opt_, eps, outputs_, args)) {
     ts::check_status(run_cpu(args));
   }
 }
@@ -93,20 +110,24 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_outputs;
   const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
-  const Tensor weight_tensor = ts::stack_to<Tensor>(stack[1]);
-  const ts::TensorView weight(weight_tensor);
-  const float eps = ts::attr<float>("rms_norm", "eps", stack[2]);
+  const std::optional<Tensor> weight_tensor = ts::stack_to<std::optional<Tensor>>(stack[1]);
+  const std::optional<ts::TensorView> weight_opt_ =
+      weight_tensor ? std::optional<ts::TensorView>(ts::TensorView(*weight_tensor)) : std::nullopt;
+  const std::optional<Tensor> bias_tensor = ts::stack_to<std::optional<Tensor>>(stack[2]);
+  const std::optional<ts::TensorView> bias_opt_ =
+      bias_tensor ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor)) : std::nullopt;
+  const float eps = ts::attr<float>("rms_norm", "eps", stack[3]);
   if (!x.is_cpu()) ts::fail("rms_norm: the CPU kernel got tensors on " + x.device_text());
   Tensor outputs_[2];
-  switch (check_dtypes(x, weight)) {
+  switch (check_dtypes(x, weight_opt_, bias_opt_)) {
     case 0:
-      run_cpu<opgen::f16>(x, weight, eps, outputs_);
+      run_cpu<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_);
       break;
     case 1:
-      run_cpu<opgen::bf16>(x, weight, eps, outputs_);
+      run_cpu<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_);
       break;
     case 2:
-      run_cpu<float>(x, weight, eps, outputs_);
+      run_cpu<float>(x, weight_opt_, bias_opt_, eps, outputs_);
       break;
     default:
       ts::fail("rms_norm: no instantiation for these dtypes");
@@ -117,9 +138,9 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 template <typename T>
-void run_cuda(const ts::TensorView& x, const ts::TensorView& weight, float eps, Tensor* outputs_) {
+void run_cuda(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_opt_, const std::optional<ts::TensorView>& bias_opt_, float eps, Tensor* outputs_) {
   Args<T> args{};
-  if (bind(x, weight, eps, outputs_, args)) {
+  if (bind(x, weight_opt_, bias_opt_, eps, outputs_, args)) {
     ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(x.device_index)), args));
   }
 }
@@ -129,21 +150,25 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_outputs;
   const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
-  const Tensor weight_tensor = ts::stack_to<Tensor>(stack[1]);
-  const ts::TensorView weight(weight_tensor);
-  const float eps = ts::attr<float>("rms_norm", "eps", stack[2]);
+  const std::optional<Tensor> weight_tensor = ts::stack_to<std::optional<Tensor>>(stack[1]);
+  const std::optional<ts::TensorView> weight_opt_ =
+      weight_tensor ? std::optional<ts::TensorView>(ts::TensorView(*weight_tensor)) : std::nullopt;
+  const std::optional<Tensor> bias_tensor = ts::stack_to<std::optional<Tensor>>(stack[2]);
+  const std::optional<ts::TensorView> bias_opt_ =
+      bias_tensor ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor)) : std::nullopt;
+  const float eps = ts::attr<float>("rms_norm", "eps", stack[3]);
   if (!x.is_cuda()) ts::fail("rms_norm: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
   Tensor outputs_[2];
-  switch (check_dtypes(x, weight)) {
+  switch (check_dtypes(x, weight_opt_, bias_opt_)) {
     case 0:
-      run_cuda<opgen::f16>(x, weight, eps, outputs_);
+      run_cuda<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_);
       break;
     case 1:
-      run_cuda<opgen::bf16>(x, weight, eps, outputs_);
+      run_cuda<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_);
       break;
     case 2:
-      run_cuda<float>(x, weight, eps, outputs_);
+      run_cuda<float>(x, weight_opt_, bias_opt_, eps, outputs_);
       break;
     default:
       ts::fail("rms_norm: no instantiation for these dtypes");
@@ -158,7 +183,7 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
 }  // namespace opgen_ops::rms_norm
 
 STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
-  m.def("rms_norm(Tensor x, Tensor weight, *, float eps=1e-06) -> (Tensor, Tensor)");
+  m.def("rms_norm(Tensor x, Tensor\077 weight=None, Tensor\077 bias=None, *, float eps=1e-06) -> (Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {

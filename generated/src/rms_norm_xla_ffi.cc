@@ -4,6 +4,7 @@
 // Buffers bind as AnyBuffer: the handler checks every dtype, dispatches on
 // the type variables, checks ranks and shape symbols, and only then runs the body.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "opgen/shape_check.h"
@@ -17,13 +18,16 @@ namespace {
 namespace ffi = ::xla::ffi;
 
 // Checks every dtype and selects the instantiation that the type variables bind.
-ffi::Error check_dtypes(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, int* instantiation_) {
+ffi::Error check_dtypes(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, std::optional<ffi::AnyBuffer> bias, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, int* instantiation_) {
   if (rstd->element_type() != ffi::DataType::F32) {
     return ffi::Error::InvalidArgument(opgen::dtype_mismatch("rms_norm", "output", "rstd", rstd->element_type(), "f32"));
   }
   const ffi::DataType T_ = x.element_type();
-  if (weight.element_type() != T_) {
-    return ffi::Error::InvalidArgument(opgen::type_var_mismatch("rms_norm", "input", "weight", weight.element_type(), "T", "x", T_));
+  if (weight && weight->element_type() != T_) {
+    return ffi::Error::InvalidArgument(opgen::type_var_mismatch("rms_norm", "input", "weight", weight->element_type(), "T", "x", T_));
+  }
+  if (bias && bias->element_type() != T_) {
+    return ffi::Error::InvalidArgument(opgen::type_var_mismatch("rms_norm", "input", "bias", bias->element_type(), "T", "x", T_));
   }
   if (out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("rms_norm", "output", "out", out->element_type(), "T", "x", T_));
@@ -41,7 +45,7 @@ ffi::Error check_dtypes(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi
 // Fills `args` from the call's buffers and attributes, checking every shape
 // rule of the spec. `*empty_` is set when every output has zero elements.
 template <typename T>
-ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, Args<T>& args, bool* empty_) {
+ffi::Error bind(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, std::optional<ffi::AnyBuffer> bias, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, Args<T>& args, bool* empty_) {
   const int64_t* batch_dims_ = nullptr;
   size_t batch_rank_ = 0;
   {
@@ -58,8 +62,9 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuf
     args.D = dims_[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.untyped_data());
+  if (weight)
   {
-    const auto dims_ = weight.dimensions();
+    const auto dims_ = weight->dimensions();
     if (dims_.size() != 1) {
       return ffi::Error::InvalidArgument(opgen::rank_mismatch(
           "rms_norm", "input", "weight", dims_.begin(), dims_.size(), "[D]"));
@@ -72,7 +77,23 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuf
           because0_, "[D]"));
     }
   }
-  args.weight = static_cast<const T*>(weight.untyped_data());
+  args.weight = weight ? static_cast<const T*>(weight->untyped_data()) : nullptr;
+  if (bias)
+  {
+    const auto dims_ = bias->dimensions();
+    if (dims_.size() != 1) {
+      return ffi::Error::InvalidArgument(opgen::rank_mismatch(
+          "rms_norm", "input", "bias", dims_.begin(), dims_.size(), "[D]"));
+    }
+    constexpr size_t lead_ = 0;
+    constexpr const char* because0_ = "D, bound by input 'x' dimension 0 after its '...'";
+    if (dims_[lead_ + 0] != args.D) {
+      return ffi::Error::InvalidArgument(opgen::dim_mismatch(
+          "rms_norm", "input", "bias", dims_.begin(), dims_.size(), lead_ + 0, args.D,
+          because0_, "[D]"));
+    }
+  }
+  args.bias = bias ? static_cast<const T*>(bias->untyped_data()) : nullptr;
   args.eps = eps;
   if (std::string e_ = checks::attrs(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
   if (std::string e_ = checks::output_dims(args); !e_.empty()) return ffi::Error::InvalidArgument(e_);
@@ -112,26 +133,49 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuf
   return ffi::Error::Success();
 }
 
+// The optional inputs that the presence mask (bit i: the i-th optional input)
+// says the call passed after the required ones.
+ffi::Error take_optional_inputs(const ffi::RemainingArgs& operands, int64_t present, std::optional<ffi::AnyBuffer>* weight, std::optional<ffi::AnyBuffer>* bias) {
+  if (std::string e_ = opgen::presence_error("rms_norm", present, 2, operands.size()); !e_.empty()) {
+    return ffi::Error::InvalidArgument(e_);
+  }
+  size_t next_ = 0;
+  if (present & (int64_t{1} << 0)) {
+    ffi::ErrorOr<ffi::AnyBuffer> b_ = operands.get<ffi::AnyBuffer>(next_++);
+    if (!b_.has_value()) return b_.error();
+    *weight = b_.value();
+  }
+  if (present & (int64_t{1} << 1)) {
+    ffi::ErrorOr<ffi::AnyBuffer> b_ = operands.get<ffi::AnyBuffer>(next_++);
+    if (!b_.has_value()) return b_.error();
+    *bias = b_.value();
+  }
+  return ffi::Error::Success();
+}
+
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 template <typename T>
-ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
+ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, std::optional<ffi::AnyBuffer> bias, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
   Args<T> args{};
   bool empty_ = false;
-  if (ffi::Error e_ = bind(x, weight, out, rstd, eps, args, &empty_); e_.failure()) return e_;
+  if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
   return opgen::to_ffi_error(launch_cuda(stream, args));
 }
 
-ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
+ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
+  std::optional<ffi::AnyBuffer> weight;
+  std::optional<ffi::AnyBuffer> bias;
+  if (ffi::Error e_ = take_optional_inputs(optional_, present_, &weight, &bias); e_.failure()) return e_;
   int instantiation_ = -1;
-  if (ffi::Error e_ = check_dtypes(x, weight, out, rstd, &instantiation_); e_.failure()) return e_;
+  if (ffi::Error e_ = check_dtypes(x, weight, bias, out, rstd, &instantiation_); e_.failure()) return e_;
   switch (instantiation_) {
     case 0:
-      return run_cuda_typed<opgen::f16>(stream, x, weight, out, rstd, eps);
+      return run_cuda_typed<opgen::f16>(stream, x, weight, bias, out, rstd, eps);
     case 1:
-      return run_cuda_typed<opgen::bf16>(stream, x, weight, out, rstd, eps);
+      return run_cuda_typed<opgen::bf16>(stream, x, weight, bias, out, rstd, eps);
     case 2:
-      return run_cuda_typed<float>(stream, x, weight, out, rstd, eps);
+      return run_cuda_typed<float>(stream, x, weight, bias, out, rstd, eps);
   }
   return ffi::Error::Internal("rms_norm: no instantiation selected");
 }
@@ -139,24 +183,27 @@ ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::AnyBuffer we
 #endif
 
 template <typename T>
-ffi::Error run_cpu_typed(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
+ffi::Error run_cpu_typed(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, std::optional<ffi::AnyBuffer> bias, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
   Args<T> args{};
   bool empty_ = false;
-  if (ffi::Error e_ = bind(x, weight, out, rstd, eps, args, &empty_); e_.failure()) return e_;
+  if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
   return opgen::to_ffi_error(run_cpu(args));
 }
 
-ffi::Error run_cpu_ffi(ffi::AnyBuffer x, ffi::AnyBuffer weight, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
+ffi::Error run_cpu_ffi(ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
+  std::optional<ffi::AnyBuffer> weight;
+  std::optional<ffi::AnyBuffer> bias;
+  if (ffi::Error e_ = take_optional_inputs(optional_, present_, &weight, &bias); e_.failure()) return e_;
   int instantiation_ = -1;
-  if (ffi::Error e_ = check_dtypes(x, weight, out, rstd, &instantiation_); e_.failure()) return e_;
+  if (ffi::Error e_ = check_dtypes(x, weight, bias, out, rstd, &instantiation_); e_.failure()) return e_;
   switch (instantiation_) {
     case 0:
-      return run_cpu_typed<opgen::f16>(x, weight, out, rstd, eps);
+      return run_cpu_typed<opgen::f16>(x, weight, bias, out, rstd, eps);
     case 1:
-      return run_cpu_typed<opgen::bf16>(x, weight, out, rstd, eps);
+      return run_cpu_typed<opgen::bf16>(x, weight, bias, out, rstd, eps);
     case 2:
-      return run_cpu_typed<float>(x, weight, out, rstd, eps);
+      return run_cpu_typed<float>(x, weight, bias, out, rstd, eps);
   }
   return ffi::Error::Internal("rms_norm: no instantiation selected");
 }
@@ -171,10 +218,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     ::xla::ffi::Ffi::Bind()
         .Ctx<::xla::ffi::PlatformStream<cudaStream_t>>()
         .Arg<::xla::ffi::AnyBuffer>()
-        .Arg<::xla::ffi::AnyBuffer>()
+        .RemainingArgs()
         .Ret<::xla::ffi::AnyBuffer>()
         .Ret<::xla::ffi::AnyBuffer>()
-        .Attr<float>("eps"),
+        .Attr<float>("eps")
+        .Attr<int64_t>("present_"),
     {::xla::ffi::Traits::kCmdBufferCompatible});
 #endif
 
@@ -182,8 +230,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(
     opgen_ops_rms_norm_cpu_ffi, opgen_ops::rms_norm::run_cpu_ffi,
     ::xla::ffi::Ffi::Bind()
         .Arg<::xla::ffi::AnyBuffer>()
-        .Arg<::xla::ffi::AnyBuffer>()
+        .RemainingArgs()
         .Ret<::xla::ffi::AnyBuffer>()
         .Ret<::xla::ffi::AnyBuffer>()
-        .Attr<float>("eps"));
+        .Attr<float>("eps")
+        .Attr<int64_t>("present_"));
 

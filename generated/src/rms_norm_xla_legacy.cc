@@ -32,7 +32,10 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   if (std::string e_ = checks::attrs(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   args.x = static_cast<const T*>(inputs[0]);
-  args.weight = static_cast<const T*>(inputs[1]);
+  // The given optional inputs follow the required ones (decode_descriptor checked the mask).
+  size_t next_ = 1;
+  args.weight = d.present_ & (1u << 0) ? static_cast<const T*>(inputs[next_++]) : nullptr;
+  args.bias = d.present_ & (1u << 1) ? static_cast<const T*>(inputs[next_++]) : nullptr;
   args.out = static_cast<T*>(outputs[0]);
   args.rstd = static_cast<float*>(outputs[1]);
   bool all_empty = true;
@@ -52,6 +55,17 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   return opgen::Status::Ok();
 }
 
+// Decodes the descriptor; `*inputs` is the number of input buffers it implies.
+opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descriptor* d, size_t* inputs) {
+  if (opgen::Status s = decode_opaque(opaque, opaque_len, d); !s.ok()) return s;
+  const size_t given = opgen::present_count(d->present_);
+  if (std::string e = opgen::presence_error("rms_norm", d->present_, 2, given); !e.empty()) {
+    return opgen::Status::InvalidArgument(e);
+  }
+  *inputs = 1 + given;
+  return opgen::Status::Ok();
+}
+
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 template <typename T>
 opgen::Status run_cuda_typed(cudaStream_t stream, const void* const* inputs, void* const* outputs, const Descriptor& d) {
@@ -62,11 +76,9 @@ opgen::Status run_cuda_typed(cudaStream_t stream, const void* const* inputs, voi
   return launch_cuda(stream, args);
 }
 
-// Decodes the descriptor and runs the instantiation it names.
+// Runs the instantiation the (decoded) descriptor names.
 opgen::Status run_cuda_checked(cudaStream_t stream, const void* const* inputs, void* const* outputs,
-                              const char* opaque, size_t opaque_len) {
-  Descriptor d{};
-  if (opgen::Status s = decode_opaque(opaque, opaque_len, &d); !s.ok()) return s;
+                              const Descriptor& d) {
   if (d.dtype_T == 0) {
     return run_cuda_typed<opgen::f16>(stream, inputs, outputs, d);
   }
@@ -82,7 +94,10 @@ opgen::Status run_cuda_checked(cudaStream_t stream, const void* const* inputs, v
 // XLA:GPU passes the inputs, then the outputs, in one pointer array.
 opgen::Status run_cuda_legacy(cudaStream_t stream, void** buffers, const char* opaque,
                               size_t opaque_len) {
-  return run_cuda_checked(stream, buffers, buffers + 2, opaque, opaque_len);
+  Descriptor d{};
+  size_t inputs = 0;
+  if (opgen::Status s = decode_descriptor(opaque, opaque_len, &d, &inputs); !s.ok()) return s;
+  return run_cuda_checked(stream, buffers, buffers + inputs, d);
 }
 #endif
 
@@ -95,11 +110,9 @@ opgen::Status run_cpu_typed(const void* const* inputs, void* const* outputs, con
   return run_cpu(args);
 }
 
-// Decodes the descriptor and runs the instantiation it names.
+// Runs the instantiation the (decoded) descriptor names.
 opgen::Status run_cpu_checked(const void* const* inputs, void* const* outputs,
-                              const char* opaque, size_t opaque_len) {
-  Descriptor d{};
-  if (opgen::Status s = decode_opaque(opaque, opaque_len, &d); !s.ok()) return s;
+                              const Descriptor& d) {
   if (d.dtype_T == 0) {
     return run_cpu_typed<opgen::f16>(inputs, outputs, d);
   }
@@ -115,7 +128,10 @@ opgen::Status run_cpu_checked(const void* const* inputs, void* const* outputs,
 // XLA:CPU passes one output directly and several as an array of pointers.
 opgen::Status run_cpu_legacy(void* out, const void** in, const char* opaque, size_t opaque_len) {
   void* const* outputs = static_cast<void* const*>(out);
-  return run_cpu_checked(in, outputs, opaque, opaque_len);
+  Descriptor d{};
+  size_t inputs = 0;
+  if (opgen::Status s = decode_descriptor(opaque, opaque_len, &d, &inputs); !s.ok()) return s;
+  return run_cpu_checked(in, outputs, d);
 }
 
 }  // namespace

@@ -40,6 +40,13 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
   return opgen::Status::Ok();
 }
 
+// Decodes the descriptor; `*inputs` is the number of input buffers it implies.
+opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descriptor* d, size_t* inputs) {
+  if (opgen::Status s = decode_opaque(opaque, opaque_len, d); !s.ok()) return s;
+  *inputs = 2;
+  return opgen::Status::Ok();
+}
+
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 opgen::Status run_cuda_typed(cudaStream_t stream, const void* const* inputs, void* const* outputs, const Descriptor& d) {
   Args args{};
@@ -49,18 +56,19 @@ opgen::Status run_cuda_typed(cudaStream_t stream, const void* const* inputs, voi
   return launch_cuda(stream, args);
 }
 
-// Decodes the descriptor and runs the instantiation it names.
+// Runs the instantiation the (decoded) descriptor names.
 opgen::Status run_cuda_checked(cudaStream_t stream, const void* const* inputs, void* const* outputs,
-                              const char* opaque, size_t opaque_len) {
-  Descriptor d{};
-  if (opgen::Status s = decode_opaque(opaque, opaque_len, &d); !s.ok()) return s;
+                              const Descriptor& d) {
   return run_cuda_typed(stream, inputs, outputs, d);
 }
 
 // XLA:GPU passes the inputs, then the outputs, in one pointer array.
 opgen::Status run_cuda_legacy(cudaStream_t stream, void** buffers, const char* opaque,
                               size_t opaque_len) {
-  return run_cuda_checked(stream, buffers, buffers + 2, opaque, opaque_len);
+  Descriptor d{};
+  size_t inputs = 0;
+  if (opgen::Status s = decode_descriptor(opaque, opaque_len, &d, &inputs); !s.ok()) return s;
+  return run_cuda_checked(stream, buffers, buffers + inputs, d);
 }
 #endif
 
@@ -72,18 +80,19 @@ opgen::Status run_cpu_typed(const void* const* inputs, void* const* outputs, con
   return run_cpu(args);
 }
 
-// Decodes the descriptor and runs the instantiation it names.
+// Runs the instantiation the (decoded) descriptor names.
 opgen::Status run_cpu_checked(const void* const* inputs, void* const* outputs,
-                              const char* opaque, size_t opaque_len) {
-  Descriptor d{};
-  if (opgen::Status s = decode_opaque(opaque, opaque_len, &d); !s.ok()) return s;
+                              const Descriptor& d) {
   return run_cpu_typed(inputs, outputs, d);
 }
 
 // XLA:CPU passes one output directly and several as an array of pointers.
 opgen::Status run_cpu_legacy(void* out, const void** in, const char* opaque, size_t opaque_len) {
   void* const outputs[] = {out};
-  return run_cpu_checked(in, outputs, opaque, opaque_len);
+  Descriptor d{};
+  size_t inputs = 0;
+  if (opgen::Status s = decode_descriptor(opaque, opaque_len, &d, &inputs); !s.ok()) return s;
+  return run_cpu_checked(in, outputs, d);
 }
 
 }  // namespace

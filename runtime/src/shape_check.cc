@@ -99,6 +99,25 @@ std::string enum_index_out_of_range(const char* op, const char* attr, int64_t in
          std::to_string(count) + " values (" + values + ")";
 }
 
+std::string presence_error(const char* op, int64_t present, size_t optional_count, size_t operands) {
+  if (present < 0 || (optional_count < 63 && present >> optional_count != 0)) {
+    return std::string(op) + ": the presence mask " + std::to_string(present) + " names inputs beyond the op's " +
+           std::to_string(optional_count) + " optional input(s)";
+  }
+  const size_t named = present_count(present);
+  if (named != operands) {
+    return std::string(op) + ": the presence mask names " + std::to_string(named) + " optional input(s), but " +
+           std::to_string(operands) + " operand(s) follow the required inputs";
+  }
+  return {};
+}
+
+size_t present_count(int64_t present) {
+  size_t n = 0;
+  for (uint64_t m = static_cast<uint64_t>(present); m != 0; m &= m - 1) ++n;
+  return n;
+}
+
 std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value) {
   return std::string(op) + ": output '" + tensor + "' has a dimension " + expression + " = " +
          std::to_string(value) + " < 0";

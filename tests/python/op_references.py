@@ -8,10 +8,15 @@ import numpy as np
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1.5e-2}
 
 
-def rms_norm(x, weight, eps):
+def rms_norm(x, weight, eps, bias=None):
     x = np.asarray(x, np.float64)
     rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
-    return x * rstd * np.asarray(weight, np.float64), rstd[..., 0]
+    out = x * rstd
+    if weight is not None:
+        out = out * np.asarray(weight, np.float64)
+    if bias is not None:
+        out = out + np.asarray(bias, np.float64)
+    return out, rstd[..., 0]
 
 
 _GATES = {

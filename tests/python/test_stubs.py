@@ -20,7 +20,10 @@ def stub_functions(module_name):
 
 def stub_parameters(fn):
     args = fn.args
-    positional = [(a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty) for a in args.args]
+    # Positional defaults belong to the last positional parameters.
+    positional_defaults = [inspect.Parameter.empty] * (len(args.args) - len(args.defaults)) + [
+        ast.literal_eval(d) for d in args.defaults]
+    positional = [(a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, d) for a, d in zip(args.args, positional_defaults)]
     defaults = [ast.literal_eval(d) if d is not None else inspect.Parameter.empty for d in args.kw_defaults]
     keyword = [(a.arg, inspect.Parameter.KEYWORD_ONLY, d) for a, d in zip(args.kwonlyargs, defaults)]
     return positional + keyword

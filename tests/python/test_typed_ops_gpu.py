@@ -102,3 +102,20 @@ def test_jax_flip_on_gpu(rng, dtype, api_version):
     x = (rng.standard_normal((2, 3, 65, 33)) * 50).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
     out = jax.jit(lambda x: jops.flip(x, dims=(-1, -2), api_version=api_version))(jax.device_put(x, gpu_devices()[0]))
     assert np.array_equal(np.asarray(out), np.flip(x, (-1, -2)))
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("weight, bias", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_rms_norm_optional_inputs_on_gpu(rng, weight, bias, api_version):
+    x = rng.standard_normal((6, 1000)).astype(np.float32)
+    w = rng.standard_normal(1000).astype(np.float32) if weight else None
+    b = rng.standard_normal(1000).astype(np.float32) if bias else None
+    gpu = gpu_devices()[0]
+    put = lambda a: None if a is None else jax.device_put(a, gpu)
+    out, _ = jax.jit(lambda x, w, b: jops.rms_norm(x, w, b, api_version=api_version))(put(x), put(w), put(b))
+    assert ref.relative_error(out, ref.rms_norm(x, w, 1e-6, bias=b)[0]) < 1e-5
+    if torch.cuda.is_available():
+        cuda = lambda a: None if a is None else torch.from_numpy(a).cuda()
+        t_out, _ = tops.rms_norm(cuda(x), cuda(w), cuda(b))
+        assert ref.relative_error(t_out.cpu().numpy(), ref.rms_norm(x, w, 1e-6, bias=b)[0]) < 1e-5

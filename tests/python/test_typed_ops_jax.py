@@ -100,7 +100,7 @@ def test_handler_enforces_the_type_variable(rng):
     call = jax.ffi.ffi_call("opgen_ops_rms_norm_ffi", (jax.ShapeDtypeStruct((3, 8), jnp.int32),
                                                         jax.ShapeDtypeStruct((3,), jnp.float32)))
     with pytest.raises(Exception, match="rms_norm: input 'x' has dtype i32; T must be one of f16, bf16, f32"):
-        jax.block_until_ready(call(x, x[0], eps=np.float32(1e-6)))
+        jax.block_until_ready(call(x, x[0], eps=np.float32(1e-6), present_=np.int64(1)))
 
 
 def test_batch_dimensions_must_agree_in_the_handler(rng):
@@ -109,7 +109,7 @@ def test_batch_dimensions_must_agree_in_the_handler(rng):
                                                         jax.ShapeDtypeStruct((4,), jnp.float32)))
     with pytest.raises(Exception, match=r"rms_norm: output 'rstd' has shape \[4\]; its leading dimensions \[4\] "
                                         r"\(the spec's '\.\.\.'\) must equal those of input 'x', \[3\]"):
-        jax.block_until_ready(call(x, x[0], eps=np.float32(1e-6)))
+        jax.block_until_ready(call(x, x[0], eps=np.float32(1e-6), present_=np.int64(1)))
 
 
 def test_attribute_range(rng):
@@ -119,7 +119,7 @@ def test_attribute_range(rng):
     call = jax.ffi.ffi_call("opgen_ops_rms_norm_ffi", (jax.ShapeDtypeStruct((3, 8), jnp.float32),
                                                         jax.ShapeDtypeStruct((3,), jnp.float32)))
     with pytest.raises(Exception, match=r"rms_norm: attribute 'eps' = -0.5 is outside its range \[0.0, \]"):
-        jax.block_until_ready(call(x, x[0], eps=np.float32(-0.5)))
+        jax.block_until_ready(call(x, x[0], eps=np.float32(-0.5), present_=np.int64(1)))
 
 
 def test_legacy_calls_vmap_sequentially(rng):
@@ -135,4 +135,4 @@ def test_nan_attribute_is_refused_by_the_handler(rng):
     call = jax.ffi.ffi_call("opgen_ops_rms_norm_ffi", (jax.ShapeDtypeStruct((3, 8), jnp.float32),
                                                         jax.ShapeDtypeStruct((3,), jnp.float32)))
     with pytest.raises(Exception, match=r"rms_norm: attribute 'eps' = nan is outside its range"):
-        jax.block_until_ready(call(x, x[0], eps=np.float32("nan")))
+        jax.block_until_ready(call(x, x[0], eps=np.float32("nan"), present_=np.int64(1)))

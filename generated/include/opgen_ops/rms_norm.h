@@ -18,13 +18,14 @@
 
 namespace opgen_ops::rms_norm {
 
-// Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.
+// Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.
 // T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
 template <typename T>
 struct Args {
   // Inputs, each dense and row-major, in device memory (CUDA) or host memory (CPU).
   const T* x;  // [..., D]
-  const T* weight;  // [D]
+  const T* weight;  // [D]; nullptr when not given
+  const T* bias;  // [D]; nullptr when not given
   // Outputs, dense and row-major; the body writes every element.
   T* out;  // [..., D]
   float* rstd;  // [...]

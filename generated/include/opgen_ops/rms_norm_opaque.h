@@ -15,14 +15,15 @@ namespace opgen_ops::rms_norm {
 
 struct Descriptor {
   uint8_t dtype_T;  // offset 16
-  int64_t batch;  // offset 17
-  int64_t D;  // offset 25
-  float eps;  // offset 33
+  uint32_t present_;  // offset 17
+  int64_t batch;  // offset 21
+  int64_t D;  // offset 29
+  float eps;  // offset 37
 };
 
-inline constexpr uint64_t kOpaqueFingerprint = 0xe2d128fc81931321ull;
+inline constexpr uint64_t kOpaqueFingerprint = 0x58cc33795eaf54feull;
 // The fixed fields.
-inline constexpr size_t kOpaqueSize = 37;
+inline constexpr size_t kOpaqueSize = 41;
 
 // Checks length, magic, layout version and fingerprint before reading a field.
 inline opgen::Status decode_opaque(const char* data, size_t size, Descriptor* out) {
@@ -30,18 +31,20 @@ inline opgen::Status decode_opaque(const char* data, size_t size, Descriptor* ou
     return s;
   }
   out->dtype_T = opgen::opaque::read_field<uint8_t>(data, 16);
-  out->batch = opgen::opaque::read_field<int64_t>(data, 17);
-  out->D = opgen::opaque::read_field<int64_t>(data, 25);
-  out->eps = opgen::opaque::read_field<float>(data, 33);
+  out->present_ = opgen::opaque::read_field<uint32_t>(data, 17);
+  out->batch = opgen::opaque::read_field<int64_t>(data, 21);
+  out->D = opgen::opaque::read_field<int64_t>(data, 29);
+  out->eps = opgen::opaque::read_field<float>(data, 37);
   return opgen::Status::Ok();
 }
 
 inline std::string encode_opaque(const Descriptor& d) {
   std::string out = opgen::opaque::header(kOpaqueSize, kOpaqueFingerprint);
   opgen::opaque::write_field<uint8_t>(out, 16, d.dtype_T);
-  opgen::opaque::write_field<int64_t>(out, 17, d.batch);
-  opgen::opaque::write_field<int64_t>(out, 25, d.D);
-  opgen::opaque::write_field<float>(out, 33, d.eps);
+  opgen::opaque::write_field<uint32_t>(out, 17, d.present_);
+  opgen::opaque::write_field<int64_t>(out, 21, d.batch);
+  opgen::opaque::write_field<int64_t>(out, 29, d.D);
+  opgen::opaque::write_field<float>(out, 37, d.eps);
   return out;
 }
 

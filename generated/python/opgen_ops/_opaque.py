@@ -47,15 +47,15 @@ def encode_glu(*, dtype_T, batch, D, activation) -> bytes:
     return _pack('glu', _GLU_LAYOUT, (GLU_FINGERPRINT, dtype_T, batch, D, activation, ))
 
 
-RMS_NORM_FINGERPRINT = 0xe2d128fc81931321
-RMS_NORM_SIZE = 37
-_RMS_NORM_LAYOUT = struct.Struct('<4sHHQBqqf')
+RMS_NORM_FINGERPRINT = 0x58cc33795eaf54fe
+RMS_NORM_SIZE = 41
+_RMS_NORM_LAYOUT = struct.Struct('<4sHHQBIqqf')
 assert _RMS_NORM_LAYOUT.size == RMS_NORM_SIZE
 
 
-def encode_rms_norm(*, dtype_T, batch, D, eps) -> bytes:
-    """The descriptor of rms_norm: dtype_T (uint8_t), batch (int64_t), D (int64_t), eps (float)."""
-    return _pack('rms_norm', _RMS_NORM_LAYOUT, (RMS_NORM_FINGERPRINT, dtype_T, batch, D, eps, ))
+def encode_rms_norm(*, dtype_T, present_, batch, D, eps) -> bytes:
+    """The descriptor of rms_norm: dtype_T (uint8_t), present_ (uint32_t), batch (int64_t), D (int64_t), eps (float)."""
+    return _pack('rms_norm', _RMS_NORM_LAYOUT, (RMS_NORM_FINGERPRINT, dtype_T, present_, batch, D, eps, ))
 
 
 SIMPLE_ADD_FINGERPRINT = 0xa34c62ed8be541b8

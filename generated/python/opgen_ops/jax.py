@@ -88,20 +88,25 @@ def glu(x, *, activation='sigmoid', api_version=4):
     return _out[0]
 
 
-def rms_norm(x, weight, *, eps=1e-06, api_version=4):
-    'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D] per-channel scale\n  eps: f32 = 1e-06 added to the mean square\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
+def rms_norm(x, weight=None, bias=None, *, eps=1e-06, api_version=4):
+    'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
     _op = 'rms_norm'
     api_version = _rt.check_api_version(_op, api_version, (4, 3))
     x = _rt.as_array(x)
-    weight = _rt.as_array(weight)
+    weight = None if weight is None else _rt.as_array(weight)
+    bias = None if bias is None else _rt.as_array(bias)
     _dtypes = _rt.bind_dtypes(_op, (
         ('x', x.dtype, 'T'),
-        ('weight', weight.dtype, 'T'),
+        *(() if weight is None else (('weight', weight.dtype, 'T'),)),
+        *(() if bias is None else (('bias', bias.dtype, 'T'),)),
     ), {'T': ('float16', 'bfloat16', 'float32')})
     _shape, _batch = _rt.bind_shapes(_op, (
         ('x', x.shape, ('D',), True),
-        ('weight', weight.shape, ('D',), False),
+        *(() if weight is None else (('weight', weight.shape, ('D',), False),)),
+        *(() if bias is None else (('bias', bias.shape, ('D',), False),)),
     ))
+    _operands = [x] + [t for t in (weight, bias,) if t is not None]
+    _present = (weight is not None) << 0 | (bias is not None) << 1
     eps = _rt.check_attr(_op, 'eps', eps, 'float32', minimum=0.0)
     _results = [
         jax.ShapeDtypeStruct(_batch + (_shape['D'],), _dtypes['T']),
@@ -109,9 +114,9 @@ def rms_norm(x, weight, *, eps=1e-06, api_version=4):
     ]
     if api_version == 4:
         _out = jax.ffi.ffi_call('opgen_ops_rms_norm_ffi', _results, vmap_method='sequential')(
-            x, weight, eps=eps        )
+            *_operands, eps=eps, present_=np.int64(_present)        )
     else:
-        _opaque_bytes = _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES[_dtypes['T'].name], batch=_rt.product(_batch), D=_shape['D'], eps=eps)
+        _opaque_bytes = _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES[_dtypes['T'].name], present_=_present, batch=_rt.product(_batch), D=_shape['D'], eps=eps)
         _out = jax.ffi.ffi_call(
             f"opgen_ops_rms_norm_legacy_v{api_version}",
             _results,
@@ -120,7 +125,7 @@ def rms_norm(x, weight, *, eps=1e-06, api_version=4):
             vmap_method="sequential",
             custom_call_api_version=api_version,
             legacy_backend_config=_opaque_bytes,
-        )(x, weight)
+        )(*_operands)
     return tuple(_out)
 
 

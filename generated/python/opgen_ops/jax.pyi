@@ -24,7 +24,8 @@ def glu(
 
 def rms_norm(
     x: jax.typing.ArrayLike,
-    weight: jax.typing.ArrayLike,
+    weight: jax.typing.ArrayLike | None = None,
+    bias: jax.typing.ArrayLike | None = None,
     *,
     eps: float = 1e-06,
     api_version: int = 4,

@@ -140,36 +140,40 @@ def glu(x, *, activation='sigmoid'):
 
 
 @torch.library.register_fake("opgen_ops::rms_norm")
-def _rms_norm_fake(x, weight, *, eps=1e-06):
+def _rms_norm_fake(x, weight=None, bias=None, *, eps=1e-06):
     _dtypes = _rt.bind_dtypes('rms_norm', (
         ('x', x, 'T'),
-        ('weight', weight, 'T'),
+        *(() if weight is None else (('weight', weight, 'T'),)),
+        *(() if bias is None else (('bias', bias, 'T'),)),
     ), {'T': ('float16', 'bfloat16', 'float32')})
     _shape, _batch = _rt.bind_shapes('rms_norm', (
         ('x', x, ('D',), True),
-        ('weight', weight, ('D',), False),
+        *(() if weight is None else (('weight', weight, ('D',), False),)),
+        *(() if bias is None else (('bias', bias, ('D',), False),)),
     ))
 
     return x.new_empty(_batch + (_shape['D'],), dtype=_dtypes['T']), x.new_empty(_batch + (), dtype=_rt.dtype('float32'))
 
 
-def _rms_norm_xla(x, weight, *, eps=1e-06):
+def _rms_norm_xla(x, weight=None, bias=None, *, eps=1e-06):
     _dtypes = _rt.bind_dtypes('rms_norm', (
         ('x', x, 'T'),
-        ('weight', weight, 'T'),
+        *(() if weight is None else (('weight', weight, 'T'),)),
+        *(() if bias is None else (('bias', bias, 'T'),)),
     ), {'T': ('float16', 'bfloat16', 'float32')})
     _shape, _batch = _rt.bind_shapes('rms_norm', (
         ('x', x, ('D',), True),
-        ('weight', weight, ('D',), False),
+        *(() if weight is None else (('weight', weight, ('D',), False),)),
+        *(() if bias is None else (('bias', bias, ('D',), False),)),
     ))
 
-    _opaque_bytes = _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES[str(_dtypes['T']).removeprefix("torch.")], batch=_rt.product(_batch), D=int(_shape['D']), eps=eps)
+    _opaque_bytes = _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES[str(_dtypes['T']).removeprefix("torch.")], present_=(weight is not None) << 0 | (bias is not None) << 1, batch=_rt.product(_batch), D=int(_shape['D']), eps=eps)
     _outs = _rt.xla_custom_call(
         'rms_norm',
         "opgen_ops_rms_norm_legacy_v3",
         _CAPSULES,
         3,
-        [x, weight],
+        [x] + [t for t in (weight, bias,) if t is not None],
         [_batch + (_shape['D'],), _batch + ()],
         [_dtypes['T'], _rt.dtype('float32')],
         _opaque_bytes,
@@ -180,9 +184,9 @@ def _rms_norm_xla(x, weight, *, eps=1e-06):
 _XLA.impl('rms_norm', _rms_norm_xla)
 
 
-def rms_norm(x, weight, *, eps=1e-06):
-    'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D] per-channel scale\n  eps: f32 = 1e-06 added to the mean square\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
-    return torch.ops.opgen_ops.rms_norm(x, weight, eps=eps)
+def rms_norm(x, weight=None, bias=None, *, eps=1e-06):
+    'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
+    return torch.ops.opgen_ops.rms_norm(x, weight, bias, eps=eps)
 
 
 @torch.library.register_fake("opgen_ops::simple_add")

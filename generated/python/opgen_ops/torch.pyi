@@ -25,7 +25,8 @@ def glu(
 
 def rms_norm(
     x: torch.Tensor,
-    weight: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
     *,
     eps: float = 1e-06,
 ) -> tuple[torch.Tensor, torch.Tensor]: ...

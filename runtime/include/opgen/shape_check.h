@@ -57,6 +57,13 @@ std::string enum_unknown(const char* op, const char* attr, const char* value, si
 std::string enum_index_out_of_range(const char* op, const char* attr, int64_t index, size_t count,
                                     const char* values);
 
+// "" when `present` (bit i: the i-th optional input is given) names exactly
+// `operands` of the op's `optional_count` optional inputs; else the error.
+std::string presence_error(const char* op, int64_t present, size_t optional_count, size_t operands);
+
+// The number of optional inputs a presence mask names (its set bits).
+size_t present_count(int64_t present);
+
 // "glu: output 'out' has a dimension D-5 = -2 < 0"
 std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value);
 
