@@ -112,6 +112,7 @@ struct Tensor {
   bool batch = false;         // shape starts with `...`: any number of leading batch dims
   std::vector<Dim> shape;     // the dimensions after `...`
   bool optional = false;      // inputs only: may be omitted (the kernel sees nullptr)
+  std::string alias;          // outputs only: the input whose buffer it updates in place, or ""
   std::string doc;
   Location where;
 };

@@ -3,6 +3,7 @@
 #include <pybind11/embed.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -100,7 +101,6 @@ def make_environment(templates_dir):
     env.filters['cpp_string'] = cpp_string
     env.filters['py_string'] = py_string
     env.filters['py_tuple'] = py_tuple
-    env.filters['format_param'] = lambda name, type_: type_ + ' ' + name
     env.filters['md_text'] = md_text
     env.filters['md_cell'] = md_cell
     env.filters['md_code'] = md_code
@@ -205,6 +205,16 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
   out["dtype_text"] = t.type_var.empty() ? std::string(info(t.dtype).name) : t.type_var;
   out["batch"] = t.batch;
   out["optional"] = t.optional;
+  out["alias"] = t.alias.empty() ? py::object(py::none()) : py::object(py::str(t.alias));
+  out["alias_index"] = py::none();
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    if (!t.alias.empty() && op.inputs[i].name == t.alias) out["alias_index"] = i;
+  }
+  // Inputs: the output that updates it in place, if any.
+  out["aliased_by"] = py::none();
+  for (const Tensor& o : op.outputs) {
+    if (is_input && o.alias == t.name) out["aliased_by"] = o.name;
+  }
   out["py_param"] = t.optional ? t.name + "=None" : t.name;
   out["rank"] = t.shape.size();
   out["declared"] = declared_text(t);
@@ -395,9 +405,14 @@ py::dict opaque_data(const Op& op, const std::string& package) {
 // index, an array as a CPU tensor (see torch_lowered()).
 std::string torch_schema(const Op& op, bool lowered) {
   std::string s = op.name + (lowered ? "__lowered(" : "(");
+  // A tensor updated in place is a mutable alias, `Tensor(a!)`; torch
+  // custom ops may not return it, so only the other outputs are returned.
+  char alias_set = 'a';
   for (size_t i = 0; i < op.inputs.size(); ++i) {
-    s += (i ? ", " : "") + std::string(op.inputs[i].optional ? "Tensor? " : "Tensor ") + op.inputs[i].name +
-         (op.inputs[i].optional ? "=None" : "");
+    const Tensor& t = op.inputs[i];
+    const bool mutated = std::any_of(op.outputs.begin(), op.outputs.end(), [&](const Tensor& o) { return o.alias == t.name; });
+    const std::string type = t.optional ? "Tensor?" : mutated ? std::string("Tensor(") + alias_set++ + "!)" : "Tensor";
+    s += (i ? ", " : "") + type + " " + t.name + (t.optional ? "=None" : "");
   }
   if (!op.attrs.empty()) s += ", *";
   for (const Attr& a : op.attrs) {
@@ -411,9 +426,10 @@ std::string torch_schema(const Op& op, bool lowered) {
     }
   }
   s += ") -> ";
-  if (op.outputs.size() == 1) return s + "Tensor";
+  const size_t fresh = std::count_if(op.outputs.begin(), op.outputs.end(), [](const Tensor& o) { return o.alias.empty(); });
+  if (fresh == 1) return s + "Tensor";
   s += "(";
-  for (size_t i = 0; i < op.outputs.size(); ++i) s += (i ? ", " : "") + std::string("Tensor");
+  for (size_t i = 0; i < fresh; ++i) s += (i ? ", " : "") + std::string("Tensor");
   return s + ")";
 }
 
@@ -448,6 +464,10 @@ py::dict op_data(const Op& op, const Package& package) {
   out["required_inputs"] = inputs[py::slice(0, op.required_inputs(), 1)];
   out["optional_inputs"] = inputs[py::slice(op.required_inputs(), op.inputs.size(), 1)];
   out["outputs"] = outputs;
+  py::list fresh, aliased;
+  for (size_t i = 0; i < op.outputs.size(); ++i) (op.outputs[i].alias.empty() ? fresh : aliased).append(outputs[i]);
+  out["fresh_outputs"] = fresh;      // allocated by the binding
+  out["aliased_outputs"] = aliased;  // an input's buffer, updated in place
   out["attrs"] = attrs;
   out["symbols"] = symbols;
   out["cuda"] = op.has_platform(Platform::kCuda);

@@ -488,7 +488,26 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   bool ok = f.checked_snake_name(name, name_at, role + " name");
   if (!f.expect_map(node, what)) return std::nullopt;
   const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional"})
-                                       : f.entries(node, what, {"dtype", "shape", "doc"});
+                                       : f.entries(node, what, {"dtype", "shape", "doc", "alias"});
+  // An output that aliases an input takes that input's dtype and shape.
+  if (role == "output" && node["alias"]) {
+    std::optional<std::string> input = f.snake_name(node["alias"], "the input that " + what + " aliases");
+    if (!input) return std::nullopt;
+    for (const char* key : {"dtype", "shape"}) {
+      if (node[key]) {
+        f.error(f.at(node[key]), what + " aliases input '" + *input + "' and takes its dtype and shape; remove '" + key + "'");
+        ok = false;
+      }
+    }
+    t.alias = *input;
+    if (const YAML::Node doc = node["doc"]) {
+      std::optional<std::string> s = f.string(doc, "the doc of " + what);
+      if (s) t.doc = *s;
+      else ok = false;
+    }
+    if (!ok) return std::nullopt;
+    return t;
+  }
   f.require(node, what, {"dtype", "shape"});
   bool have_dtype = false, have_shape = false;
   for (const auto& [key, value] : fields) {
@@ -842,10 +861,10 @@ bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& sectio
   return ok;
 }
 
-// Binds every shape symbol to its first input dimension and checks that
-// outputs use only bound symbols, that `...` in an output has an input to
-// take its batch dimensions from, and that every type variable is bound by
-// an input.
+// Binds every shape symbol to its first required input dimension, gives each
+// aliasing output its input's dtype and shape, and checks that outputs use
+// only bound symbols, that `...` in an output has an input to take its batch
+// dimensions from, and that every type variable is bound by an input.
 bool resolve_symbols(SpecFile& f, Op& op) {
   bool ok = true;
   std::map<std::string, bool> bound;
@@ -887,6 +906,35 @@ bool resolve_symbols(SpecFile& f, Op& op) {
         ok = false;
       }
     }
+  }
+  std::map<std::string, std::string> aliased;  // input -> the output that aliases it
+  for (Tensor& t : op.outputs) {
+    if (t.alias.empty()) continue;
+    const auto input = std::find_if(op.inputs.begin(), op.inputs.end(),
+                                    [&](const Tensor& i) { return i.name == t.alias; });
+    if (input == op.inputs.end()) {
+      std::vector<std::string> names;
+      for (const Tensor& i : op.inputs) names.push_back(i.name);
+      const std::string fix = closest_match(t.alias, names);
+      f.error(t.where, "output '" + t.name + "' aliases '" + t.alias + "', which is not an input" +
+                           (fix.empty() ? std::string() : "; did you mean '" + fix + "'?"));
+      ok = false;
+      continue;
+    }
+    if (input->optional) {
+      f.error(t.where, "output '" + t.name + "' aliases optional input '" + t.alias + "'; an in-place output needs its input in every call");
+      ok = false;
+      continue;
+    }
+    if (!aliased.emplace(t.alias, t.name).second) {
+      f.error(t.where, "output '" + t.name + "' aliases input '" + t.alias + "', which output '" + aliased[t.alias] + "' already aliases");
+      ok = false;
+      continue;
+    }
+    t.dtype = input->dtype;
+    t.type_var = input->type_var;
+    t.batch = input->batch;
+    t.shape = input->shape;
   }
   for (const Tensor& t : op.outputs) {
     if (t.batch && !input_batch) {

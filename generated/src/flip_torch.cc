@@ -11,6 +11,7 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -89,31 +90,31 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const Tensor dims_tensor = ts::stack_to<Tensor>(stack[1]);
   const opgen::Span<const int64_t> dims = ts::array_attr<int64_t>("flip", "dims", ts::TensorView(dims_tensor));
   if (!x.is_cpu()) ts::fail("flip: the CPU kernel got tensors on " + x.device_text());
-  Tensor outputs_[1];
+  std::array<Tensor, 1> outputs_;
   switch (check_dtypes(x)) {
     case 0:
-      run_cpu<opgen::f16>(x, dims, outputs_);
+      run_cpu<opgen::f16>(x, dims, outputs_.data());
       break;
     case 1:
-      run_cpu<opgen::bf16>(x, dims, outputs_);
+      run_cpu<opgen::bf16>(x, dims, outputs_.data());
       break;
     case 2:
-      run_cpu<float>(x, dims, outputs_);
+      run_cpu<float>(x, dims, outputs_.data());
       break;
     case 3:
-      run_cpu<double>(x, dims, outputs_);
+      run_cpu<double>(x, dims, outputs_.data());
       break;
     case 4:
-      run_cpu<int32_t>(x, dims, outputs_);
+      run_cpu<int32_t>(x, dims, outputs_.data());
       break;
     case 5:
-      run_cpu<int64_t>(x, dims, outputs_);
+      run_cpu<int64_t>(x, dims, outputs_.data());
       break;
     case 6:
-      run_cpu<uint8_t>(x, dims, outputs_);
+      run_cpu<uint8_t>(x, dims, outputs_.data());
       break;
     case 7:
-      run_cpu<bool>(x, dims, outputs_);
+      run_cpu<bool>(x, dims, outputs_.data());
       break;
     default:
       ts::fail("flip: no instantiation for these dtypes");
@@ -139,31 +140,31 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const opgen::Span<const int64_t> dims = ts::array_attr<int64_t>("flip", "dims", ts::TensorView(dims_tensor));
   if (!x.is_cuda()) ts::fail("flip: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
-  Tensor outputs_[1];
+  std::array<Tensor, 1> outputs_;
   switch (check_dtypes(x)) {
     case 0:
-      run_cuda<opgen::f16>(x, dims, outputs_);
+      run_cuda<opgen::f16>(x, dims, outputs_.data());
       break;
     case 1:
-      run_cuda<opgen::bf16>(x, dims, outputs_);
+      run_cuda<opgen::bf16>(x, dims, outputs_.data());
       break;
     case 2:
-      run_cuda<float>(x, dims, outputs_);
+      run_cuda<float>(x, dims, outputs_.data());
       break;
     case 3:
-      run_cuda<double>(x, dims, outputs_);
+      run_cuda<double>(x, dims, outputs_.data());
       break;
     case 4:
-      run_cuda<int32_t>(x, dims, outputs_);
+      run_cuda<int32_t>(x, dims, outputs_.data());
       break;
     case 5:
-      run_cuda<int64_t>(x, dims, outputs_);
+      run_cuda<int64_t>(x, dims, outputs_.data());
       break;
     case 6:
-      run_cuda<uint8_t>(x, dims, outputs_);
+      run_cuda<uint8_t>(x, dims, outputs_.data());
       break;
     case 7:
-      run_cuda<bool>(x, dims, outputs_);
+      run_cuda<bool>(x, dims, outputs_.data());
       break;
     default:
       ts::fail("flip: no instantiation for these dtypes");

@@ -97,6 +97,7 @@ ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi
   bool empty_ = false;
   if (ffi::Error e_ = bind(x, out, dims, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(launch_cuda(stream, args));
 }
 
@@ -132,6 +133,7 @@ ffi::Error run_cpu_typed(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xl
   bool empty_ = false;
   if (ffi::Error e_ = bind(x, out, dims, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(run_cpu(args));
 }
 

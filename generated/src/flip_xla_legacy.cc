@@ -62,6 +62,7 @@ opgen::Status run_cuda_typed(cudaStream_t stream, const void* const* inputs, voi
   bool empty_ = false;
   if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
   if (empty_) return opgen::Status::Ok();
+
   return launch_cuda(stream, args);
 }
 
@@ -111,6 +112,7 @@ opgen::Status run_cpu_typed(const void* const* inputs, void* const* outputs, con
   bool empty_ = false;
   if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
   if (empty_) return opgen::Status::Ok();
+
   return run_cpu(args);
 }
 

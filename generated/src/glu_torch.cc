@@ -11,6 +11,7 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -84,19 +85,19 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   // The Python wrapper passes the value's index (the stable ABI takes no str on torch 2.9).
   const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack[1]));
   if (!x.is_cpu()) ts::fail("glu: the CPU kernel got tensors on " + x.device_text());
-  Tensor outputs_[1];
+  std::array<Tensor, 1> outputs_;
   switch (check_dtypes(x)) {
     case 0:
-      run_cpu<opgen::f16>(x, activation, outputs_);
+      run_cpu<opgen::f16>(x, activation, outputs_.data());
       break;
     case 1:
-      run_cpu<opgen::bf16>(x, activation, outputs_);
+      run_cpu<opgen::bf16>(x, activation, outputs_.data());
       break;
     case 2:
-      run_cpu<float>(x, activation, outputs_);
+      run_cpu<float>(x, activation, outputs_.data());
       break;
     case 3:
-      run_cpu<double>(x, activation, outputs_);
+      run_cpu<double>(x, activation, outputs_.data());
       break;
     default:
       ts::fail("glu: no instantiation for these dtypes");
@@ -122,19 +123,19 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack[1]));
   if (!x.is_cuda()) ts::fail("glu: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
-  Tensor outputs_[1];
+  std::array<Tensor, 1> outputs_;
   switch (check_dtypes(x)) {
     case 0:
-      run_cuda<opgen::f16>(x, activation, outputs_);
+      run_cuda<opgen::f16>(x, activation, outputs_.data());
       break;
     case 1:
-      run_cuda<opgen::bf16>(x, activation, outputs_);
+      run_cuda<opgen::bf16>(x, activation, outputs_.data());
       break;
     case 2:
-      run_cuda<float>(x, activation, outputs_);
+      run_cuda<float>(x, activation, outputs_.data());
       break;
     case 3:
-      run_cuda<double>(x, activation, outputs_);
+      run_cuda<double>(x, activation, outputs_.data());
       break;
     default:
       ts::fail("glu: no instantiation for these dtypes");

@@ -90,6 +90,7 @@ ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi
   bool empty_ = false;
   if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(launch_cuda(stream, args));
 }
 
@@ -117,6 +118,7 @@ ffi::Error run_cpu_typed(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std:
   bool empty_ = false;
   if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(run_cpu(args));
 }
 

@@ -6,6 +6,7 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -118,16 +119,16 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
       bias_tensor ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor)) : std::nullopt;
   const float eps = ts::attr<float>("rms_norm", "eps", stack[3]);
   if (!x.is_cpu()) ts::fail("rms_norm: the CPU kernel got tensors on " + x.device_text());
-  Tensor outputs_[2];
+  std::array<Tensor, 2> outputs_;
   switch (check_dtypes(x, weight_opt_, bias_opt_)) {
     case 0:
-      run_cpu<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_);
+      run_cpu<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
       break;
     case 1:
-      run_cpu<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_);
+      run_cpu<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
       break;
     case 2:
-      run_cpu<float>(x, weight_opt_, bias_opt_, eps, outputs_);
+      run_cpu<float>(x, weight_opt_, bias_opt_, eps, outputs_.data());
       break;
     default:
       ts::fail("rms_norm: no instantiation for these dtypes");
@@ -159,16 +160,16 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const float eps = ts::attr<float>("rms_norm", "eps", stack[3]);
   if (!x.is_cuda()) ts::fail("rms_norm: the CUDA kernel got tensors on " + x.device_text());
   const ts::CudaDeviceScope device_(x.device_index);
-  Tensor outputs_[2];
+  std::array<Tensor, 2> outputs_;
   switch (check_dtypes(x, weight_opt_, bias_opt_)) {
     case 0:
-      run_cuda<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_);
+      run_cuda<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
       break;
     case 1:
-      run_cuda<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_);
+      run_cuda<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
       break;
     case 2:
-      run_cuda<float>(x, weight_opt_, bias_opt_, eps, outputs_);
+      run_cuda<float>(x, weight_opt_, bias_opt_, eps, outputs_.data());
       break;
     default:
       ts::fail("rms_norm: no instantiation for these dtypes");

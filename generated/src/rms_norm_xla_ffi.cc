@@ -160,6 +160,7 @@ ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, std::optional<f
   bool empty_ = false;
   if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(launch_cuda(stream, args));
 }
 
@@ -188,6 +189,7 @@ ffi::Error run_cpu_typed(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight,
   bool empty_ = false;
   if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(run_cpu(args));
 }
 

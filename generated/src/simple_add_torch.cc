@@ -6,6 +6,7 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -74,9 +75,9 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const ts::TensorView b(b_tensor);
   const float alpha = ts::attr<float>("simple_add", "alpha", stack[2]);
   if (!a.is_cpu()) ts::fail("simple_add: the CPU kernel got tensors on " + a.device_text());
-  Tensor outputs_[1];
+  std::array<Tensor, 1> outputs_;
   check_dtypes(a, b);
-  run_cpu(a, b, alpha, outputs_);
+  run_cpu(a, b, alpha, outputs_.data());
   stack[0] = ts::stack_from(outputs_[0]);
 }
 
@@ -98,9 +99,9 @@ void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const float alpha = ts::attr<float>("simple_add", "alpha", stack[2]);
   if (!a.is_cuda()) ts::fail("simple_add: the CUDA kernel got tensors on " + a.device_text());
   const ts::CudaDeviceScope device_(a.device_index);
-  Tensor outputs_[1];
+  std::array<Tensor, 1> outputs_;
   check_dtypes(a, b);
-  run_cuda(a, b, alpha, outputs_);
+  run_cuda(a, b, alpha, outputs_.data());
   stack[0] = ts::stack_from(outputs_[0]);
 }
 

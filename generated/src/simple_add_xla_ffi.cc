@@ -86,6 +86,7 @@ ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer 
   bool empty_ = false;
   if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(launch_cuda(stream, args));
 }
 
@@ -101,6 +102,7 @@ ffi::Error run_cpu_typed(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::An
   bool empty_ = false;
   if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
   if (empty_) return ffi::Error::Success();
+
   return opgen::to_ffi_error(run_cpu(args));
 }
 

@@ -199,6 +199,6 @@ def test_legacy_shim_refuses_bad_descriptors(rng, capfd, case):
 
 
 def test_package_reports_its_build():
-    assert set(opgen_ops.OPS) == {"simple_add", "rms_norm", "glu", "flip"}
+    assert set(opgen_ops.OPS) == {"simple_add", "rms_norm", "glu", "flip", "kv_cache_write"}
     assert opgen_ops.opaque_layout_version == _opaque.LAYOUT_VERSION == 1
     assert isinstance(opgen_ops.built_with_cuda, bool)

@@ -119,3 +119,58 @@ def test_rms_norm_optional_inputs_on_gpu(rng, weight, bias, api_version):
         cuda = lambda a: None if a is None else torch.from_numpy(a).cuda()
         t_out, _ = tops.rms_norm(cuda(x), cuda(w), cuda(b))
         assert ref.relative_error(t_out.cpu().numpy(), ref.rms_norm(x, w, 1e-6, bias=b)[0]) < 1e-5
+
+
+def kv_case(rng, dtype, b=8, s=33, h=520):
+    cache = rng.standard_normal((b, s, h)).astype(dtype)
+    values = rng.standard_normal((b, h)).astype(dtype)
+    pos = rng.integers(-2, s + 2, b).astype(np.int32)
+    want = cache.copy()
+    for i, p in enumerate(pos):
+        if 0 <= p < s:
+            want[i, p] = values[i]
+    return cache, values, pos, want
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("api_version", [4, 3])
+@pytest.mark.parametrize("donate", [False, True])
+def test_jax_kv_cache_write_on_gpu(rng, api_version, donate):
+    cache, values, pos, want = kv_case(rng, ml_dtypes.bfloat16)
+    gpu = gpu_devices()[0]
+    f = jax.jit(lambda c, v, p: jops.kv_cache_write(c, v, p, api_version=api_version),
+                donate_argnums=(0,) if donate else ())
+    c = jax.device_put(cache, gpu)
+    out = f(c, jax.device_put(values, gpu), jax.device_put(pos, gpu))
+    assert np.array_equal(np.asarray(out), want)
+    assert c.is_deleted() == donate
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("target, api_version", [("opgen_ops_kv_cache_write_ffi", 4),
+                                                 ("opgen_ops_kv_cache_write_legacy_v3", 3)])
+def test_jax_kv_cache_write_copies_into_a_separate_output_on_gpu(rng, target, api_version):
+    from opgen_ops import _opaque
+
+    cache, values, pos, want = kv_case(rng, np.float32)
+    kwargs = {} if api_version == 4 else dict(custom_call_api_version=3, legacy_backend_config=_opaque.encode_kv_cache_write(
+        dtype_T=_opaque.DTYPE_CODES["float32"], B=cache.shape[0], S=cache.shape[1], H=cache.shape[2]))
+    call = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(cache.shape, cache.dtype), **kwargs)
+    gpu = gpu_devices()[0]
+    out = jax.jit(call)(*(jax.device_put(a, gpu) for a in (cache, values, pos)))
+    assert np.array_equal(np.asarray(out), want)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_kv_cache_write_in_place_on_cuda(rng, dtype):
+    cache, values, pos, want = kv_case(rng, np.float32)
+    to = lambda a: torch.from_numpy(a).to(getattr(torch, dtype)).cuda()
+    tc = to(cache)
+    ptr = tc.data_ptr()
+    assert tops.kv_cache_write(tc, to(values), torch.from_numpy(pos).cuda()) is tc and tc.data_ptr() == ptr
+    assert torch.equal(tc.cpu(), to(want).cpu())
+    compiled = torch.compile(lambda c, v, p: tops.kv_cache_write(c, v, p).float().sum(), fullgraph=True)
+    tc2 = to(cache)
+    torch.testing.assert_close(compiled(tc2, to(values), torch.from_numpy(pos).cuda()), to(want).float().sum())
+    assert torch.equal(tc2.cpu(), to(want).cpu())
