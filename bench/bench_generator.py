@@ -43,7 +43,7 @@ PACKAGE = "bench_ops"
 TARGET_S = 2.0
 
 DTYPES = ["f16", "bf16", "f32", "f64", "i32", "i64", "u8", "bool"]
-ATTR_TYPES = ["bool", "i32", "i64", "f32", "f64"]
+ATTR_TYPES = ["bool", "i32", "i64", "f32", "f64", "enum", "i32[]", "i64[]"]
 SYMBOLS = ["N", "M", "K", "B", "Hidden", "seq_len", "C", "D2"]
 INPUT_NAMES = ["x", "y", "lhs", "rhs", "weights", "bias", "mask", "idx", "table", "gate"]
 OUTPUT_NAMES = ["out", "result", "grad", "indices", "summary"]
@@ -125,7 +125,8 @@ def attr_range(rng, ty, default):
 def make_spec(rng, index):
     """(name, yaml text) of one valid op spec. Besides the basic variety,
     some specs use the newer spec features (type variables, leading batch
-    dimensions, output shape expressions, attribute ranges, vmap_method)."""
+    dimensions, output shape expressions, attribute ranges, vmap_method,
+    optional inputs, an output aliasing an input, enum and array attributes)."""
     name = f"op_{index:04d}_{rng.choice(['add', 'mul', 'norm', 'gather', 'scan', 'fused'])}"
     lines = ["opgen: 1", f"name: {name}"]
     if rng.random() < 0.9:
@@ -148,7 +149,16 @@ def make_spec(rng, index):
         dtype = type_vars[i] if i < len(type_vars) else rng.choice(DTYPES + type_vars)
         doc = f", doc: {yq(random_doc(rng))}" if rng.random() < 0.6 else ""
         lines.append(f"  {t}: {{dtype: {dtype}, shape: [{', '.join(shape)}]{doc}}}")
+    # Optional inputs come last, with sizes the required inputs bind.
+    for t in rng.sample([n for n in INPUT_NAMES if n not in inputs], rng.choice([0, 0, 0, 1, 2])):
+        shape = [rng.choice(sorted(bound) + ["4"]) for _ in range(rng.randint(0, 2))]
+        if batch_all:
+            shape = ["..."] + shape
+        dtype = rng.choice(DTYPES + type_vars)
+        lines.append(f"  {t}: {{dtype: {dtype}, shape: [{', '.join(shape)}], optional: true}}")
     lines.append("outputs:")
+    if rng.random() < 0.15:
+        lines.append(f"  updated: {{alias: {inputs[0]}, doc: {yq(random_doc(rng))}}}")
     for t in rng.sample(OUTPUT_NAMES, rng.randint(1, 2)):
         shape = random_shape(rng, bound, allow_new=False)
         if batch and (batch_all or rng.random() < 0.8):
@@ -160,6 +170,20 @@ def make_spec(rng, index):
         lines.append("attrs:")
         for a in rng.sample(ATTR_NAMES, n_attrs):
             ty = rng.choice(ATTR_TYPES)
+            if ty == "enum":
+                values = rng.sample(["fast", "exact", "tanh", "erf", "none", "sum", "mean", "max"], rng.randint(1, 4))
+                fields = ["type: enum", f"values: [{', '.join(values)}]"]
+                if rng.random() < 0.6:
+                    fields.append(f"default: {rng.choice(values)}")
+                lines.append(f"  {a}: {{{', '.join(fields)}}}")
+                continue
+            if ty.endswith("[]"):
+                size = rng.choice([None, None, 2, 3])
+                fields = [f'type: "{ty}"'] + ([f"size: {size}"] if size else []) + (["min: -8", "max: 8"] if rng.random() < 0.5 else [])
+                if rng.random() < 0.6:
+                    fields.append(f"default: [{', '.join(str(rng.randint(-8, 8)) for _ in range(size or rng.randint(0, 4)))}]")
+                lines.append(f"  {a}: {{{', '.join(fields)}}}")
+                continue
             fields = [f"type: {ty}"]
             default = None
             if rng.random() < 0.6:
@@ -374,14 +398,15 @@ def profile_python(opgen, spec_dir, work, cprofile=False):
         env["OPGEN_BENCH_CPROFILE"] = stats_path
     out = os.path.join(work, "out_prof")
     shutil.rmtree(out, ignore_errors=True)
-    wall, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet"], env=env)
+    # One process: the forked render workers would leave their share out of the profile.
+    wall, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet", "--jobs", "1"], env=env)
     user, sys_ = CPU[-1]
     if not os.path.exists(times_path):
         print("  (the embedded Python did not load sitecustomize; no profile)")
         return
     times = json.load(open(times_path))
     alive = times.pop("python alive (after site)")[0]
-    print(f"  one run: {wall:.3f} s wall, {user:.3f} s user + {sys_:.3f} s sys CPU; "
+    print(f"  one run (--jobs 1): {wall:.3f} s wall, {user:.3f} s user + {sys_:.3f} s sys CPU; "
           f"embedded Python alive {alive:.3f} s of it")
     print(f"  {'in the embedded Python':36} {'seconds':>8} {'calls':>6} {'ms/call':>8}")
     rendered = 0.0

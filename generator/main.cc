@@ -17,6 +17,7 @@
 
 #include "diagnostics.h"
 #include "names.h"
+#include "file_workers.h"
 #include "output_writer.h"
 #include "renderer.h"
 #include "spec_reader.h"
@@ -27,7 +28,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: opgen check SPEC...\n"
-    "       opgen generate SPEC... -o OUTPUT_DIR [--templates DIR] [--root DIR] [--quiet]\n"
+    "       opgen generate SPEC... -o OUTPUT_DIR [--templates DIR] [--root DIR] [--jobs N] [--quiet]\n"
     "       opgen new OP [--specs DIR] [--kernels DIR] [--templates DIR]\n"
     "\n"
     "SPEC is an op spec (<op>.yaml) or the package settings (package.yaml); a folder\n"
@@ -38,10 +39,13 @@ constexpr const char* kUsage =
     "                   installed opgen, else " OPGEN_DEFAULT_TEMPLATES_DIR ")\n"
     "  --root DIR       spec paths in stamps and messages are shown relative to DIR\n"
     "                   (default: the current folder)\n"
+    "  --jobs N, -j N   render in N processes (default: the CPUs available, at most 8;\n"
+    "                   packages of fewer than 200 files render in one)\n"
     "  --quiet          print nothing on success\n"
     "'new' writes a commented spec (DIR/OP.yaml, default specs/) and CPU and CUDA kernel\n"
     "skeletons (default kernels/) that build as they are; it never overwrites a file.\n"
-    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds.\n";
+    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds;\n"
+    "OPGEN_CACHE_DIR where compiled templates are kept (default ~/.cache/opgen; empty: none).\n";
 
 int usage_error(const std::string& message) {
   std::cerr << "opgen: error: " << message << "\n" << kUsage;
@@ -70,6 +74,7 @@ struct Options {
   std::string templates_dir = default_templates_dir();
   std::string root = ".";
   bool quiet = false;
+  size_t jobs = opgen::default_workers();
 };
 
 // Returns an error message, or "" when the arguments are good.
@@ -98,6 +103,13 @@ std::string parse_arguments(int argc, char** argv, Options& o) {
       if (!value(o.kernels_dir)) return a + " needs a folder";
     } else if (a == "--quiet" || a == "-q") {
       o.quiet = true;
+    } else if (a == "--jobs" || a == "-j") {
+      std::string n;
+      if (!value(n)) return a + " needs a number";
+      char* end = nullptr;
+      const unsigned long v = std::strtoul(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || v < 1 || v > 64) return a + " takes a number of processes from 1 to 64, not '" + n + "'";
+      o.jobs = v;
     } else if (!a.empty() && a[0] == '-') {
       return "unknown option '" + a + "'";
     } else {
@@ -292,30 +304,29 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::vector<opgen::RenderedFile> files;
+  std::vector<opgen::FileOutcome> outcomes;
   try {
     opgen::Renderer renderer(o.templates_dir);
-    files = renderer.render_all(packages.front(), ops);
+    renderer.plan(packages.front(), ops);
+    // A fork costs more than a few renders: small packages render in-process.
+    const size_t workers = renderer.file_count() < 200 ? 1 : o.jobs;
+    error = opgen::render_and_write(renderer, o.output_dir, workers, outcomes);
   } catch (const std::exception& e) {
-    std::cerr << "opgen: error: " << e.what() << "\n";
+    error = e.what();
+  }
+  if (!error.empty()) {
+    std::cerr << "opgen: error: " << error << "\n";
     return 1;
   }
   int written = 0, unchanged = 0;
   std::set<fs::path> produced;
-  for (const opgen::RenderedFile& f : files) {
-    const fs::path path = (fs::path(o.output_dir) / f.path).lexically_normal();
-    produced.insert(path);
-    switch (opgen::write_if_changed(path.string(), f.contents, error)) {
-      case opgen::WriteResult::kWritten:
-        ++written;
-        if (!o.quiet) std::cout << "opgen: wrote " << path.string() << "\n";
-        break;
-      case opgen::WriteResult::kUnchanged:
-        ++unchanged;
-        break;
-      case opgen::WriteResult::kFailed:
-        std::cerr << "opgen: error: " << error << "\n";
-        return 1;
+  for (const opgen::FileOutcome& f : outcomes) {
+    produced.insert(fs::path(f.path));
+    if (f.written) {
+      ++written;
+      if (!o.quiet) std::cout << "opgen: wrote " << f.path << "\n";
+    } else {
+      ++unchanged;
     }
   }
   int removed = 0;
@@ -330,7 +341,7 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.quiet) {
     std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %d removed (%.2f s)\n",
-                ops.size(), files.size(), written, unchanged, removed, seconds);
+                ops.size(), outcomes.size(), written, unchanged, removed, seconds);
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 // after an unrelated edit recompiles nothing.
 #pragma once
 
+#include <set>
 #include <string>
 
 namespace opgen {
@@ -11,5 +12,18 @@ enum class WriteResult { kUnchanged, kWritten, kFailed };
 // Creates parent folders as needed. On failure, `error` says why.
 WriteResult write_if_changed(const std::string& path, const std::string& contents,
                              std::string& error);
+
+// An output folder whose files and subfolders are listed once up front, so
+// that writing thousands of files into it costs no failed open of a file
+// that is not there and no folder creation that is not needed.
+class OutputFolder {
+ public:
+  explicit OutputFolder(const std::string& root);
+  // write_if_changed, for a path under the root.
+  WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error);
+
+ private:
+  std::set<std::string> files_, folders_;
+};
 
 }  // namespace opgen

@@ -88,9 +88,12 @@ class Environment(jinja2.Environment):
                 pass
         return super().getattr(obj, attribute)
 
-def make_environment(templates_dir):
+def make_environment(templates_dir, cache_dir):
     env = Environment(
         loader=jinja2.FileSystemLoader(templates_dir),
+        # Compiled templates, checked against each template's source: saves
+        # compiling them on every run.
+        bytecode_cache=jinja2.FileSystemBytecodeCache(cache_dir) if cache_dir else None,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -594,9 +597,37 @@ std::string stamp_text(const std::string& paths) {
   return out;
 }
 
+// Where compiled templates are kept between runs: $OPGEN_CACHE_DIR (empty:
+// no cache), else $XDG_CACHE_HOME/opgen, else ~/.cache/opgen. "" when the
+// folder cannot be made: the cache only saves time, so opgen runs without it.
+std::string template_cache_dir() {
+  namespace fs = std::filesystem;
+  fs::path dir;
+  if (const char* explicit_dir = std::getenv("OPGEN_CACHE_DIR")) {
+    if (!*explicit_dir) return "";
+    dir = explicit_dir;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    dir = fs::path(xdg) / "opgen";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    dir = fs::path(home) / ".cache" / "opgen";
+  } else {
+    return "";
+  }
+  dir /= "jinja-bytecode";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return ec || !fs::is_directory(dir, ec) ? "" : dir.string();
+}
+
 struct Renderer::Impl {
   std::unique_ptr<py::scoped_interpreter> interpreter;
   py::object environment;
+  struct Job {
+    std::string template_name, path;
+    py::object compiled;  // the jinja2.Template
+    py::dict context;
+  };
+  std::vector<Job> jobs;
 };
 
 Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Impl>()) {
@@ -614,7 +645,8 @@ Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Im
   try {
     py::dict scope;
     py::exec(kEnvironmentCode, scope);
-    impl_->environment = scope["make_environment"](templates_dir);
+    const std::string cache = template_cache_dir();
+    impl_->environment = scope["make_environment"](templates_dir, cache.empty() ? py::object(py::none()) : py::object(py::str(cache)));
   } catch (const py::error_already_set& e) {
     std::string where = python;
     throw std::runtime_error(
@@ -626,6 +658,7 @@ Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Im
 
 Renderer::~Renderer() {
   // Python objects must go before the interpreter does.
+  impl_->jobs.clear();
   impl_->environment = py::object();
 }
 
@@ -640,18 +673,16 @@ std::string Renderer::render_one(const std::string& template_name,
   }
 }
 
-std::vector<RenderedFile> Renderer::render_all(const Package& package, const std::vector<Op>& ops) {
-  std::vector<RenderedFile> files;
-  auto render = [&](const std::string& template_name, const std::string& out_path,
-                    const std::string& sources, py::dict context) {
+void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
+  impl_->jobs.clear();
+  auto add = [&](const std::string& template_name, const std::string& out_path, const std::string& sources,
+                 py::dict context) {
     context["generated_from"] = stamp_text(sources);
     context["template_name"] = "templates/" + template_name;
     try {
-      py::object tmpl = impl_->environment.attr("get_template")(template_name);
-      files.push_back({out_path, tmpl.attr("render")(**context).cast<std::string>()});
+      impl_->jobs.push_back({template_name, out_path, impl_->environment.attr("get_template")(template_name), context});
     } catch (const py::error_already_set& e) {
-      throw std::runtime_error("template " + template_name + " failed for " + out_path + ": " +
-                               e.what());
+      throw std::runtime_error("template " + template_name + " cannot be loaded: " + e.what());
     }
   };
 
@@ -669,23 +700,8 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
     all_sources += ", " + op.spec_path;
   }
 
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    auto context = [&] {
-      py::dict c;
-      c["package"] = package_data;
-      c["op"] = all_ops[i];
-      return c;
-    };
-    const std::string sources = package.spec_path + ", " + op.spec_path;
-    const std::vector<std::string> paths = op_output_paths(package.name, op.name);
-    render("kernel_interface.h.j2", paths[0], sources, context());
-    render("opaque_layout.h.j2", paths[1], sources, context());
-    render("xla_ffi.cc.j2", paths[2], sources, context());
-    render("xla_legacy.cc.j2", paths[3], sources, context());
-    render("torch_ops.cc.j2", paths[4], sources, context());
-    render("op_doc.md.j2", paths[5], sources, context());
-  }
+  // Package-wide files first: the Python modules are the largest renders,
+  // and workers take files in turn, so they land on different workers.
   auto package_context = [&] {
     py::dict c;
     c["package"] = package_data;
@@ -693,18 +709,41 @@ std::vector<RenderedFile> Renderer::render_all(const Package& package, const std
     return c;
   };
   const std::string python_dir = "python/" + package.name + "/";
-  render("module.cc.j2", "src/module.cc", all_sources, package_context());
-  render("package.cmake.j2", "opgen_package.cmake", all_sources, package_context());
-  render("package_init.py.j2", python_dir + "__init__.py", all_sources, package_context());
-  render("opaque.py.j2", python_dir + "_opaque.py", all_sources, package_context());
-  render("jax.py.j2", python_dir + "jax.py", all_sources, package_context());
-  render("torch.py.j2", python_dir + "torch.py", all_sources, package_context());
-  render("jax.pyi.j2", python_dir + "jax.pyi", all_sources, package_context());
-  render("torch.pyi.j2", python_dir + "torch.pyi", all_sources, package_context());
-  render("module.pyi.j2", python_dir + "_C.pyi", all_sources, package_context());
-  render("py.typed.j2", python_dir + "py.typed", all_sources, package_context());
-  render("docs_index.md.j2", "docs/README.md", all_sources, package_context());
-  return files;
+  add("jax.py.j2", python_dir + "jax.py", all_sources, package_context());
+  add("torch.py.j2", python_dir + "torch.py", all_sources, package_context());
+  add("module.cc.j2", "src/module.cc", all_sources, package_context());
+  add("package.cmake.j2", "opgen_package.cmake", all_sources, package_context());
+  add("package_init.py.j2", python_dir + "__init__.py", all_sources, package_context());
+  add("opaque.py.j2", python_dir + "_opaque.py", all_sources, package_context());
+  add("jax.pyi.j2", python_dir + "jax.pyi", all_sources, package_context());
+  add("torch.pyi.j2", python_dir + "torch.pyi", all_sources, package_context());
+  add("module.pyi.j2", python_dir + "_C.pyi", all_sources, package_context());
+  add("py.typed.j2", python_dir + "py.typed", all_sources, package_context());
+  add("docs_index.md.j2", "docs/README.md", all_sources, package_context());
+
+  static const char* const kOpTemplates[] = {"kernel_interface.h.j2", "opaque_layout.h.j2", "xla_ffi.cc.j2",
+                                             "xla_legacy.cc.j2",      "torch_ops.cc.j2",    "op_doc.md.j2"};
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string sources = package.spec_path + ", " + ops[i].spec_path;
+    const std::vector<std::string> paths = op_output_paths(package.name, ops[i].name);
+    for (size_t k = 0; k < paths.size(); ++k) {
+      py::dict c;
+      c["package"] = package_data;
+      c["op"] = all_ops[i];
+      add(kOpTemplates[k], paths[k], sources, c);
+    }
+  }
+}
+
+size_t Renderer::file_count() const { return impl_->jobs.size(); }
+
+RenderedFile Renderer::render(size_t index) {
+  const Impl::Job& job = impl_->jobs.at(index);
+  try {
+    return {job.path, job.compiled.attr("render")(**job.context).cast<std::string>()};
+  } catch (const py::error_already_set& e) {
+    throw std::runtime_error("template " + job.template_name + " failed for " + job.path + ": " + e.what());
+  }
 }
 
 }  // namespace opgen

@@ -30,9 +30,15 @@ class Renderer {
   Renderer(const Renderer&) = delete;
   Renderer& operator=(const Renderer&) = delete;
 
-  // Every file that the package and its ops produce. Throws
-  // std::runtime_error naming the template when rendering fails.
-  std::vector<RenderedFile> render_all(const Package& package, const std::vector<Op>& ops);
+  // Plans every file that the package and its ops produce: builds the
+  // template data and loads every template once, so that render() is all
+  // that is left (and may run in forked workers). Files are numbered from 0
+  // to file_count() - 1, the package-wide files first.
+  void plan(const Package& package, const std::vector<Op>& ops);
+  size_t file_count() const;
+  // File `index` of the plan. Throws std::runtime_error naming the template
+  // when rendering fails.
+  RenderedFile render(size_t index);
 
   // One template with string values (the skeletons of `opgen new`).
   std::string render_one(const std::string& template_name,

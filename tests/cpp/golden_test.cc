@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -92,6 +94,71 @@ TEST(Golden, GenerateReproducesTheCommittedFiles) {
       << second.output;
   EXPECT_EQ(second.output.find("opgen: wrote"), std::string::npos) << second.output;
   EXPECT_EQ(tree(out.path()), produced);
+}
+
+// A package of `count` copies of the glu spec (op_000 ... op_NNN), big
+// enough that `generate` renders in forked workers.
+fs::path many_ops(const opgen_test::TempDir& dir, int count) {
+  const fs::path specs = dir / "specs";
+  fs::create_directories(specs);
+  fs::copy_file(source_dir() / "specs" / "package.yaml", specs / "package.yaml");
+  const std::string glu = opgen_test::read_file(source_dir() / "specs" / "glu.yaml");
+  for (int i = 0; i < count; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "op_%03d", i);
+    std::string text = glu;
+    text.replace(text.find("name: glu"), 9, std::string("name: ") + name);
+    opgen_test::write_file(specs / (std::string(name) + ".yaml"), text);
+  }
+  return specs;
+}
+
+TEST(Golden, WorkersWriteWhatOneProcessWrites) {
+  opgen_test::TempDir dir;
+  const fs::path specs = many_ops(dir, 60);  // 371 files: past the fork threshold
+  const std::string base = "generate " + shell_quote(specs.string()) + " --templates " + repo("templates");
+  const CommandResult one = run_command(opgen(base + " --jobs 1 -o " + shell_quote((dir / "one").string())));
+  const CommandResult three = run_command(opgen(base + " --jobs 3 -o " + shell_quote((dir / "three").string())));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(three.exit_code, 0) << three.output;
+  EXPECT_NE(three.output.find("371 files: 371 written, 0 unchanged, 0 removed"), std::string::npos) << three.output;
+  EXPECT_EQ(tree(dir / "one"), tree(dir / "three"));
+  // The workers' "wrote" lines come back in plan order, once each.
+  auto wrote = [](const std::string& output, const std::string& prefix) {
+    std::vector<std::string> lines;
+    for (size_t at = output.find("opgen: wrote "); at != std::string::npos; at = output.find("opgen: wrote ", at + 1)) {
+      const std::string path = output.substr(at + 13, output.find('\n', at) - at - 13);
+      lines.push_back(path.substr(path.find(prefix) + prefix.size()));
+    }
+    return lines;
+  };
+  EXPECT_EQ(wrote(one.output, "/one/"), wrote(three.output, "/three/"));
+  // Again with workers: nothing to write.
+  const CommandResult again = run_command(opgen(base + " --jobs 3 -o " + shell_quote((dir / "three").string())));
+  EXPECT_NE(again.output.find("0 written, 371 unchanged"), std::string::npos) << again.output;
+}
+
+TEST(Golden, AWorkersRenderErrorFailsTheRun) {
+  opgen_test::TempDir dir;
+  const fs::path specs = many_ops(dir, 60);
+  // Templates whose per-op doc names an undefined variable: every worker fails.
+  const fs::path templates = dir / "templates";
+  fs::copy(source_dir() / "templates", templates, fs::copy_options::recursive);
+  opgen_test::write_file(templates / "op_doc.md.j2", "{{ no_such_variable }}\n");
+  const CommandResult r = run_command(opgen("generate " + shell_quote(specs.string()) + " --jobs 2 -o " +
+                                            shell_quote((dir / "out").string()) + " --templates " +
+                                            shell_quote(templates.string())));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("opgen: error: template op_doc.md.j2 failed for docs/op_"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("'no_such_variable' is undefined"), std::string::npos) << r.output;
+}
+
+TEST(Golden, JobsMustBeANumber) {
+  for (const char* bad : {"0", "x", "65", ""}) {
+    const CommandResult r = run_command(opgen("generate " + repo("specs") + " -o /tmp/unused --jobs '" + bad + "'"));
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("takes a number of processes from 1 to 64"), std::string::npos) << r.output;
+  }
 }
 
 TEST(Golden, GenerateRemovesOnlyItsOwnStaleFiles) {
