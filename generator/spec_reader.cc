@@ -284,7 +284,11 @@ bool check_format_version(SpecFile& f, const YAML::Node& root) {
     return false;
   }
   if (*version < 1) {
-    f.error(f.at(v), "spec format version must be " + std::to_string(kSpecFormatVersion));
+    // Version 1 is the first; when a later one changes the format, older
+    // specs will be upgraded here (with a warning) or refused with the
+    // command that migrates them.
+    f.error(f.at(v), "spec format version " + std::to_string(*version) + " does not exist; the first, and the one this opgen reads, is " +
+                         std::to_string(kSpecFormatVersion));
     return false;
   }
   return true;
