@@ -73,6 +73,16 @@ AttrType element_type(AttrType type) {
   return type;
 }
 
+bool numeric_less(const AttrValue& a, const AttrValue& b) {
+  if (std::holds_alternative<int64_t>(a) && std::holds_alternative<int64_t>(b)) {
+    return std::get<int64_t>(a) < std::get<int64_t>(b);
+  }
+  auto real = [](const AttrValue& v) {
+    return std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
+  };
+  return real(a) < real(b);
+}
+
 bool Op::has_platform(Platform p) const {
   return std::find(platforms.begin(), platforms.end(), p) != platforms.end();
 }

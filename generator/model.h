@@ -74,6 +74,9 @@ AttrType element_type(AttrType type);
 
 using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>>;
 
+// Orders two numbers (int64_t or double) exactly when both are integers.
+bool numeric_less(const AttrValue& a, const AttrValue& b);
+
 // ---------------------------------------------------------------------------
 // Ops
 // ---------------------------------------------------------------------------
@@ -121,7 +124,9 @@ struct Attr {
   std::string name;
   AttrType type;
   std::optional<AttrValue> default_value;
-  std::optional<double> min, max;  // inclusive range (of each element, for arrays), checked where the value is given
+  // Inclusive range (of each element, for arrays), checked where the value
+  // is given: an int64_t for integer types (exact to 2^63), else a double.
+  std::optional<AttrValue> min, max;
   std::vector<std::string> values; // kEnum: the allowed strings; the kernel sees their index
   std::optional<int64_t> size;     // arrays: the required length, if the spec fixes one
   std::string doc;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -336,13 +337,21 @@ py::dict attr_data(const Attr& a) {
   out["default_py"] = literal.py;
   out["py_param"] = a.default_value ? a.name + "=" + literal.py : a.name;
   out["ffi_param"] = out["ffi_cpp"].cast<std::string>() + " " + a.name;
-  auto bound = [&](const std::optional<double>& v) -> py::object {
+  // A bound as Python and docs spell it, and as a C++ literal: -2^63 has
+  // none (2^63 does not fit), so it is written as an expression.
+  auto bound = [&](const std::optional<AttrValue>& v, bool cpp) -> py::object {
     if (!v) return py::none();
-    const bool integral = element_type(a.type) == AttrType::kI32 || element_type(a.type) == AttrType::kI64;
-    return py::str(integral ? std::to_string(static_cast<int64_t>(*v)) : float_literal(*v, false));
+    if (std::holds_alternative<int64_t>(*v)) {
+      const int64_t i = std::get<int64_t>(*v);
+      if (cpp && i == INT64_MIN) return py::str("(-9223372036854775807 - 1)");
+      return py::str(std::to_string(i));
+    }
+    return py::str(float_literal(std::get<double>(*v), false));
   };
-  out["min"] = bound(a.min);
-  out["max"] = bound(a.max);
+  out["min"] = bound(a.min, false);
+  out["max"] = bound(a.max, false);
+  out["min_cpp"] = bound(a.min, true);
+  out["max_cpp"] = bound(a.max, true);
   return out;
 }
 

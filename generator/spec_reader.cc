@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -661,17 +662,18 @@ std::optional<AttrValue> read_scalar_value(SpecFile& f, AttrType type, const YAM
   }
 }
 
-std::string bound_text(const std::optional<double>& b) {
+std::string bound_text(const std::optional<AttrValue>& b) {
   if (!b) return std::string();
+  if (std::holds_alternative<int64_t>(*b)) return std::to_string(std::get<int64_t>(*b));
   std::ostringstream s;
-  s << *b;
+  s << std::get<double>(*b);
   return s.str();
 }
 
 // Whether `v` lies in the attribute's [min, max]; reports it at `node` if not.
-bool check_in_range(SpecFile& f, const Attr& a, double v, const YAML::Node& node,
+bool check_in_range(SpecFile& f, const Attr& a, const AttrValue& v, const YAML::Node& node,
                     const std::string& what) {
-  if ((a.min && v < *a.min) || (a.max && v > *a.max)) {
+  if ((a.min && numeric_less(v, *a.min)) || (a.max && numeric_less(*a.max, v))) {
     f.error(f.at(node), what + " is outside its range [" + bound_text(a.min) + ", " + bound_text(a.max) + "]");
     return false;
   }
@@ -705,9 +707,8 @@ std::optional<AttrValue> read_attr_value(SpecFile& f, const Attr& a, const YAML:
         ok = false;
         continue;
       }
-      const int64_t x = std::get<int64_t>(*v);
-      ok = check_in_range(f, a, static_cast<double>(x), e, "element " + std::to_string(out.size()) + " of " + what) && ok;
-      out.push_back(x);
+      ok = check_in_range(f, a, *v, e, "element " + std::to_string(out.size()) + " of " + what) && ok;
+      out.push_back(std::get<int64_t>(*v));
     }
     if (ok && a.size && static_cast<int64_t>(out.size()) != *a.size) {
       f.error(f.at(node), what + " has " + std::to_string(out.size()) + " elements; attribute '" + a.name +
@@ -719,9 +720,7 @@ std::optional<AttrValue> read_attr_value(SpecFile& f, const Attr& a, const YAML:
   }
   std::optional<AttrValue> v = read_scalar_value(f, a.type, node, what);
   if (!v || a.type == AttrType::kBool) return v;
-  const double x = std::holds_alternative<int64_t>(*v) ? static_cast<double>(std::get<int64_t>(*v))
-                                                       : std::get<double>(*v);
-  if (!check_in_range(f, a, x, node, what)) return std::nullopt;
+  if (!check_in_range(f, a, *v, node, what)) return std::nullopt;
   return v;
 }
 
@@ -794,8 +793,9 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
       std::optional<int64_t> size;
       if (!array) {
         f.error(f.at(value), "'size' applies only to an array attribute (i32[], i64[]); " + what + " is " + info(a.type).name);
-      } else if ((size = f.integer(value, "the size of " + what)) && *size < 0) {
-        f.error(f.at(value), "the size of " + what + " must be at least 0");
+      } else if ((size = f.integer(value, "the size of " + what)) && (*size < 0 || *size > UINT32_MAX)) {
+        // Descriptors carry an array's length as u32.
+        f.error(f.at(value), "the size of " + what + " must be from 0 to 4294967295");
         size.reset();
       }
       if (size) a.size = size;
@@ -811,27 +811,16 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
         ok = false;
         continue;
       }
-      const double v = std::holds_alternative<int64_t>(*bound) ? static_cast<double>(std::get<int64_t>(*bound))
-                                                               : std::get<double>(*bound);
-      (key == "min" ? a.min : a.max) = v;
+      (key == "min" ? a.min : a.max) = bound;
     } else if (key == "doc") {
       std::optional<std::string> s = f.string(value, "the doc of " + what);
       if (s) a.doc = *s;
       else ok = false;
     }
   }
-  if (ok && a.min && a.max && *a.min > *a.max) {
+  if (ok && a.min && a.max && numeric_less(*a.max, *a.min)) {
     f.error(a.where, "the min of " + what + " is greater than its max");
     ok = false;
-  }
-  if (ok && enum_) {
-    // The enum class is named after the attribute; two names are taken.
-    const std::string type_name = enum_type_name(a.name);
-    if (type_name == "Args" || type_name == "Descriptor") {
-      f.error(a.where, "enum " + what + " would name its C++ type '" + type_name +
-                           "', which the generated code uses; rename the attribute");
-      ok = false;
-    }
   }
   if (ok && node["default"]) {
     a.default_value = read_attr_value(f, a, node["default"], "the default of " + what);
@@ -882,8 +871,14 @@ bool resolve_symbols(SpecFile& f, Op& op) {
       ok = false;
     }
   }
-  if (!op.inputs.empty() && op.inputs[0].optional) {
+  if (std::all_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.optional; })) {
     f.error(op.inputs[0].where, "every input is optional; at least the first must be required");
+    return false;
+  }
+  if (!ok) return false;  // the ordering error above says what to fix
+  // The presence mask is a u32 in legacy descriptors.
+  if (op.optional_inputs() > 32) {
+    f.error(op.inputs[op.required_inputs() + 32].where, "an op may have at most 32 optional inputs");
     return false;
   }
   for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -992,6 +987,41 @@ bool check_unique_names(SpecFile& f, const Op& op) {
     claim(s.symbol, "shape symbol", d.where);
   }
   for (const TypeVar& v : op.type_vars) claim(v.name, "type variable", v.where);
+  // Each enum attribute names a C++ type in the op's namespace; it must not
+  // meet another such name, a symbol or type variable (C++ names too), or a
+  // type the generated code uses there.
+  std::map<std::string, std::string> cpp_types;
+  for (const char* taken : {"Args", "Descriptor", "Tensor", "Span", "Status"}) cpp_types[taken] = "the generated code";
+  for (const SymbolBinding& s : op.symbols) cpp_types.emplace(s.symbol, "shape symbol '" + s.symbol + "'");
+  for (const TypeVar& v : op.type_vars) cpp_types.emplace(v.name, "type variable '" + v.name + "'");
+  for (const Attr& a : op.attrs) {
+    if (a.type != AttrType::kEnum) continue;
+    const std::string type = enum_type_name(a.name);
+    auto [it, inserted] = cpp_types.emplace(type, "enum attribute '" + a.name + "'");
+    if (!inserted) {
+      f.error(a.where, "enum attribute '" + a.name + "' names its C++ type '" + type + "', which " + it->second +
+                           " already uses; rename the attribute");
+      ok = false;
+    }
+  }
+  // torch.compile functionalizes an op that updates an input in place
+  // through a helper whose own parameter is named `mode`.
+  if (std::any_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return !t.alias.empty(); })) {
+    for (const Attr& a : op.attrs) {
+      if (a.name == "mode") {
+        f.error(a.where, "an op with an in-place output cannot have an attribute named 'mode': torch.compile's "
+                         "functionalization passes its own 'mode' argument; rename the attribute");
+        ok = false;
+      }
+    }
+    for (const Tensor& t : op.inputs) {
+      if (t.name == "mode") {
+        f.error(t.where, "an op with an in-place output cannot have an input named 'mode': torch.compile's "
+                         "functionalization passes its own 'mode' argument; rename the input");
+        ok = false;
+      }
+    }
+  }
   if (op.has_batch()) {
     for (const Tensor& t : op.inputs) {
       if (t.batch) {

@@ -41,8 +41,10 @@ def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]],
         jax.ffi.register_ffi_target_as_batch_partitionable(name)
 
 
-def as_array(x):
-    """``x`` itself when it is an array (or tracer), else ``np.asarray(x)``."""
+def as_array(op: str, name: str, x):
+    """Input ``name``: ``x`` itself when it is an array (or tracer), else ``np.asarray(x)``."""
+    if x is None:
+        raise TypeError(f"{op}: input '{name}' is required, not None")
     return x if hasattr(x, "dtype") and hasattr(x, "shape") else np.asarray(x)
 
 

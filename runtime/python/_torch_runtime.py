@@ -76,7 +76,14 @@ def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
     origin: dict = {}
     batch_dims = None
     batch_source = None
+    first_name, first = inputs[0][0], inputs[0][1]
     for name, t, declared, batch in inputs:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{op}: input '{name}' must be a torch.Tensor, not {type(t).__name__}")
+        if t.device != first.device:
+            # The C++ kernels refuse this too; here it would pick one device's kernel for all.
+            raise RuntimeError(f"{op}: input '{name}' is on {t.device}, but input '{first_name}' is on "
+                               f"{first.device}; every input must be on one device")
         if t.dim() != len(declared) and not (batch and t.dim() >= len(declared)):
             raise RuntimeError(
                 f"{op}: input '{name}' has rank {t.dim()} (shape {tuple(t.shape)}); "

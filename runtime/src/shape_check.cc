@@ -60,19 +60,22 @@ std::string inexact_division(const char* op, const char* tensor, const char* dec
          std::to_string(numerator) + " is not divisible by " + std::to_string(denominator);
 }
 
-std::string attr_out_of_range(const char* op, const char* attr, double value, const char* min,
-                              const char* max) {
+std::string number_text(int64_t v) { return std::to_string(v); }
+
+std::string number_text(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", value);
-  return std::string(op) + ": attribute '" + attr + "' = " + buf + " is outside its range [" + min +
-         ", " + max + "]";
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
-std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, double value,
+std::string attr_out_of_range(const char* op, const char* attr, const std::string& value, const char* min,
+                              const char* max) {
+  return std::string(op) + ": attribute '" + attr + "' = " + value + " is outside its range [" + min + ", " + max + "]";
+}
+
+std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, const std::string& value,
                                       const char* min, const char* max) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", value);
-  return std::string(op) + ": attribute '" + attr + "' element " + std::to_string(index) + " = " + buf +
+  return std::string(op) + ": attribute '" + attr + "' element " + std::to_string(index) + " = " + value +
          " is outside its range [" + min + ", " + max + "]";
 }
 

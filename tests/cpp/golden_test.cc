@@ -153,6 +153,51 @@ TEST(Golden, AWorkersRenderErrorFailsTheRun) {
   EXPECT_NE(r.output.find("'no_such_variable' is undefined"), std::string::npos) << r.output;
 }
 
+// The generated attribute checks compare integer bounds exactly, up to the
+// ends of int64 (a double would round 2^63 - 1 and 2^53 + 1), and -2^63,
+// which has no C++ literal, compiles as a bound.
+TEST(Golden, GeneratedAttributeChecksAreExactAtTheInt64Limits) {
+  opgen_test::TempDir dir;
+  fs::create_directories(dir / "specs");
+  opgen_test::write_file(dir / "specs" / "package.yaml", "opgen: 1\npackage: {name: lim, torch_namespace: lim}\n");
+  opgen_test::write_file(dir / "specs" / "edge.yaml",
+                         "opgen: 1\nname: edge\ninputs:\n  x: {dtype: f32, shape: [N]}\n"
+                         "outputs:\n  out: {dtype: f32, shape: [N]}\nattrs:\n"
+                         "  n: {type: i64, min: -9223372036854775808, max: 9007199254740992}\n"
+                         "  dims: {type: \"i64[]\", max: 9223372036854775806, default: [9223372036854775806]}\n");
+  const CommandResult gen = run_command(opgen("generate " + shell_quote((dir / "specs").string()) + " -o " +
+                                              shell_quote((dir / "out").string()) + " --templates " + repo("templates")));
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  opgen_test::write_file(dir / "t.cc", R"(#include <cstdint>
+#include <cstdio>
+#include "lim/edge.h"
+int main() {
+  namespace e = lim::edge;
+  const int64_t ok_dims[] = {INT64_MIN, 9223372036854775806};
+  const int64_t bad_dims[] = {1, INT64_MAX};
+  e::Args a{};
+  a.n = INT64_MIN;
+  a.dims = opgen::Span<const int64_t>(ok_dims, 2);
+  std::printf("[%s]\n", e::checks::attrs(a).c_str());
+  a.n = 9007199254740993;
+  std::printf("[%s]\n", e::checks::attrs(a).c_str());
+  a.n = 0;
+  a.dims = opgen::Span<const int64_t>(bad_dims, 2);
+  std::printf("[%s]\n", e::checks::attrs(a).c_str());
+})");
+  const CommandResult build = run_command(
+      shell_quote(OPGEN_CXX) + " -std=c++17 -Wall -Werror -I " + shell_quote((dir / "out" / "include").string()) + " -I " +
+      repo("runtime/include") + " " + shell_quote((dir / "t.cc").string()) + " " + repo("runtime/src/shape_check.cc") +
+      " -o " + shell_quote((dir / "t").string()));
+  ASSERT_EQ(build.exit_code, 0) << build.output;
+  const CommandResult run = run_command(shell_quote((dir / "t").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "[]\n"
+            "[edge: attribute 'n' = 9007199254740993 is outside its range [-9223372036854775808, 9007199254740992]]\n"
+            "[edge: attribute 'dims' element 1 = 9223372036854775807 is outside its range [, 9223372036854775806]]\n");
+}
+
 TEST(Golden, JobsMustBeANumber) {
   for (const char* bad : {"0", "x", "65", ""}) {
     const CommandResult r = run_command(opgen("generate " + repo("specs") + " -o /tmp/unused --jobs '" + bad + "'"));

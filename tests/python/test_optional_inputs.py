@@ -132,3 +132,19 @@ def test_torch_xla_hlo_passes_only_given_inputs(rng):
     assert re.fullmatch(r"f32\[3,8\]\{1,0\} %\S+, f32\[8\]\{0\} %\S+", operands), operands
     assert c_unescape(config) == _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES["float32"], present_=2,
                                                          batch=3, D=8, eps=1e-5)
+
+
+def test_required_input_cannot_be_none():
+    with pytest.raises(TypeError, match=r"rms_norm: input 'x' is required, not None"):
+        jops.rms_norm(None, np.ones(8, np.float32))
+
+
+def test_torch_inputs_on_two_devices_are_refused(rng):
+    # CPU and meta tensors together reach the fake kernel (Meta), which must
+    # not return an uninitialized CPU tensor.
+    x = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32))
+    with pytest.raises(RuntimeError, match=r"rms_norm: input 'weight' is on meta, but input 'x' is on cpu"):
+        tops.rms_norm(x, torch.ones(8, device="meta"))
+    cache = torch.zeros(2, 3, 4)
+    with pytest.raises(RuntimeError, match=r"kv_cache_write: input 'values' is on meta"):
+        tops.kv_cache_write(cache, torch.ones(2, 4, device="meta"), torch.zeros(2, dtype=torch.int32))

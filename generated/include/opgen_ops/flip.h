@@ -54,7 +54,7 @@ template <typename A>
 std::string attrs(const A& args) {
   for (size_t i = 0; i < args.dims.size(); ++i) {
     if (!(args.dims[i] >= -2) || !(args.dims[i] <= -1)) {
-      return opgen::attr_element_out_of_range("flip", "dims", i, static_cast<double>(args.dims[i]), "-2", "-1");
+      return opgen::attr_element_out_of_range("flip", "dims", i, opgen::number_text(args.dims[i]), "-2", "-1");
     }
   }
   (void)args;

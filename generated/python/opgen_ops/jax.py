@@ -26,7 +26,7 @@ def flip(x, *, dims=(-1,), api_version=4):
     'Reverses x along each axis in dims, counted from the end (-1: the columns, -2: the rows), as jnp.flip(x, dims) and torch.flip(x, dims) do for those axes. Each axis may be listed once; an empty dims copies x.\n\nArgs:\n  x: T[..., M, N] a batch of M x N matrices\n  dims: i64[] = (-1,) the axes to reverse\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., M, N]'
     _op = 'flip'
     api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    x = _rt.as_array(x)
+    x = _rt.as_array(_op, 'x', x)
     _dtypes = _rt.bind_dtypes(_op, (
         ('x', x.dtype, 'T'),
     ), {'T': ('float16', 'bfloat16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool')})
@@ -58,7 +58,7 @@ def glu(x, *, activation='sigmoid', api_version=4):
     "Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.\n\nArgs:\n  x: T[..., D] D must be even\n  activation: one of 'sigmoid', 'gelu', 'silu' = 'sigmoid' the gate's activation\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D/2]"
     _op = 'glu'
     api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    x = _rt.as_array(x)
+    x = _rt.as_array(_op, 'x', x)
     _dtypes = _rt.bind_dtypes(_op, (
         ('x', x.dtype, 'T'),
     ), {'T': ('float16', 'bfloat16', 'float32', 'float64')})
@@ -92,9 +92,9 @@ def kv_cache_write(cache, values, pos, *, api_version=4):
     "Writes values[b] into cache[b, pos[b]] for every sequence b, updating the cache in place. A position outside [0, S) writes nothing for that sequence (as a scatter with mode='drop').\n\nArgs:\n  cache: T[B, S, H] B sequences of S positions of H values (heads times head size)\n  values: T[B, H] the new entry of each sequence\n  pos: i32[B] the position each entry goes to\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  cache_out: T[B, S, H] the cache with the new entries (the same buffer)"
     _op = 'kv_cache_write'
     api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    cache = _rt.as_array(cache)
-    values = _rt.as_array(values)
-    pos = _rt.as_array(pos)
+    cache = _rt.as_array(_op, 'cache', cache)
+    values = _rt.as_array(_op, 'values', values)
+    pos = _rt.as_array(_op, 'pos', pos)
     _dtypes = _rt.bind_dtypes(_op, (
         ('cache', cache.dtype, 'T'),
         ('values', values.dtype, 'T'),
@@ -130,9 +130,9 @@ def rms_norm(x, weight=None, bias=None, *, eps=1e-06, api_version=4):
     'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
     _op = 'rms_norm'
     api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    x = _rt.as_array(x)
-    weight = None if weight is None else _rt.as_array(weight)
-    bias = None if bias is None else _rt.as_array(bias)
+    x = _rt.as_array(_op, 'x', x)
+    weight = None if weight is None else _rt.as_array(_op, 'weight', weight)
+    bias = None if bias is None else _rt.as_array(_op, 'bias', bias)
     _dtypes = _rt.bind_dtypes(_op, (
         ('x', x.dtype, 'T'),
         *(() if weight is None else (('weight', weight.dtype, 'T'),)),
@@ -171,8 +171,8 @@ def simple_add(a, b, *, alpha=1.0, api_version=4):
     'Elementwise `a + alpha * b` of two vectors of equal length.\n\nArgs:\n  a: f32[N] first addend\n  b: f32[N] second addend, scaled by alpha\n  alpha: f32 = 1.0 scale applied to b\n  api_version: custom-call ABI, one of 4, 3, 2, 1 (4: typed XLA FFI).\n\nReturns:\n  out: f32[N] the sum'
     _op = 'simple_add'
     api_version = _rt.check_api_version(_op, api_version, (4, 3, 2, 1))
-    a = _rt.as_array(a)
-    b = _rt.as_array(b)
+    a = _rt.as_array(_op, 'a', a)
+    b = _rt.as_array(_op, 'b', b)
     _dtypes = _rt.bind_dtypes(_op, (
         ('a', a.dtype, 'float32'),
         ('b', b.dtype, 'float32'),

@@ -38,12 +38,18 @@ std::string batch_mismatch(const char* op, const char* role, const char* tensor,
 std::string inexact_division(const char* op, const char* tensor, const char* declared,
                              int64_t numerator, int64_t denominator);
 
+// An attribute value in a message: integers exactly, reals to 17 digits.
+std::string number_text(int64_t v);
+std::string number_text(double v);
+inline std::string number_text(int32_t v) { return number_text(static_cast<int64_t>(v)); }
+inline std::string number_text(float v) { return number_text(static_cast<double>(v)); }
+
 // "rms_norm: attribute 'eps' = -1 is outside its range [0, ]"
-std::string attr_out_of_range(const char* op, const char* attr, double value, const char* min,
+std::string attr_out_of_range(const char* op, const char* attr, const std::string& value, const char* min,
                               const char* max);
 
 // "pool: attribute 'window' element 1 = 9 is outside its range [1, 8]"
-std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, double value,
+std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, const std::string& value,
                                       const char* min, const char* max);
 
 // "pool: attribute 'window' has 3 elements; the spec fixes its size at 2"
