@@ -250,7 +250,7 @@ def run_opgen(opgen, args, env=None, check=True):
 
 
 def summary_line(stdout):
-    m = re.search(r"(\d+) op\(s\), (\d+) files: (\d+) written, (\d+) unchanged, (\d+) removed \(([\d.]+) s\)", stdout)
+    m = re.search(r"(\d+) op\(s\), (\d+) files: (\d+) written, (\d+) unchanged, (\d+) removed \(([\d.]+) s[:)]", stdout)
     if not m:
         sys.exit("opgen printed no summary line:\n" + stdout[-2000:])
     ops, files, written, unchanged, removed = map(int, m.groups()[:5])

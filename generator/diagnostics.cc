@@ -21,6 +21,11 @@ std::string format(const Diagnostic& d) {
   return out;
 }
 
+void Diagnostics::append(const Diagnostics& other) {
+  all_.insert(all_.end(), other.all_.begin(), other.all_.end());
+  error_count_ += other.error_count_;
+}
+
 void Diagnostics::print(std::ostream& out) const {
   for (const Diagnostic& d : all_) out << format(d) << "\n";
 }

@@ -28,6 +28,8 @@ class Diagnostics {
  public:
   void error(const Location& where, std::string message);
   void warning(const Location& where, std::string message);
+  // Appends another collection's diagnostics, in their order.
+  void append(const Diagnostics& other);
 
   bool has_errors() const { return error_count_ > 0; }
   int error_count() const { return error_count_; }

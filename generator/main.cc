@@ -5,14 +5,17 @@
 //
 // Exit status: 0 success, 1 spec (or generation) errors, 2 usage errors.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "diagnostics.h"
@@ -252,23 +255,45 @@ int main(int argc, char** argv) {
   if (spec_files.empty()) return usage_error("no *.yaml files in the given folders");
 
   const auto start = std::chrono::steady_clock::now();
+  // Specs are read on several threads (each file alone: the reader shares
+  // no state), then taken in file order, so messages and ops keep one order.
+  struct Read {
+    std::optional<opgen::Op> op;
+    std::optional<opgen::Package> package;
+    opgen::Diagnostics diags;
+  };
+  std::vector<Read> read(spec_files.size());
+  std::atomic<size_t> next{0};
+  auto read_some = [&] {
+    for (size_t i; (i = next++) < spec_files.size();) {
+      const std::string shown = display_path(spec_files[i], o.root);
+      if (fs::path(spec_files[i]).filename() == opgen::kPackageSpecFileName) {
+        read[i].package = opgen::read_package_spec(spec_files[i], shown, read[i].diags);
+      } else {
+        read[i].op = opgen::read_op_spec(spec_files[i], shown, read[i].diags);
+      }
+    }
+  };
+  {
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < std::min(o.jobs, spec_files.size() / 64 + 1); ++t) threads.emplace_back(read_some);
+    read_some();
+    for (std::thread& t : threads) t.join();
+  }
   opgen::Diagnostics diags;
   std::vector<opgen::Op> ops;
   std::vector<opgen::Package> packages;
   std::map<std::string, std::string> op_owner;
-  for (const std::string& path : spec_files) {
-    const std::string shown = display_path(path, o.root);
-    if (fs::path(path).filename() == opgen::kPackageSpecFileName) {
-      if (auto p = opgen::read_package_spec(path, shown, diags)) packages.push_back(*p);
-      continue;
-    }
-    if (auto op = opgen::read_op_spec(path, shown, diags)) {
-      auto [it, inserted] = op_owner.emplace(op->name, shown);
-      if (!inserted) {
-        diags.error({shown, 0, 0}, "op '" + op->name + "' is also defined in " + it->second);
-      } else {
-        ops.push_back(*op);
-      }
+  for (size_t i = 0; i < spec_files.size(); ++i) {
+    diags.append(read[i].diags);
+    if (read[i].package) packages.push_back(*read[i].package);
+    if (!read[i].op) continue;
+    const opgen::Op& op = *read[i].op;
+    auto [it, inserted] = op_owner.emplace(op.name, op.spec_path);
+    if (!inserted) {
+      diags.error({op.spec_path, 0, 0}, "op '" + op.name + "' is also defined in " + it->second);
+    } else {
+      ops.push_back(op);
     }
   }
   // Two ops must not write the same file (op 'x_opaque' beside op 'x' would).
@@ -304,13 +329,23 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  const double read_s = seconds_since(start);
+  double plan_s = 0, render_s = 0;
+  size_t workers = 1;
   std::vector<opgen::FileOutcome> outcomes;
   try {
+    auto phase = std::chrono::steady_clock::now();
     opgen::Renderer renderer(o.templates_dir);
     renderer.plan(packages.front(), ops);
+    plan_s = seconds_since(phase);
+    phase = std::chrono::steady_clock::now();
     // A fork costs more than a few renders: small packages render in-process.
-    const size_t workers = renderer.file_count() < 200 ? 1 : o.jobs;
+    workers = renderer.file_count() < 200 ? 1 : o.jobs;
     error = opgen::render_and_write(renderer, o.output_dir, workers, outcomes);
+    render_s = seconds_since(phase);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -340,8 +375,10 @@ int main(int argc, char** argv) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.quiet) {
-    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %d removed (%.2f s)\n",
-                ops.size(), outcomes.size(), written, unchanged, removed, seconds);
+    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %d removed (%.2f s: read %.2f, "
+                "plan %.2f, render and write %.2f in %zu process%s)\n",
+                ops.size(), outcomes.size(), written, unchanged, removed, seconds, read_s, plan_s, render_s,
+                workers, workers == 1 ? "" : "es");
   }
   return 0;
 }
