@@ -256,6 +256,11 @@ TEST(Golden, CheckReportsEveryBadSpecInOneRun) {
   }
   EXPECT_NE(r.output.find(" in " + std::to_string(bad.size()) + " spec file(s)"), std::string::npos)
       << r.output;
+  // Read on several threads or one, the report is the same, in file order.
+  for (const char* jobs : {"1", "4"}) {
+    const CommandResult again = run_command(opgen("check " + repo("tests/bad_specs") + " --root " + repo("") + " --jobs " + jobs));
+    EXPECT_EQ(again.output, r.output) << "--jobs " << jobs;
+  }
 }
 
 TEST(Golden, UsageErrorsExitTwo) {
