@@ -107,7 +107,7 @@ def test_torch_schema_opcheck_and_compile(rng):
     tc = torch.from_numpy(cache.copy())
     total = f(tc, args[1], args[2])
     assert torch.equal(tc, torch.from_numpy(want))
-    torch.testing.assert_close(total, torch.from_numpy(want).sum())
+    torch.testing.assert_close(total, torch.from_numpy(want).sum(), rtol=1e-4, atol=1e-4)  # summation order may differ
 
 
 def test_torch_refuses_a_cache_it_cannot_update_in_place(rng):

@@ -172,5 +172,8 @@ def test_torch_kv_cache_write_in_place_on_cuda(rng, dtype):
     assert torch.equal(tc.cpu(), to(want).cpu())
     compiled = torch.compile(lambda c, v, p: tops.kv_cache_write(c, v, p).float().sum(), fullgraph=True)
     tc2 = to(cache)
-    torch.testing.assert_close(compiled(tc2, to(values), torch.from_numpy(pos).cuda()), to(want).float().sum())
+    # The compiled sum may add in another order than eager: compare loosely;
+    # the update itself must be exact.
+    torch.testing.assert_close(compiled(tc2, to(values), torch.from_numpy(pos).cuda()), to(want).float().sum(),
+                               rtol=1e-4, atol=1e-2)
     assert torch.equal(tc2.cpu(), to(want).cpu())
