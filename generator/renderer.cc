@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 
 #include "names.h"
@@ -684,15 +685,20 @@ std::string Renderer::render_one(const std::string& template_name,
 
 void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
   impl_->jobs.clear();
+  std::map<std::string, py::object> loaded;  // each template looked up once
   auto add = [&](const std::string& template_name, const std::string& out_path, const std::string& sources,
                  py::dict context) {
     context["generated_from"] = stamp_text(sources);
     context["template_name"] = "templates/" + template_name;
-    try {
-      impl_->jobs.push_back({template_name, out_path, impl_->environment.attr("get_template")(template_name), context});
-    } catch (const py::error_already_set& e) {
-      throw std::runtime_error("template " + template_name + " cannot be loaded: " + e.what());
+    auto it = loaded.find(template_name);
+    if (it == loaded.end()) {
+      try {
+        it = loaded.emplace(template_name, impl_->environment.attr("get_template")(template_name)).first;
+      } catch (const py::error_already_set& e) {
+        throw std::runtime_error("template " + template_name + " cannot be loaded: " + e.what());
+      }
     }
+    impl_->jobs.push_back({template_name, out_path, it->second, context});
   };
 
   py::dict package_data;
