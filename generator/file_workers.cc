@@ -18,8 +18,8 @@ namespace opgen {
 namespace {
 
 // Renders and writes the files of one worker; returns "" or the error.
-std::string run_share(Renderer& renderer, const std::string& output_dir, OutputFolder& folder, size_t worker,
-                      size_t workers, std::vector<FileOutcome>& outcomes) {
+std::string run_share(Renderer& renderer, OutputFolder& folder, size_t worker, size_t workers,
+                      std::vector<FileOutcome>& outcomes) {
   for (size_t i = worker; i < renderer.file_count(); i += workers) {
     RenderedFile file;
     try {
@@ -28,7 +28,6 @@ std::string run_share(Renderer& renderer, const std::string& output_dir, OutputF
       return e.what();
     }
     FileOutcome& out = outcomes[i];
-    out.path = (std::filesystem::path(output_dir) / file.path).lexically_normal().string();
     std::string error;
     const WriteResult r = folder.write_if_changed(out.path, file.contents, error);
     if (r == WriteResult::kFailed) return error;
@@ -47,13 +46,14 @@ bool write_all(int fd, const std::string& bytes) {
   return true;
 }
 
-// A worker's report: one record per file it handled ("W" or "U", the index,
-// the path) or one error record ("E", the message); fields end with '\0'.
+// A worker's report: one record per file it handled ("W" or "U" and the
+// index; the parent knows the paths) or one error record ("E" and the
+// message); records end with '\0'.
 std::string report(const std::vector<FileOutcome>& outcomes, size_t worker, size_t workers, const std::string& error) {
   if (!error.empty()) return "E" + error + '\0';
   std::string out;
   for (size_t i = worker; i < outcomes.size(); i += workers) {
-    out += (outcomes[i].written ? "W" : "U") + std::to_string(i) + '\0' + outcomes[i].path + '\0';
+    out += (outcomes[i].written ? "W" : "U") + std::to_string(i) + '\0';
   }
   return out;
 }
@@ -68,21 +68,15 @@ std::string read_report(int fd, std::vector<FileOutcome>& outcomes) {
     if (n <= 0) break;
     bytes.append(buf, static_cast<size_t>(n));
   }
-  size_t at = 0;
-  auto field = [&](std::string& into) {
+  for (size_t at = 0; at < bytes.size();) {
     const size_t end = bytes.find('\0', at);
-    if (end == std::string::npos) return false;
-    into = bytes.substr(at, end - at);
+    if (end == std::string::npos || end == at) return "a render worker sent a malformed report";
+    const std::string record = bytes.substr(at, end - at);
     at = end + 1;
-    return true;
-  };
-  std::string head, path;
-  while (at < bytes.size()) {
-    if (!field(head) || head.empty()) return "a render worker sent a malformed report";
-    if (head[0] == 'E') return head.substr(1);
-    const size_t index = std::strtoull(head.c_str() + 1, nullptr, 10);
-    if (!field(path) || index >= outcomes.size()) return "a render worker sent a malformed report";
-    outcomes[index] = {path, head[0] == 'W'};
+    if (record[0] == 'E') return record.substr(1);
+    const size_t index = std::strtoull(record.c_str() + 1, nullptr, 10);
+    if (index >= outcomes.size()) return "a render worker sent a malformed report";
+    outcomes[index].written = record[0] == 'W';
   }
   return "";
 }
@@ -98,6 +92,9 @@ size_t default_workers() {
 std::string render_and_write(Renderer& renderer, const std::string& output_dir, size_t workers,
                              std::vector<FileOutcome>& outcomes) {
   outcomes.assign(renderer.file_count(), FileOutcome{});
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    outcomes[i].path = (std::filesystem::path(output_dir) / renderer.path(i)).lexically_normal().string();
+  }
   workers = std::max<size_t>(1, std::min(workers, renderer.file_count()));
   struct Child {
     pid_t pid;
@@ -122,7 +119,7 @@ std::string render_and_write(Renderer& renderer, const std::string& output_dir, 
     if (pid == 0) {
       PyOS_AfterFork_Child();
       ::close(fds[0]);
-      const std::string failure = run_share(renderer, output_dir, folder, w, workers, outcomes);
+      const std::string failure = run_share(renderer, folder, w, workers, outcomes);
       const bool sent = write_all(fds[1], report(outcomes, w, workers, failure));
       // No Python finalization and no destructors: the parent owns them.
       ::_exit(sent ? 0 : 1);
@@ -136,7 +133,7 @@ std::string render_and_write(Renderer& renderer, const std::string& output_dir, 
     }
     children.push_back({pid, fds[0]});
   }
-  if (error.empty()) error = run_share(renderer, output_dir, folder, 0, workers, outcomes);
+  if (error.empty()) error = run_share(renderer, folder, 0, workers, outcomes);
   for (const Child& c : children) {
     std::string failure = read_report(c.fd, outcomes);
     ::close(c.fd);

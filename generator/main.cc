@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "diagnostics.h"
-#include "names.h"
 #include "file_workers.h"
+#include "names.h"
 #include "output_writer.h"
 #include "renderer.h"
 #include "spec_reader.h"
@@ -372,8 +372,7 @@ int main(int argc, char** argv) {
       if (!o.quiet) std::cout << "opgen: removed stale " << stale.string() << "\n";
     }
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = seconds_since(start);
   if (!o.quiet) {
     std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %d removed (%.2f s: read %.2f, "
                 "plan %.2f, render and write %.2f in %zu process%s)\n",

@@ -34,19 +34,19 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 const std::vector<AttrTypeInfo>& all_attr_types() {
   static const std::vector<AttrTypeInfo> table = {
-      {AttrType::kBool, "bool", "bool", "bool_", "?", "bool", "bool", "bool", 1},
-      {AttrType::kI32, "i32", "int32_t", "int32", "i", "int", "int64_t", "int", 4},
-      {AttrType::kI64, "i64", "int64_t", "int64", "q", "int", "int64_t", "int", 8},
-      {AttrType::kF32, "f32", "float", "float32", "f", "float", "double", "float", 4},
-      {AttrType::kF64, "f64", "double", "float64", "d", "float", "double", "float", 8},
-      // An enum travels as its index (i32) in the descriptor and to the
-      // stable-ABI torch kernel, which cannot take a string on torch 2.9.
-      {AttrType::kEnum, "enum", "int32_t", "int32", "i", "str", "int64_t", "str", 4},
+      {AttrType::kBool, "bool", "bool", "bool_", "?", "bool", "bool", 1},
+      {AttrType::kI32, "i32", "int32_t", "int32", "i", "int", "int", 4},
+      {AttrType::kI64, "i64", "int64_t", "int64", "q", "int", "int", 8},
+      {AttrType::kF32, "f32", "float", "float32", "f", "float", "float", 4},
+      {AttrType::kF64, "f64", "double", "float64", "d", "float", "float", 8},
+      // An enum travels as its index (i32) in the descriptor (and to the
+      // stable-ABI torch kernel, which cannot take a string on torch 2.9).
+      {AttrType::kEnum, "enum", "int32_t", "int32", "i", "str", "str", 4},
       // An array's descriptor field is its length (u32); the elements follow
       // the fixed fields. torch 2.9's stable ABI takes no list: the torch
       // kernel gets the array as a CPU tensor.
-      {AttrType::kI32Array, "i32[]", "int32_t", "int32", "I", "int[]", "Tensor", "Sequence[int]", 4},
-      {AttrType::kI64Array, "i64[]", "int64_t", "int64", "I", "int[]", "Tensor", "Sequence[int]", 4},
+      {AttrType::kI32Array, "i32[]", "int32_t", "int32", "I", "int[]", "Sequence[int]", 4},
+      {AttrType::kI64Array, "i64[]", "int64_t", "int64", "I", "int[]", "Sequence[int]", 4},
   };
   return table;
 }

@@ -59,7 +59,6 @@ struct AttrTypeInfo {
   const char* numpy;         // numpy type of the value (of one element): float32
   const char* struct_format; // Python struct code of the descriptor field: f
   const char* torch_schema;  // type in a torch schema: float
-  const char* torch_boxed;   // C++ type the stable ABI passes it as: double
   const char* py_type;       // Python annotation: float
   int size;                  // bytes of the field in the opaque descriptor
 };

@@ -298,15 +298,9 @@ py::dict attr_data(const Attr& a) {
   out["name"] = a.name;
   out["doc"] = a.doc;
   out["kind"] = enum_ ? "enum" : array ? "array" : "scalar";
-  py::dict type;
-  type["name"] = i.name;
+  py::dict type;  // of the value, or of one element of an array
   type["cpp"] = i.cpp;
   type["numpy"] = i.numpy;
-  type["struct_format"] = i.struct_format;
-  type["torch_schema"] = i.torch_schema;
-  type["torch_boxed"] = i.torch_boxed;
-  type["py_type"] = i.py_type;
-  type["size"] = i.size;
   out["type"] = type;
   // The type of the Args field the kernel reads.
   const std::string enum_type = enum_ ? enum_type_name(a.name) : std::string();
@@ -751,6 +745,8 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
 }
 
 size_t Renderer::file_count() const { return impl_->jobs.size(); }
+
+const std::string& Renderer::path(size_t index) const { return impl_->jobs.at(index).path; }
 
 RenderedFile Renderer::render(size_t index) {
   const Impl::Job& job = impl_->jobs.at(index);

@@ -36,6 +36,8 @@ class Renderer {
   // to file_count() - 1, the package-wide files first.
   void plan(const Package& package, const std::vector<Op>& ops);
   size_t file_count() const;
+  // The path of planned file `index`, relative to the output folder.
+  const std::string& path(size_t index) const;
   // File `index` of the plan. Throws std::runtime_error naming the template
   // when rendering fails.
   RenderedFile render(size_t index);
