@@ -1,6 +1,6 @@
-"""Checks of enum and integer-array attributes, shared by the JAX and PyTorch
-runtimes (framework-independent). Scalar attributes are checked by each
-runtime; ranges are checked again, in C++, by every binding."""
+"""Checks of attribute values shared by the JAX and PyTorch runtimes
+(framework-independent): ranges, enums and integer arrays. Every binding
+checks them again in C++."""
 
 from __future__ import annotations
 
@@ -9,6 +9,16 @@ from collections.abc import Sequence
 import numpy as np
 
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def check_range(op: str, subject: str, value, minimum=None, maximum=None) -> None:
+    """Refuses `value` outside the spec's inclusive [minimum, maximum] (NaN
+    never passes); `subject` names it: "attribute 'eps'"."""
+    if (minimum is not None and not value >= minimum) or (maximum is not None and not value <= maximum):
+        raise ValueError(
+            f"{op}: {subject} = {value} is outside its range "
+            f"[{'' if minimum is None else minimum}, {'' if maximum is None else maximum}]"
+        )
 
 
 def enum_index(op: str, name: str, value, values: Sequence[str]) -> int:
@@ -42,9 +52,5 @@ def int_list(op: str, name: str, value, numpy_type: str, size=None, minimum=None
     for i, v in enumerate(out):
         if not low <= v <= high:
             raise ValueError(f"{op}: attribute '{name}' element {i} = {v} does not fit {numpy_type}")
-        if (minimum is not None and v < minimum) or (maximum is not None and v > maximum):
-            raise ValueError(
-                f"{op}: attribute '{name}' element {i} = {v} is outside its range "
-                f"[{'' if minimum is None else minimum}, {'' if maximum is None else maximum}]"
-            )
+        check_range(op, f"attribute '{name}' element {i}", v, minimum, maximum)
     return out

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._attrs import check_range
 from ._shapes import product, shape_text  # noqa: F401  (product: the generated wrappers call _rt.product)
 
 _JAX_PLATFORM = {"cpu": "cpu", "cuda": "CUDA"}
@@ -171,11 +172,7 @@ def check_attr(op: str, name: str, value, numpy_type: str, minimum=None, maximum
     if kind is float:
         if not np.isfinite(float(value)) or abs(float(value)) > float(np.finfo(scalar_type).max):
             raise ValueError(f"{op}: attribute '{name}' = {value} is not a finite {numpy_type}")
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        raise ValueError(
-            f"{op}: attribute '{name}' = {value} is outside its range "
-            f"[{'' if minimum is None else minimum}, {'' if maximum is None else maximum}]"
-        )
+    check_range(op, f"attribute '{name}'", value, minimum, maximum)
     return scalar_type(value)
 
 

@@ -58,11 +58,7 @@ struct TensorView {
     strides = st;
   }
 
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t i = 0; i < dim; ++i) n *= sizes[i];
-    return n;
-  }
+  int64_t numel() const { return element_count(sizes, static_cast<size_t>(dim)); }
   bool is_cuda() const { return device_type == aoti_torch_device_type_cuda(); }
   bool is_cpu() const { return device_type == aoti_torch_device_type_cpu(); }
 
