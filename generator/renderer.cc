@@ -23,9 +23,11 @@ namespace {
 // The Jinja2 environment and the escaping filters. Spec text reaches
 // generated code only through these filters, never raw.
 constexpr const char* kEnvironmentCode = R"PY(
+import hashlib
 import unicodedata
 
 import jinja2
+import jinja2.compiler
 
 def cpp_string(s):
     """A C++ string literal: printable ASCII kept, everything else octal."""
@@ -78,24 +80,36 @@ def md_code(s):
     """Text inside a `code span` of a table cell: no backticks, '|' escaped."""
     return ' '.join(str(s).replace('`', "'").split()).replace('|', '\\|')
 
+class CodeGenerator(jinja2.compiler.CodeGenerator):
+    """Template data is dicts, and Jinja2 compiles `x.key` to a call of
+    Environment.getattr, which tries an attribute first: the most frequent
+    operation of every template, at the cost of a Python call each. This
+    compiles it to an inline dict lookup instead, which leaves anything else
+    (a loop object, a string method, a missing key) to Environment.getattr.
+    `_o` is assigned and read within one conditional expression, so nested
+    lookups cannot see each other's."""
+
+    @jinja2.compiler.optimizeconst
+    def visit_Getattr(self, node, frame):
+        if self.environment.is_async:
+            return super().visit_Getattr(node, frame)
+        key = repr(node.attr)
+        self.write('(_o[%s] if type(_o := ' % key)
+        self.visit(node.node, frame)
+        self.write(') is dict and %s in _o else environment.getattr(_o, %s))' % (key, key))
+
 class Environment(jinja2.Environment):
-    """Template data is dicts: look keys up first (Jinja2 tries attributes
-    first, which fails on every dict access and costs a third of the time)."""
+    code_generator_class = CodeGenerator
 
-    def getattr(self, obj, attribute):
-        if type(obj) is dict:
-            try:
-                return obj[attribute]
-            except KeyError:
-                pass
-        return super().getattr(obj, attribute)
-
-def make_environment(templates_dir, cache_dir):
+def make_environment(templates_dir, cache_dir, environment_code):
     env = Environment(
         loader=jinja2.FileSystemLoader(templates_dir),
         # Compiled templates, checked against each template's source: saves
-        # compiling them on every run.
-        bytecode_cache=jinja2.FileSystemBytecodeCache(cache_dir) if cache_dir else None,
+        # compiling them on every run. Named after this code too, which
+        # decides what the templates compile to.
+        bytecode_cache=jinja2.FileSystemBytecodeCache(
+            cache_dir, 'opgen-%s-' + hashlib.sha1(environment_code.encode()).hexdigest()[:12] + '.cache')
+        if cache_dir else None,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -146,20 +160,31 @@ std::string float_literal(double v, bool single) {
   return s;
 }
 
-py::dict dtype_data(DType d) {
-  const DTypeInfo& i = info(d);
-  py::dict out;
-  // Its index in the dtype table: the code legacy descriptors carry.
-  out["code"] = static_cast<int>(&i - &all_dtypes().front());
-  out["name"] = i.name;
-  out["cpp"] = i.cpp;
-  out["ffi"] = i.ffi;
-  out["numpy"] = i.numpy;
-  out["torch"] = i.torch;
-  out["torch_scalar"] = i.torch_scalar;
-  out["size"] = i.size;
-  return out;
-}
+// Each dtype's template data, made once and shared by every tensor, type
+// variable and instantiation that names it (templates only read it).
+class DTypeData {
+ public:
+  DTypeData() {
+    for (const DTypeInfo& i : all_dtypes()) {
+      py::dict d;
+      // Its index in the dtype table: the code legacy descriptors carry.
+      d["code"] = static_cast<int>(dicts_.size());
+      d["name"] = i.name;
+      d["cpp"] = i.cpp;
+      d["ffi"] = i.ffi;
+      d["numpy"] = i.numpy;
+      d["torch"] = i.torch;
+      d["torch_scalar"] = i.torch_scalar;
+      d["size"] = i.size;
+      dicts_.push_back(d);
+    }
+  }
+  const py::dict& operator[](DType d) const { return dicts_.at(&info(d) - &all_dtypes().front()); }
+  const std::vector<py::dict>& all() const { return dicts_; }
+
+ private:
+  std::vector<py::dict> dicts_;
+};
 
 // An output dimension expression in C++ (over args.X) or Python (over
 // _shape['X']), and every division in it, whose exactness the generated code
@@ -200,13 +225,13 @@ std::string declared_text(const Tensor& t) {
   return out + "]";
 }
 
-py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input) {
+py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, const DTypeData& dtypes) {
   py::dict out;
   out["name"] = t.name;
   out["index"] = index;
   out["doc"] = t.doc;
   out["type_var"] = t.type_var.empty() ? py::object(py::none()) : py::object(py::str(t.type_var));
-  out["dtype"] = t.type_var.empty() ? py::object(dtype_data(t.dtype)) : py::object(py::none());
+  out["dtype"] = t.type_var.empty() ? py::object(dtypes[t.dtype]) : py::object(py::none());
   out["dtype_text"] = t.type_var.empty() ? std::string(info(t.dtype).name) : t.type_var;
   out["batch"] = t.batch;
   out["optional"] = t.optional;
@@ -447,15 +472,15 @@ bool torch_lowered(const Op& op) {
 
 const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "cpu"; }
 
-py::dict op_data(const Op& op, const Package& package) {
+py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_data) {
   py::dict out;
   out["name"] = op.name;
   out["doc"] = op.doc;
   out["spec_path"] = op.spec_path;
   out["namespace"] = package.name + "::" + op.name;
   py::list inputs, outputs, attrs, symbols;
-  for (size_t i = 0; i < op.inputs.size(); ++i) inputs.append(tensor_data(op.inputs[i], i, op, true));
-  for (size_t i = 0; i < op.outputs.size(); ++i) outputs.append(tensor_data(op.outputs[i], i, op, false));
+  for (size_t i = 0; i < op.inputs.size(); ++i) inputs.append(tensor_data(op.inputs[i], i, op, true, dtype_data));
+  for (size_t i = 0; i < op.outputs.size(); ++i) outputs.append(tensor_data(op.outputs[i], i, op, false, dtype_data));
   for (const Attr& a : op.attrs) attrs.append(attr_data(a));
   for (const SymbolBinding& s : op.symbols) {
     py::dict d;
@@ -509,7 +534,7 @@ py::dict op_data(const Op& op, const Package& package) {
     py::list dtypes;
     std::string names;
     for (DType t : v.dtypes) {
-      dtypes.append(dtype_data(t));
+      dtypes.append(dtype_data[t]);
       names += (names.empty() ? "" : ", ") + std::string(info(t).name);
     }
     d["dtypes"] = dtypes;
@@ -526,9 +551,25 @@ py::dict op_data(const Op& op, const Package& package) {
   }
   out["type_vars"] = type_vars;
   out["template_params"] = template_params;
+  // `template <typename T>` before a declaration over Args, and its Args type.
+  std::string type_args;
+  for (const TypeVar& v : op.type_vars) type_args += (type_args.empty() ? "" : ", ") + v.name;
+  out["template_decl"] = op.type_vars.empty() ? std::string() : "template <" + template_params + ">\n";
+  out["args_type"] = op.type_vars.empty() ? std::string("Args") : "Args<" + type_args + ">";
+  // The instantiation's index in the header's Instantiations from each type
+  // variable's position <V>_i among its dtypes (the first varies slowest).
+  std::string index;
+  size_t stride = 1;
+  for (size_t k = op.type_vars.size(); k-- > 0;) {
+    const std::string term = op.type_vars[k].name + "_i" + (stride == 1 ? "" : " * " + std::to_string(stride));
+    index = index.empty() ? term : term + " + " + index;
+    stride *= op.type_vars[k].dtypes.size();
+  }
+  out["instantiation_index"] = index.empty() ? std::string("0") : index;
   // Each dtype assignment: `args_type` is Args<...> spelled out, `when` the
   // C++ and Python conditions that select it.
   py::list instantiations;
+  std::string instantiation_types;  // Args<...> of each, in order
   for (const auto& assignment : op.instantiations()) {
     py::dict inst;
     std::string targs, suffix;
@@ -537,14 +578,16 @@ py::dict op_data(const Op& op, const Package& package) {
       const DTypeInfo& i = info(assignment.at(v.name));
       targs += (targs.empty() ? "" : ", ") + std::string(i.cpp);
       suffix += std::string("_") + i.name;
-      types[py::str(v.name)] = dtype_data(assignment.at(v.name));
+      types[py::str(v.name)] = dtype_data[assignment.at(v.name)];
     }
     inst["template_args"] = op.type_vars.empty() ? std::string() : "<" + targs + ">";
+    instantiation_types += (instantiation_types.empty() ? "Args" : ", Args") + inst["template_args"].cast<std::string>();
     inst["suffix"] = suffix;
     inst["types"] = types;
     instantiations.append(inst);
   }
   out["instantiations"] = instantiations;
+  out["instantiation_types"] = instantiation_types;
   // torch_xla passes attributes only through the opaque backend_config, so
   // its custom call uses the first legacy version the spec lists.
   int xla_version = 0;
@@ -650,7 +693,8 @@ Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Im
     py::dict scope;
     py::exec(kEnvironmentCode, scope);
     const std::string cache = template_cache_dir();
-    impl_->environment = scope["make_environment"](templates_dir, cache.empty() ? py::object(py::none()) : py::object(py::str(cache)));
+    impl_->environment = scope["make_environment"](
+        templates_dir, cache.empty() ? py::object(py::none()) : py::object(py::str(cache)), kEnvironmentCode);
   } catch (const py::error_already_set& e) {
     std::string where = python;
     throw std::runtime_error(
@@ -700,12 +744,13 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
   package_data["torch_namespace"] = package.torch_namespace;
   package_data["opaque_layout_version"] = kOpaqueLayoutVersion;
   py::list dtypes;
-  for (const DTypeInfo& i : all_dtypes()) dtypes.append(dtype_data(i.dtype));
+  const DTypeData dtype_data;
+  for (const py::dict& d : dtype_data.all()) dtypes.append(d);
   package_data["dtypes"] = dtypes;
   py::list all_ops;
   std::string all_sources = package.spec_path;
   for (const Op& op : ops) {
-    all_ops.append(op_data(op, package));
+    all_ops.append(op_data(op, package, dtype_data));
     all_sources += ", " + op.spec_path;
   }
 
@@ -742,6 +787,10 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
       add(kOpTemplates[k], paths[k], sources, c);
     }
   }
+  // The plan lives until the process ends, and renders leave little cyclic
+  // garbage: the cycle collector would only spend time walking the plan (and,
+  // in forked workers, copy the pages it touches).
+  py::module_::import("gc").attr("disable")();
 }
 
 size_t Renderer::file_count() const { return impl_->jobs.size(); }

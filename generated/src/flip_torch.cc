@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "opgen/dispatch.h"
 #include "opgen/torch_stable.h"
 #include "opgen_ops/flip.h"
 
@@ -57,122 +58,38 @@ bool bind(const ts::TensorView& x, opgen::Span<const int64_t> dims, Tensor* outp
   return !empty_;
 }
 
-// Checks every dtype and returns the instantiation the type variables select.
+// Checks every dtype and returns the instantiation (its index in
+// Instantiations) that the type variables select.
 int check_dtypes(const ts::TensorView& x) {
   const int32_t T_ = x.dtype;
-  if (T_ != aoti_torch_dtype_float16() && T_ != aoti_torch_dtype_bfloat16() && T_ != aoti_torch_dtype_float32() && T_ != aoti_torch_dtype_float64() && T_ != aoti_torch_dtype_int32() && T_ != aoti_torch_dtype_int64() && T_ != aoti_torch_dtype_uint8() && T_ != aoti_torch_dtype_bool()) {
+  const int T_i = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32(), aoti_torch_dtype_float64(), aoti_torch_dtype_int32(), aoti_torch_dtype_int64(), aoti_torch_dtype_uint8(), aoti_torch_dtype_bool()});
+  if (T_i < 0) {
     ts::fail("flip: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32, float64, int32, int64, uint8, bool");
   }
-  if (T_ == aoti_torch_dtype_float16()) return 0;
-  if (T_ == aoti_torch_dtype_bfloat16()) return 1;
-  if (T_ == aoti_torch_dtype_float32()) return 2;
-  if (T_ == aoti_torch_dtype_float64()) return 3;
-  if (T_ == aoti_torch_dtype_int32()) return 4;
-  if (T_ == aoti_torch_dtype_int64()) return 5;
-  if (T_ == aoti_torch_dtype_uint8()) return 6;
-  if (T_ == aoti_torch_dtype_bool()) return 7;
-  return -1;
+  return T_i;
 }
 
-template <typename T>
-void run_cpu(const ts::TensorView& x, opgen::Span<const int64_t> dims, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(x, dims, outputs_, args)) {
-    ts::check_status(run_cpu(args));
-  }
-}
-
-void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+// The boxed kernel of one device: reads the arguments off the stack, checks
+// them, runs the body of the selected instantiation and puts the outputs on
+// the stack.
+template <typename Device>
+void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
   const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
   const Tensor dims_tensor = ts::stack_to<Tensor>(stack[1]);
   const opgen::Span<const int64_t> dims = ts::array_attr<int64_t>("flip", "dims", ts::TensorView(dims_tensor));
-  if (!x.is_cpu()) ts::fail("flip: the CPU kernel got tensors on " + x.device_text());
+  const Device device("flip", x);
   std::array<Tensor, 1> outputs_;
-  switch (check_dtypes(x)) {
-    case 0:
-      run_cpu<opgen::f16>(x, dims, outputs_.data());
-      break;
-    case 1:
-      run_cpu<opgen::bf16>(x, dims, outputs_.data());
-      break;
-    case 2:
-      run_cpu<float>(x, dims, outputs_.data());
-      break;
-    case 3:
-      run_cpu<double>(x, dims, outputs_.data());
-      break;
-    case 4:
-      run_cpu<int32_t>(x, dims, outputs_.data());
-      break;
-    case 5:
-      run_cpu<int64_t>(x, dims, outputs_.data());
-      break;
-    case 6:
-      run_cpu<uint8_t>(x, dims, outputs_.data());
-      break;
-    case 7:
-      run_cpu<bool>(x, dims, outputs_.data());
-      break;
-    default:
-      ts::fail("flip: no instantiation for these dtypes");
-  }
+  opgen::visit_args(
+      Instantiations{}, check_dtypes(x),
+      [&](auto& args) {
+        if (bind(x, dims, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+      },
+      [] { ts::fail("flip: no instantiation for these dtypes"); });
   stack[0] = ts::stack_from(outputs_[0]);
 }
-
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-void run_cuda(const ts::TensorView& x, opgen::Span<const int64_t> dims, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(x, dims, outputs_, args)) {
-    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(x.device_index)), args));
-  }
-}
-
-void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView x(x_tensor);
-  const Tensor dims_tensor = ts::stack_to<Tensor>(stack[1]);
-  const opgen::Span<const int64_t> dims = ts::array_attr<int64_t>("flip", "dims", ts::TensorView(dims_tensor));
-  if (!x.is_cuda()) ts::fail("flip: the CUDA kernel got tensors on " + x.device_text());
-  const ts::CudaDeviceScope device_(x.device_index);
-  std::array<Tensor, 1> outputs_;
-  switch (check_dtypes(x)) {
-    case 0:
-      run_cuda<opgen::f16>(x, dims, outputs_.data());
-      break;
-    case 1:
-      run_cuda<opgen::bf16>(x, dims, outputs_.data());
-      break;
-    case 2:
-      run_cuda<float>(x, dims, outputs_.data());
-      break;
-    case 3:
-      run_cuda<double>(x, dims, outputs_.data());
-      break;
-    case 4:
-      run_cuda<int32_t>(x, dims, outputs_.data());
-      break;
-    case 5:
-      run_cuda<int64_t>(x, dims, outputs_.data());
-      break;
-    case 6:
-      run_cuda<uint8_t>(x, dims, outputs_.data());
-      break;
-    case 7:
-      run_cuda<bool>(x, dims, outputs_.data());
-      break;
-    default:
-      ts::fail("flip: no instantiation for these dtypes");
-  }
-  stack[0] = ts::stack_from(outputs_[0]);
-}
-
-#endif
 
 }  // namespace
 }  // namespace opgen_ops::flip
@@ -182,11 +99,11 @@ STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("flip__lowered", &opgen_ops::flip::boxed_cpu);
+  m.impl("flip__lowered", &opgen_ops::flip::boxed<::opgen::torch_stable::OnCpu>);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
-  m.impl("flip__lowered", &opgen_ops::flip::boxed_cuda);
+  m.impl("flip__lowered", &opgen_ops::flip::boxed<::opgen::torch_stable::OnCuda>);
 }
 #endif

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "opgen/dispatch.h"
+#include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
 #include "xla/ffi/api/ffi.h"
@@ -16,23 +18,18 @@ namespace {
 
 namespace ffi = ::xla::ffi;
 
-// Checks every dtype and selects the instantiation that the type variables bind.
+// Checks every dtype and sets the instantiation (its index in Instantiations)
+// that the type variables select.
 ffi::Error check_dtypes(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, int* instantiation_) {
   const ffi::DataType T_ = x.element_type();
   if (out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("flip", "output", "out", out->element_type(), "T", "x", T_));
   }
-  if (T_ != ffi::DataType::F16 && T_ != ffi::DataType::BF16 && T_ != ffi::DataType::F32 && T_ != ffi::DataType::F64 && T_ != ffi::DataType::S32 && T_ != ffi::DataType::S64 && T_ != ffi::DataType::U8 && T_ != ffi::DataType::PRED) {
+  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32, ffi::DataType::F64, ffi::DataType::S32, ffi::DataType::S64, ffi::DataType::U8, ffi::DataType::PRED});
+  if (T_i < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("flip", "x", T_, "T", "f16, bf16, f32, f64, i32, i64, u8, bool"));
   }
-  if (T_ == ffi::DataType::F16) *instantiation_ = 0;
-  if (T_ == ffi::DataType::BF16) *instantiation_ = 1;
-  if (T_ == ffi::DataType::F32) *instantiation_ = 2;
-  if (T_ == ffi::DataType::F64) *instantiation_ = 3;
-  if (T_ == ffi::DataType::S32) *instantiation_ = 4;
-  if (T_ == ffi::DataType::S64) *instantiation_ = 5;
-  if (T_ == ffi::DataType::U8) *instantiation_ = 6;
-  if (T_ == ffi::DataType::PRED) *instantiation_ = 7;
+  *instantiation_ = T_i;
   return ffi::Error::Success();
 }
 
@@ -90,77 +87,33 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::S
   return ffi::Error::Success();
 }
 
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(x, out, dims, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(launch_cuda(stream, args));
-}
-
-ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
+// Checks the dtypes, binds the call into the Args of the instantiation they
+// select, and runs the body on `platform`.
+template <typename Platform>
+ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cuda_typed<opgen::f16>(stream, x, out, dims);
-    case 1:
-      return run_cuda_typed<opgen::bf16>(stream, x, out, dims);
-    case 2:
-      return run_cuda_typed<float>(stream, x, out, dims);
-    case 3:
-      return run_cuda_typed<double>(stream, x, out, dims);
-    case 4:
-      return run_cuda_typed<int32_t>(stream, x, out, dims);
-    case 5:
-      return run_cuda_typed<int64_t>(stream, x, out, dims);
-    case 6:
-      return run_cuda_typed<uint8_t>(stream, x, out, dims);
-    case 7:
-      return run_cuda_typed<bool>(stream, x, out, dims);
-  }
-  return ffi::Error::Internal("flip: no instantiation selected");
+  return opgen::visit_args(
+      Instantiations{}, instantiation_,
+      [&](auto& args) -> ffi::Error {
+        bool empty_ = false;
+        if (ffi::Error e_ = bind(x, out, dims, args, &empty_); e_.failure()) return e_;
+        if (empty_) return ffi::Error::Success();
+      
+        return opgen::to_ffi_error(platform.run(args));
+      },
+      [] { return ffi::Error::Internal("flip: no instantiation selected"); });
 }
 
+#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
+  return run(opgen::Cuda{stream}, x, out, dims);
+}
 #endif
 
-template <typename T>
-ffi::Error run_cpu_typed(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(x, out, dims, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(run_cpu(args));
-}
-
 ffi::Error run_cpu_ffi(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
-  int instantiation_ = -1;
-  if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cpu_typed<opgen::f16>(x, out, dims);
-    case 1:
-      return run_cpu_typed<opgen::bf16>(x, out, dims);
-    case 2:
-      return run_cpu_typed<float>(x, out, dims);
-    case 3:
-      return run_cpu_typed<double>(x, out, dims);
-    case 4:
-      return run_cpu_typed<int32_t>(x, out, dims);
-    case 5:
-      return run_cpu_typed<int64_t>(x, out, dims);
-    case 6:
-      return run_cpu_typed<uint8_t>(x, out, dims);
-    case 7:
-      return run_cpu_typed<bool>(x, out, dims);
-  }
-  return ffi::Error::Internal("flip: no instantiation selected");
+  return run(opgen::Cpu{}, x, out, dims);
 }
-
 
 }  // namespace
 }  // namespace opgen_ops::flip

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "opgen/dispatch.h"
 #include "opgen/torch_stable.h"
 #include "opgen_ops/glu.h"
 
@@ -56,94 +57,38 @@ bool bind(const ts::TensorView& x, Activation activation, Tensor* outputs_, Args
   return !empty_;
 }
 
-// Checks every dtype and returns the instantiation the type variables select.
+// Checks every dtype and returns the instantiation (its index in
+// Instantiations) that the type variables select.
 int check_dtypes(const ts::TensorView& x) {
   const int32_t T_ = x.dtype;
-  if (T_ != aoti_torch_dtype_float16() && T_ != aoti_torch_dtype_bfloat16() && T_ != aoti_torch_dtype_float32() && T_ != aoti_torch_dtype_float64()) {
+  const int T_i = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32(), aoti_torch_dtype_float64()});
+  if (T_i < 0) {
     ts::fail("glu: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32, float64");
   }
-  if (T_ == aoti_torch_dtype_float16()) return 0;
-  if (T_ == aoti_torch_dtype_bfloat16()) return 1;
-  if (T_ == aoti_torch_dtype_float32()) return 2;
-  if (T_ == aoti_torch_dtype_float64()) return 3;
-  return -1;
+  return T_i;
 }
 
-template <typename T>
-void run_cpu(const ts::TensorView& x, Activation activation, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(x, activation, outputs_, args)) {
-    ts::check_status(run_cpu(args));
-  }
-}
-
-void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+// The boxed kernel of one device: reads the arguments off the stack, checks
+// them, runs the body of the selected instantiation and puts the outputs on
+// the stack.
+template <typename Device>
+void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
   const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
   const ts::TensorView x(x_tensor);
   // The Python wrapper passes the value's index (the stable ABI takes no str on torch 2.9).
   const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack[1]));
-  if (!x.is_cpu()) ts::fail("glu: the CPU kernel got tensors on " + x.device_text());
+  const Device device("glu", x);
   std::array<Tensor, 1> outputs_;
-  switch (check_dtypes(x)) {
-    case 0:
-      run_cpu<opgen::f16>(x, activation, outputs_.data());
-      break;
-    case 1:
-      run_cpu<opgen::bf16>(x, activation, outputs_.data());
-      break;
-    case 2:
-      run_cpu<float>(x, activation, outputs_.data());
-      break;
-    case 3:
-      run_cpu<double>(x, activation, outputs_.data());
-      break;
-    default:
-      ts::fail("glu: no instantiation for these dtypes");
-  }
+  opgen::visit_args(
+      Instantiations{}, check_dtypes(x),
+      [&](auto& args) {
+        if (bind(x, activation, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+      },
+      [] { ts::fail("glu: no instantiation for these dtypes"); });
   stack[0] = ts::stack_from(outputs_[0]);
 }
-
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-void run_cuda(const ts::TensorView& x, Activation activation, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(x, activation, outputs_, args)) {
-    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(x.device_index)), args));
-  }
-}
-
-void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView x(x_tensor);
-  // The Python wrapper passes the value's index (the stable ABI takes no str on torch 2.9).
-  const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack[1]));
-  if (!x.is_cuda()) ts::fail("glu: the CUDA kernel got tensors on " + x.device_text());
-  const ts::CudaDeviceScope device_(x.device_index);
-  std::array<Tensor, 1> outputs_;
-  switch (check_dtypes(x)) {
-    case 0:
-      run_cuda<opgen::f16>(x, activation, outputs_.data());
-      break;
-    case 1:
-      run_cuda<opgen::bf16>(x, activation, outputs_.data());
-      break;
-    case 2:
-      run_cuda<float>(x, activation, outputs_.data());
-      break;
-    case 3:
-      run_cuda<double>(x, activation, outputs_.data());
-      break;
-    default:
-      ts::fail("glu: no instantiation for these dtypes");
-  }
-  stack[0] = ts::stack_from(outputs_[0]);
-}
-
-#endif
 
 }  // namespace
 }  // namespace opgen_ops::glu
@@ -153,11 +98,11 @@ STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("glu__lowered", &opgen_ops::glu::boxed_cpu);
+  m.impl("glu__lowered", &opgen_ops::glu::boxed<::opgen::torch_stable::OnCpu>);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
-  m.impl("glu__lowered", &opgen_ops::glu::boxed_cuda);
+  m.impl("glu__lowered", &opgen_ops::glu::boxed<::opgen::torch_stable::OnCuda>);
 }
 #endif

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "opgen/dispatch.h"
+#include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
 #include "xla/ffi/api/ffi.h"
@@ -17,19 +19,18 @@ namespace {
 
 namespace ffi = ::xla::ffi;
 
-// Checks every dtype and selects the instantiation that the type variables bind.
+// Checks every dtype and sets the instantiation (its index in Instantiations)
+// that the type variables select.
 ffi::Error check_dtypes(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, int* instantiation_) {
   const ffi::DataType T_ = x.element_type();
   if (out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("glu", "output", "out", out->element_type(), "T", "x", T_));
   }
-  if (T_ != ffi::DataType::F16 && T_ != ffi::DataType::BF16 && T_ != ffi::DataType::F32 && T_ != ffi::DataType::F64) {
+  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32, ffi::DataType::F64});
+  if (T_i < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("glu", "x", T_, "T", "f16, bf16, f32, f64"));
   }
-  if (T_ == ffi::DataType::F16) *instantiation_ = 0;
-  if (T_ == ffi::DataType::BF16) *instantiation_ = 1;
-  if (T_ == ffi::DataType::F32) *instantiation_ = 2;
-  if (T_ == ffi::DataType::F64) *instantiation_ = 3;
+  *instantiation_ = T_i;
   return ffi::Error::Success();
 }
 
@@ -83,61 +84,33 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_v
   return ffi::Error::Success();
 }
 
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(launch_cuda(stream, args));
-}
-
-ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
+// Checks the dtypes, binds the call into the Args of the instantiation they
+// select, and runs the body on `platform`.
+template <typename Platform>
+ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cuda_typed<opgen::f16>(stream, x, out, activation);
-    case 1:
-      return run_cuda_typed<opgen::bf16>(stream, x, out, activation);
-    case 2:
-      return run_cuda_typed<float>(stream, x, out, activation);
-    case 3:
-      return run_cuda_typed<double>(stream, x, out, activation);
-  }
-  return ffi::Error::Internal("glu: no instantiation selected");
+  return opgen::visit_args(
+      Instantiations{}, instantiation_,
+      [&](auto& args) -> ffi::Error {
+        bool empty_ = false;
+        if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
+        if (empty_) return ffi::Error::Success();
+      
+        return opgen::to_ffi_error(platform.run(args));
+      },
+      [] { return ffi::Error::Internal("glu: no instantiation selected"); });
 }
 
+#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
+  return run(opgen::Cuda{stream}, x, out, activation);
+}
 #endif
 
-template <typename T>
-ffi::Error run_cpu_typed(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(run_cpu(args));
-}
-
 ffi::Error run_cpu_ffi(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
-  int instantiation_ = -1;
-  if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cpu_typed<opgen::f16>(x, out, activation);
-    case 1:
-      return run_cpu_typed<opgen::bf16>(x, out, activation);
-    case 2:
-      return run_cpu_typed<float>(x, out, activation);
-    case 3:
-      return run_cpu_typed<double>(x, out, activation);
-  }
-  return ffi::Error::Internal("glu: no instantiation selected");
+  return run(opgen::Cpu{}, x, out, activation);
 }
-
 
 }  // namespace
 }  // namespace opgen_ops::glu

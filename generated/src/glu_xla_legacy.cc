@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "opgen/dispatch.h"
+#include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/xla_legacy_status.h"
 #include "opgen_ops/glu.h"
@@ -51,72 +53,35 @@ opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descripto
   return opgen::Status::Ok();
 }
 
+// Binds the (decoded) descriptor and the buffers into the Args of the
+// instantiation the descriptor names, and runs the body on `platform`.
+template <typename Platform>
+opgen::Status run(const Platform& platform, const void* const* inputs, void* const* outputs, const Descriptor& d) {
+  const int T_i = opgen::index_of(d.dtype_T, {0, 1, 2, 3});
+  const bool known_ = T_i >= 0;
+  const int instantiation_ = known_ ? T_i : -1;
+  return opgen::visit_args(
+      Instantiations{}, instantiation_,
+      [&](auto& args) -> opgen::Status {
+        bool empty_ = false;
+        if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
+        if (empty_) return opgen::Status::Ok();
+      
+        return platform.run(args);
+      },
+      [] { return opgen::Status::InvalidArgument("glu: the opaque descriptor names dtypes this op was not built for"); });
+}
+
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-opgen::Status run_cuda_typed(cudaStream_t stream, const void* const* inputs, void* const* outputs, const Descriptor& d) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
-  if (empty_) return opgen::Status::Ok();
-
-  return launch_cuda(stream, args);
-}
-
-// Runs the instantiation the (decoded) descriptor names.
-opgen::Status run_cuda_checked(cudaStream_t stream, const void* const* inputs, void* const* outputs,
-                              const Descriptor& d) {
-  if (d.dtype_T == 0) {
-    return run_cuda_typed<opgen::f16>(stream, inputs, outputs, d);
-  }
-  if (d.dtype_T == 1) {
-    return run_cuda_typed<opgen::bf16>(stream, inputs, outputs, d);
-  }
-  if (d.dtype_T == 2) {
-    return run_cuda_typed<float>(stream, inputs, outputs, d);
-  }
-  if (d.dtype_T == 3) {
-    return run_cuda_typed<double>(stream, inputs, outputs, d);
-  }
-  return opgen::Status::InvalidArgument("glu: the opaque descriptor names dtypes this op was not built for");
-}
-
 // XLA:GPU passes the inputs, then the outputs, in one pointer array.
 opgen::Status run_cuda_legacy(cudaStream_t stream, void** buffers, const char* opaque,
                               size_t opaque_len) {
   Descriptor d{};
   size_t inputs = 0;
   if (opgen::Status s = decode_descriptor(opaque, opaque_len, &d, &inputs); !s.ok()) return s;
-  return run_cuda_checked(stream, buffers, buffers + inputs, d);
+  return run(opgen::Cuda{stream}, buffers, buffers + inputs, d);
 }
 #endif
-
-template <typename T>
-opgen::Status run_cpu_typed(const void* const* inputs, void* const* outputs, const Descriptor& d) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
-  if (empty_) return opgen::Status::Ok();
-
-  return run_cpu(args);
-}
-
-// Runs the instantiation the (decoded) descriptor names.
-opgen::Status run_cpu_checked(const void* const* inputs, void* const* outputs,
-                              const Descriptor& d) {
-  if (d.dtype_T == 0) {
-    return run_cpu_typed<opgen::f16>(inputs, outputs, d);
-  }
-  if (d.dtype_T == 1) {
-    return run_cpu_typed<opgen::bf16>(inputs, outputs, d);
-  }
-  if (d.dtype_T == 2) {
-    return run_cpu_typed<float>(inputs, outputs, d);
-  }
-  if (d.dtype_T == 3) {
-    return run_cpu_typed<double>(inputs, outputs, d);
-  }
-  return opgen::Status::InvalidArgument("glu: the opaque descriptor names dtypes this op was not built for");
-}
 
 // XLA:CPU passes one output directly and several as an array of pointers.
 opgen::Status run_cpu_legacy(void* out, const void** in, const char* opaque, size_t opaque_len) {
@@ -124,7 +89,7 @@ opgen::Status run_cpu_legacy(void* out, const void** in, const char* opaque, siz
   Descriptor d{};
   size_t inputs = 0;
   if (opgen::Status s = decode_descriptor(opaque, opaque_len, &d, &inputs); !s.ok()) return s;
-  return run_cpu_checked(in, outputs, d);
+  return run(opgen::Cpu{}, in, outputs, d);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "opgen/dispatch.h"
 #include "opgen/torch_stable.h"
 #include "opgen_ops/kv_cache_write.h"
 
@@ -57,29 +58,24 @@ bool bind(const ts::TensorView& cache, const ts::TensorView& values, const ts::T
   return !empty_;
 }
 
-// Checks every dtype and returns the instantiation the type variables select.
+// Checks every dtype and returns the instantiation (its index in
+// Instantiations) that the type variables select.
 int check_dtypes(const ts::TensorView& cache, const ts::TensorView& values, const ts::TensorView& pos) {
   ts::check_dtype("kv_cache_write", "pos", pos, aoti_torch_dtype_int32(), "int32");
   const int32_t T_ = cache.dtype;
   ts::check_same_dtype("kv_cache_write", "values", values, "T", "cache", T_);
-  if (T_ != aoti_torch_dtype_float16() && T_ != aoti_torch_dtype_bfloat16() && T_ != aoti_torch_dtype_float32()) {
+  const int T_i = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32()});
+  if (T_i < 0) {
     ts::fail("kv_cache_write: input 'cache' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32");
   }
-  if (T_ == aoti_torch_dtype_float16()) return 0;
-  if (T_ == aoti_torch_dtype_bfloat16()) return 1;
-  if (T_ == aoti_torch_dtype_float32()) return 2;
-  return -1;
+  return T_i;
 }
 
-template <typename T>
-void run_cpu(const ts::TensorView& cache, const ts::TensorView& values, const ts::TensorView& pos, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(cache, values, pos, outputs_, args)) {
-    ts::check_status(run_cpu(args));
-  }
-}
-
-void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+// The boxed kernel of one device: reads the arguments off the stack, checks
+// them, runs the body of the selected instantiation and puts the outputs on
+// the stack.
+template <typename Device>
+void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
   const Tensor cache_tensor = ts::stack_to<Tensor>(stack[0]);
@@ -88,60 +84,15 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const ts::TensorView values(values_tensor);
   const Tensor pos_tensor = ts::stack_to<Tensor>(stack[2]);
   const ts::TensorView pos(pos_tensor);
-  if (!cache.is_cpu()) ts::fail("kv_cache_write: the CPU kernel got tensors on " + cache.device_text());
+  const Device device("kv_cache_write", cache);
   std::array<Tensor, 0> outputs_;
-  switch (check_dtypes(cache, values, pos)) {
-    case 0:
-      run_cpu<opgen::f16>(cache, values, pos, outputs_.data());
-      break;
-    case 1:
-      run_cpu<opgen::bf16>(cache, values, pos, outputs_.data());
-      break;
-    case 2:
-      run_cpu<float>(cache, values, pos, outputs_.data());
-      break;
-    default:
-      ts::fail("kv_cache_write: no instantiation for these dtypes");
-  }
+  opgen::visit_args(
+      Instantiations{}, check_dtypes(cache, values, pos),
+      [&](auto& args) {
+        if (bind(cache, values, pos, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+      },
+      [] { ts::fail("kv_cache_write: no instantiation for these dtypes"); });
 }
-
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-void run_cuda(const ts::TensorView& cache, const ts::TensorView& values, const ts::TensorView& pos, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(cache, values, pos, outputs_, args)) {
-    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(cache.device_index)), args));
-  }
-}
-
-void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor cache_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView cache(cache_tensor);
-  const Tensor values_tensor = ts::stack_to<Tensor>(stack[1]);
-  const ts::TensorView values(values_tensor);
-  const Tensor pos_tensor = ts::stack_to<Tensor>(stack[2]);
-  const ts::TensorView pos(pos_tensor);
-  if (!cache.is_cuda()) ts::fail("kv_cache_write: the CUDA kernel got tensors on " + cache.device_text());
-  const ts::CudaDeviceScope device_(cache.device_index);
-  std::array<Tensor, 0> outputs_;
-  switch (check_dtypes(cache, values, pos)) {
-    case 0:
-      run_cuda<opgen::f16>(cache, values, pos, outputs_.data());
-      break;
-    case 1:
-      run_cuda<opgen::bf16>(cache, values, pos, outputs_.data());
-      break;
-    case 2:
-      run_cuda<float>(cache, values, pos, outputs_.data());
-      break;
-    default:
-      ts::fail("kv_cache_write: no instantiation for these dtypes");
-  }
-}
-
-#endif
 
 }  // namespace
 }  // namespace opgen_ops::kv_cache_write
@@ -151,11 +102,11 @@ STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("kv_cache_write", &opgen_ops::kv_cache_write::boxed_cpu);
+  m.impl("kv_cache_write", &opgen_ops::kv_cache_write::boxed<::opgen::torch_stable::OnCpu>);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
-  m.impl("kv_cache_write", &opgen_ops::kv_cache_write::boxed_cuda);
+  m.impl("kv_cache_write", &opgen_ops::kv_cache_write::boxed<::opgen::torch_stable::OnCuda>);
 }
 #endif

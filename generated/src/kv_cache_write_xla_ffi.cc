@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "opgen/alias_copy.h"
+#include "opgen/dispatch.h"
+#include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
 #include "xla/ffi/api/ffi.h"
@@ -17,7 +18,8 @@ namespace {
 
 namespace ffi = ::xla::ffi;
 
-// Checks every dtype and selects the instantiation that the type variables bind.
+// Checks every dtype and sets the instantiation (its index in Instantiations)
+// that the type variables select.
 ffi::Error check_dtypes(ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out, int* instantiation_) {
   if (pos.element_type() != ffi::DataType::S32) {
     return ffi::Error::InvalidArgument(opgen::dtype_mismatch("kv_cache_write", "input", "pos", pos.element_type(), "i32"));
@@ -29,12 +31,11 @@ ffi::Error check_dtypes(ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuf
   if (cache_out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("kv_cache_write", "output", "cache_out", cache_out->element_type(), "T", "cache", T_));
   }
-  if (T_ != ffi::DataType::F16 && T_ != ffi::DataType::BF16 && T_ != ffi::DataType::F32) {
+  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32});
+  if (T_i < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("kv_cache_write", "cache", T_, "T", "f16, bf16, f32"));
   }
-  if (T_ == ffi::DataType::F16) *instantiation_ = 0;
-  if (T_ == ffi::DataType::BF16) *instantiation_ = 1;
-  if (T_ == ffi::DataType::F32) *instantiation_ = 2;
+  *instantiation_ = T_i;
   return ffi::Error::Success();
 }
 
@@ -124,65 +125,37 @@ ffi::Error bind(ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos,
   return ffi::Error::Success();
 }
 
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(cache, values, pos, cache_out, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-  if (opgen::Status s_ = opgen::alias_copy_cuda(args.cache_out, args.cache, sizeof(*args.cache_out) * static_cast<size_t>(args.B * args.S * args.H), stream); !s_.ok()) {
-    return opgen::to_ffi_error(s_);
-  }
-  args.cache = args.cache_out;
-
-  return opgen::to_ffi_error(launch_cuda(stream, args));
-}
-
-ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
+// Checks the dtypes, binds the call into the Args of the instantiation they
+// select, and runs the body on `platform`.
+template <typename Platform>
+ffi::Error run(const Platform& platform, ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(cache, values, pos, cache_out, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cuda_typed<opgen::f16>(stream, cache, values, pos, cache_out);
-    case 1:
-      return run_cuda_typed<opgen::bf16>(stream, cache, values, pos, cache_out);
-    case 2:
-      return run_cuda_typed<float>(stream, cache, values, pos, cache_out);
-  }
-  return ffi::Error::Internal("kv_cache_write: no instantiation selected");
+  return opgen::visit_args(
+      Instantiations{}, instantiation_,
+      [&](auto& args) -> ffi::Error {
+        bool empty_ = false;
+        if (ffi::Error e_ = bind(cache, values, pos, cache_out, args, &empty_); e_.failure()) return e_;
+        if (empty_) return ffi::Error::Success();
+        if (opgen::Status s_ = platform.copy(args.cache_out, args.cache, sizeof(*args.cache_out) * static_cast<size_t>(args.B * args.S * args.H)); !s_.ok()) {
+          return opgen::to_ffi_error(s_);
+        }
+        args.cache = args.cache_out;
+
+        return opgen::to_ffi_error(platform.run(args));
+      },
+      [] { return ffi::Error::Internal("kv_cache_write: no instantiation selected"); });
 }
 
+#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
+  return run(opgen::Cuda{stream}, cache, values, pos, cache_out);
+}
 #endif
 
-template <typename T>
-ffi::Error run_cpu_typed(ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(cache, values, pos, cache_out, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-  if (opgen::Status s_ = opgen::alias_copy_cpu(args.cache_out, args.cache, sizeof(*args.cache_out) * static_cast<size_t>(args.B * args.S * args.H)); !s_.ok()) {
-    return opgen::to_ffi_error(s_);
-  }
-  args.cache = args.cache_out;
-
-  return opgen::to_ffi_error(run_cpu(args));
-}
-
 ffi::Error run_cpu_ffi(ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
-  int instantiation_ = -1;
-  if (ffi::Error e_ = check_dtypes(cache, values, pos, cache_out, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cpu_typed<opgen::f16>(cache, values, pos, cache_out);
-    case 1:
-      return run_cpu_typed<opgen::bf16>(cache, values, pos, cache_out);
-    case 2:
-      return run_cpu_typed<float>(cache, values, pos, cache_out);
-  }
-  return ffi::Error::Internal("kv_cache_write: no instantiation selected");
+  return run(opgen::Cpu{}, cache, values, pos, cache_out);
 }
-
 
 }  // namespace
 }  // namespace opgen_ops::kv_cache_write

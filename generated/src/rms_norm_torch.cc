@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "opgen/dispatch.h"
 #include "opgen/torch_stable.h"
 #include "opgen_ops/rms_norm.h"
 
@@ -84,29 +85,24 @@ bool bind(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_o
   return !empty_;
 }
 
-// Checks every dtype and returns the instantiation the type variables select.
+// Checks every dtype and returns the instantiation (its index in
+// Instantiations) that the type variables select.
 int check_dtypes(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_opt_, const std::optional<ts::TensorView>& bias_opt_) {
   const int32_t T_ = x.dtype;
   if (weight_opt_) ts::check_same_dtype("rms_norm", "weight", *weight_opt_, "T", "x", T_);
   if (bias_opt_) ts::check_same_dtype("rms_norm", "bias", *bias_opt_, "T", "x", T_);
-  if (T_ != aoti_torch_dtype_float16() && T_ != aoti_torch_dtype_bfloat16() && T_ != aoti_torch_dtype_float32()) {
+  const int T_i = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32()});
+  if (T_i < 0) {
     ts::fail("rms_norm: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32");
   }
-  if (T_ == aoti_torch_dtype_float16()) return 0;
-  if (T_ == aoti_torch_dtype_bfloat16()) return 1;
-  if (T_ == aoti_torch_dtype_float32()) return 2;
-  return -1;
+  return T_i;
 }
 
-template <typename T>
-void run_cpu(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_opt_, const std::optional<ts::TensorView>& bias_opt_, float eps, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(x, weight_opt_, bias_opt_, eps, outputs_, args)) {
-    ts::check_status(run_cpu(args));
-  }
-}
-
-void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+// The boxed kernel of one device: reads the arguments off the stack, checks
+// them, runs the body of the selected instantiation and puts the outputs on
+// the stack.
+template <typename Device>
+void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
   const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
@@ -118,67 +114,17 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const std::optional<ts::TensorView> bias_opt_ =
       bias_tensor ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor)) : std::nullopt;
   const float eps = ts::attr<float>("rms_norm", "eps", stack[3]);
-  if (!x.is_cpu()) ts::fail("rms_norm: the CPU kernel got tensors on " + x.device_text());
+  const Device device("rms_norm", x);
   std::array<Tensor, 2> outputs_;
-  switch (check_dtypes(x, weight_opt_, bias_opt_)) {
-    case 0:
-      run_cpu<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
-      break;
-    case 1:
-      run_cpu<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
-      break;
-    case 2:
-      run_cpu<float>(x, weight_opt_, bias_opt_, eps, outputs_.data());
-      break;
-    default:
-      ts::fail("rms_norm: no instantiation for these dtypes");
-  }
+  opgen::visit_args(
+      Instantiations{}, check_dtypes(x, weight_opt_, bias_opt_),
+      [&](auto& args) {
+        if (bind(x, weight_opt_, bias_opt_, eps, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+      },
+      [] { ts::fail("rms_norm: no instantiation for these dtypes"); });
   stack[0] = ts::stack_from(outputs_[0]);
   stack[1] = ts::stack_from(outputs_[1]);
 }
-
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-void run_cuda(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_opt_, const std::optional<ts::TensorView>& bias_opt_, float eps, Tensor* outputs_) {
-  Args<T> args{};
-  if (bind(x, weight_opt_, bias_opt_, eps, outputs_, args)) {
-    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(x.device_index)), args));
-  }
-}
-
-void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView x(x_tensor);
-  const std::optional<Tensor> weight_tensor = ts::stack_to<std::optional<Tensor>>(stack[1]);
-  const std::optional<ts::TensorView> weight_opt_ =
-      weight_tensor ? std::optional<ts::TensorView>(ts::TensorView(*weight_tensor)) : std::nullopt;
-  const std::optional<Tensor> bias_tensor = ts::stack_to<std::optional<Tensor>>(stack[2]);
-  const std::optional<ts::TensorView> bias_opt_ =
-      bias_tensor ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor)) : std::nullopt;
-  const float eps = ts::attr<float>("rms_norm", "eps", stack[3]);
-  if (!x.is_cuda()) ts::fail("rms_norm: the CUDA kernel got tensors on " + x.device_text());
-  const ts::CudaDeviceScope device_(x.device_index);
-  std::array<Tensor, 2> outputs_;
-  switch (check_dtypes(x, weight_opt_, bias_opt_)) {
-    case 0:
-      run_cuda<opgen::f16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
-      break;
-    case 1:
-      run_cuda<opgen::bf16>(x, weight_opt_, bias_opt_, eps, outputs_.data());
-      break;
-    case 2:
-      run_cuda<float>(x, weight_opt_, bias_opt_, eps, outputs_.data());
-      break;
-    default:
-      ts::fail("rms_norm: no instantiation for these dtypes");
-  }
-  stack[0] = ts::stack_from(outputs_[0]);
-  stack[1] = ts::stack_from(outputs_[1]);
-}
-
-#endif
 
 }  // namespace
 }  // namespace opgen_ops::rms_norm
@@ -188,11 +134,11 @@ STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("rms_norm", &opgen_ops::rms_norm::boxed_cpu);
+  m.impl("rms_norm", &opgen_ops::rms_norm::boxed<::opgen::torch_stable::OnCpu>);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
-  m.impl("rms_norm", &opgen_ops::rms_norm::boxed_cuda);
+  m.impl("rms_norm", &opgen_ops::rms_norm::boxed<::opgen::torch_stable::OnCuda>);
 }
 #endif

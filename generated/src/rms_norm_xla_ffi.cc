@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "opgen/dispatch.h"
+#include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
 #include "xla/ffi/api/ffi.h"
@@ -17,7 +19,8 @@ namespace {
 
 namespace ffi = ::xla::ffi;
 
-// Checks every dtype and selects the instantiation that the type variables bind.
+// Checks every dtype and sets the instantiation (its index in Instantiations)
+// that the type variables select.
 ffi::Error check_dtypes(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, std::optional<ffi::AnyBuffer> bias, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, int* instantiation_) {
   if (rstd->element_type() != ffi::DataType::F32) {
     return ffi::Error::InvalidArgument(opgen::dtype_mismatch("rms_norm", "output", "rstd", rstd->element_type(), "f32"));
@@ -32,12 +35,11 @@ ffi::Error check_dtypes(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, 
   if (out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("rms_norm", "output", "out", out->element_type(), "T", "x", T_));
   }
-  if (T_ != ffi::DataType::F16 && T_ != ffi::DataType::BF16 && T_ != ffi::DataType::F32) {
+  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32});
+  if (T_i < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("rms_norm", "x", T_, "T", "f16, bf16, f32"));
   }
-  if (T_ == ffi::DataType::F16) *instantiation_ = 0;
-  if (T_ == ffi::DataType::BF16) *instantiation_ = 1;
-  if (T_ == ffi::DataType::F32) *instantiation_ = 2;
+  *instantiation_ = T_i;
   return ffi::Error::Success();
 }
 
@@ -153,63 +155,36 @@ ffi::Error take_optional_inputs(const ffi::RemainingArgs& operands, int64_t pres
   return ffi::Error::Success();
 }
 
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-template <typename T>
-ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, std::optional<ffi::AnyBuffer> bias, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(launch_cuda(stream, args));
-}
-
-ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
+// Checks the dtypes, binds the call into the Args of the instantiation they
+// select, and runs the body on `platform`.
+template <typename Platform>
+ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
   std::optional<ffi::AnyBuffer> weight;
   std::optional<ffi::AnyBuffer> bias;
   if (ffi::Error e_ = take_optional_inputs(optional_, present_, &weight, &bias); e_.failure()) return e_;
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(x, weight, bias, out, rstd, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cuda_typed<opgen::f16>(stream, x, weight, bias, out, rstd, eps);
-    case 1:
-      return run_cuda_typed<opgen::bf16>(stream, x, weight, bias, out, rstd, eps);
-    case 2:
-      return run_cuda_typed<float>(stream, x, weight, bias, out, rstd, eps);
-  }
-  return ffi::Error::Internal("rms_norm: no instantiation selected");
+  return opgen::visit_args(
+      Instantiations{}, instantiation_,
+      [&](auto& args) -> ffi::Error {
+        bool empty_ = false;
+        if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
+        if (empty_) return ffi::Error::Success();
+      
+        return opgen::to_ffi_error(platform.run(args));
+      },
+      [] { return ffi::Error::Internal("rms_norm: no instantiation selected"); });
 }
 
+#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
+  return run(opgen::Cuda{stream}, x, optional_, out, rstd, eps, present_);
+}
 #endif
 
-template <typename T>
-ffi::Error run_cpu_typed(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, std::optional<ffi::AnyBuffer> bias, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps) {
-  Args<T> args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(run_cpu(args));
-}
-
 ffi::Error run_cpu_ffi(ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
-  std::optional<ffi::AnyBuffer> weight;
-  std::optional<ffi::AnyBuffer> bias;
-  if (ffi::Error e_ = take_optional_inputs(optional_, present_, &weight, &bias); e_.failure()) return e_;
-  int instantiation_ = -1;
-  if (ffi::Error e_ = check_dtypes(x, weight, bias, out, rstd, &instantiation_); e_.failure()) return e_;
-  switch (instantiation_) {
-    case 0:
-      return run_cpu_typed<opgen::f16>(x, weight, bias, out, rstd, eps);
-    case 1:
-      return run_cpu_typed<opgen::bf16>(x, weight, bias, out, rstd, eps);
-    case 2:
-      return run_cpu_typed<float>(x, weight, bias, out, rstd, eps);
-  }
-  return ffi::Error::Internal("rms_norm: no instantiation selected");
+  return run(opgen::Cpu{}, x, optional_, out, rstd, eps, present_);
 }
-
 
 }  // namespace
 }  // namespace opgen_ops::rms_norm

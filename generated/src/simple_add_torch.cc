@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "opgen/dispatch.h"
 #include "opgen/torch_stable.h"
 #include "opgen_ops/simple_add.h"
 
@@ -52,21 +53,19 @@ bool bind(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor*
   return !empty_;
 }
 
-// Checks every dtype.
+// Checks every dtype and returns the instantiation (its index in
+// Instantiations) that the type variables select.
 int check_dtypes(const ts::TensorView& a, const ts::TensorView& b) {
   ts::check_dtype("simple_add", "a", a, aoti_torch_dtype_float32(), "float32");
   ts::check_dtype("simple_add", "b", b, aoti_torch_dtype_float32(), "float32");
   return 0;
 }
 
-void run_cpu(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor* outputs_) {
-  Args args{};
-  if (bind(a, b, alpha, outputs_, args)) {
-    ts::check_status(run_cpu(args));
-  }
-}
-
-void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+// The boxed kernel of one device: reads the arguments off the stack, checks
+// them, runs the body of the selected instantiation and puts the outputs on
+// the stack.
+template <typename Device>
+void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_args;
   (void)num_outputs;
   const Tensor a_tensor = ts::stack_to<Tensor>(stack[0]);
@@ -74,38 +73,16 @@ void boxed_cpu(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const Tensor b_tensor = ts::stack_to<Tensor>(stack[1]);
   const ts::TensorView b(b_tensor);
   const float alpha = ts::attr<float>("simple_add", "alpha", stack[2]);
-  if (!a.is_cpu()) ts::fail("simple_add: the CPU kernel got tensors on " + a.device_text());
+  const Device device("simple_add", a);
   std::array<Tensor, 1> outputs_;
-  check_dtypes(a, b);
-  run_cpu(a, b, alpha, outputs_.data());
+  opgen::visit_args(
+      Instantiations{}, check_dtypes(a, b),
+      [&](auto& args) {
+        if (bind(a, b, alpha, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+      },
+      [] { ts::fail("simple_add: no instantiation for these dtypes"); });
   stack[0] = ts::stack_from(outputs_[0]);
 }
-
-#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-void run_cuda(const ts::TensorView& a, const ts::TensorView& b, float alpha, Tensor* outputs_) {
-  Args args{};
-  if (bind(a, b, alpha, outputs_, args)) {
-    ts::check_status(launch_cuda(static_cast<cudaStream_t>(ts::current_cuda_stream(a.device_index)), args));
-  }
-}
-
-void boxed_cuda(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor a_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView a(a_tensor);
-  const Tensor b_tensor = ts::stack_to<Tensor>(stack[1]);
-  const ts::TensorView b(b_tensor);
-  const float alpha = ts::attr<float>("simple_add", "alpha", stack[2]);
-  if (!a.is_cuda()) ts::fail("simple_add: the CUDA kernel got tensors on " + a.device_text());
-  const ts::CudaDeviceScope device_(a.device_index);
-  std::array<Tensor, 1> outputs_;
-  check_dtypes(a, b);
-  run_cuda(a, b, alpha, outputs_.data());
-  stack[0] = ts::stack_from(outputs_[0]);
-}
-
-#endif
 
 }  // namespace
 }  // namespace opgen_ops::simple_add
@@ -115,11 +92,11 @@ STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("simple_add", &opgen_ops::simple_add::boxed_cpu);
+  m.impl("simple_add", &opgen_ops::simple_add::boxed<::opgen::torch_stable::OnCpu>);
 }
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
-  m.impl("simple_add", &opgen_ops::simple_add::boxed_cuda);
+  m.impl("simple_add", &opgen_ops::simple_add::boxed<::opgen::torch_stable::OnCuda>);
 }
 #endif

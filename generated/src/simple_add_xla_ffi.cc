@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "opgen/dispatch.h"
+#include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
 #include "xla/ffi/api/ffi.h"
@@ -15,8 +17,9 @@ namespace {
 
 namespace ffi = ::xla::ffi;
 
-// Checks every dtype.
-ffi::Error check_dtypes(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out) {
+// Checks every dtype and sets the instantiation (its index in Instantiations)
+// that the type variables select.
+ffi::Error check_dtypes(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, int* instantiation_) {
   if (a.element_type() != ffi::DataType::F32) {
     return ffi::Error::InvalidArgument(opgen::dtype_mismatch("simple_add", "input", "a", a.element_type(), "f32"));
   }
@@ -26,6 +29,7 @@ ffi::Error check_dtypes(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::Any
   if (out->element_type() != ffi::DataType::F32) {
     return ffi::Error::InvalidArgument(opgen::dtype_mismatch("simple_add", "output", "out", out->element_type(), "f32"));
   }
+  *instantiation_ = 0;
   return ffi::Error::Success();
 }
 
@@ -80,37 +84,33 @@ ffi::Error bind(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> 
   return ffi::Error::Success();
 }
 
+// Checks the dtypes, binds the call into the Args of the instantiation they
+// select, and runs the body on `platform`.
+template <typename Platform>
+ffi::Error run(const Platform& platform, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, float alpha) {
+  int instantiation_ = -1;
+  if (ffi::Error e_ = check_dtypes(a, b, out, &instantiation_); e_.failure()) return e_;
+  return opgen::visit_args(
+      Instantiations{}, instantiation_,
+      [&](auto& args) -> ffi::Error {
+        bool empty_ = false;
+        if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
+        if (empty_) return ffi::Error::Success();
+      
+        return opgen::to_ffi_error(platform.run(args));
+      },
+      [] { return ffi::Error::Internal("simple_add: no instantiation selected"); });
+}
+
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
-ffi::Error run_cuda_typed(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, float alpha) {
-  Args args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(launch_cuda(stream, args));
-}
-
 ffi::Error run_cuda_ffi(cudaStream_t stream, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, float alpha) {
-  if (ffi::Error e_ = check_dtypes(a, b, out); e_.failure()) return e_;
-  return run_cuda_typed(stream, a, b, out, alpha);
+  return run(opgen::Cuda{stream}, a, b, out, alpha);
 }
-
 #endif
 
-ffi::Error run_cpu_typed(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, float alpha) {
-  Args args{};
-  bool empty_ = false;
-  if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
-  if (empty_) return ffi::Error::Success();
-
-  return opgen::to_ffi_error(run_cpu(args));
-}
-
 ffi::Error run_cpu_ffi(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, float alpha) {
-  if (ffi::Error e_ = check_dtypes(a, b, out); e_.failure()) return e_;
-  return run_cpu_typed(a, b, out, alpha);
+  return run(opgen::Cpu{}, a, b, out, alpha);
 }
-
 
 }  // namespace
 }  // namespace opgen_ops::simple_add

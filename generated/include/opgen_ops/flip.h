@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "opgen/dispatch.h"
 #include "opgen/dtypes.h"
 #include "opgen/shape_check.h"
 #include "opgen/span.h"
@@ -35,6 +36,10 @@ struct Args {
   // Attributes (arrays in host memory, valid during the call).
   opgen::Span<const int64_t> dims;  // each in [-2, -1]
 };
+
+// Every Args the bindings run, in the order they number them (the first type
+// variable varies slowest).
+using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>, Args<int32_t>, Args<int64_t>, Args<uint8_t>, Args<bool>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "opgen/dispatch.h"
 #include "opgen/dtypes.h"
 #include "opgen/shape_check.h"
 #include "opgen/status.h"
@@ -36,6 +37,10 @@ struct Args {
   // Attributes.
   Activation activation;
 };
+
+// Every Args the bindings run, in the order they number them (the first type
+// variable varies slowest).
+using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

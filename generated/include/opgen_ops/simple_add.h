@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "opgen/dispatch.h"
 #include "opgen/dtypes.h"
 #include "opgen/shape_check.h"
 #include "opgen/status.h"
@@ -30,6 +31,10 @@ struct Args {
   // Attributes.
   float alpha;
 };
+
+// Every Args the bindings run, in the order they number them (the first type
+// variable varies slowest).
+using Instantiations = opgen::TypeList<Args>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/span.h"
 #include "opgen/status.h"
@@ -253,6 +254,37 @@ inline void* current_cuda_stream(int32_t device_index) {
   check_shim(aoti_torch_get_current_cuda_stream(device_index, &stream), "get_current_cuda_stream");
   return stream;
 }
+#endif
+
+// The device a boxed kernel is registered for. Constructed from the call's
+// first input (the other tensors were checked against it), it refuses a
+// tensor on another device and gives the opgen::Platform the body runs on.
+class OnCpu {
+ public:
+  OnCpu(const char* op, const TensorView& first) {
+    if (!first.is_cpu()) fail(std::string(op) + ": the CPU kernel got tensors on " + first.device_text());
+  }
+  opgen::Cpu platform() const { return {}; }
+};
+
+#ifdef USE_CUDA
+// Also makes the tensors' device current for the call, and launches on the
+// caller's current stream there.
+class OnCuda {
+ public:
+  OnCuda(const char* op, const TensorView& first) : scope_(checked_index(op, first)) {
+    platform_.stream = static_cast<cudaStream_t>(current_cuda_stream(first.device_index));
+  }
+  const opgen::Cuda& platform() const { return platform_; }
+
+ private:
+  static int32_t checked_index(const char* op, const TensorView& first) {
+    if (!first.is_cuda()) fail(std::string(op) + ": the CUDA kernel got tensors on " + first.device_text());
+    return first.device_index;
+  }
+  CudaDeviceScope scope_;
+  opgen::Cuda platform_{};
+};
 #endif
 
 }  // namespace opgen::torch_stable
