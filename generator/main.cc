@@ -263,6 +263,10 @@ int main(int argc, char** argv) {
     opgen::Diagnostics diags;
   };
   std::vector<Read> read(spec_files.size());
+  // Starting Python and loading Jinja2 takes as long as reading a few hundred
+  // specs, so `generate` does it on this thread while the others read.
+  std::optional<opgen::Renderer> renderer;
+  std::string renderer_error;
   std::atomic<size_t> next{0};
   auto read_some = [&] {
     for (size_t i; (i = next++) < spec_files.size();) {
@@ -276,7 +280,15 @@ int main(int argc, char** argv) {
   };
   {
     std::vector<std::thread> threads;
-    for (size_t t = 1; t < std::min(o.jobs, spec_files.size() / 64 + 1); ++t) threads.emplace_back(read_some);
+    const size_t readers = std::max<size_t>(o.command == "generate" ? 2 : 1, std::min(o.jobs, spec_files.size() / 64 + 1));
+    for (size_t t = 1; t < readers; ++t) threads.emplace_back(read_some);
+    if (o.command == "generate") {
+      try {
+        renderer.emplace(o.templates_dir);
+      } catch (const std::exception& e) {
+        renderer_error = e.what();
+      }
+    }
     read_some();
     for (std::thread& t : threads) t.join();
   }
@@ -336,18 +348,20 @@ int main(int argc, char** argv) {
   double plan_s = 0, render_s = 0;
   size_t workers = 1;
   std::vector<opgen::FileOutcome> outcomes;
-  try {
-    auto phase = std::chrono::steady_clock::now();
-    opgen::Renderer renderer(o.templates_dir);
-    renderer.plan(packages.front(), ops);
-    plan_s = seconds_since(phase);
-    phase = std::chrono::steady_clock::now();
-    // A fork costs more than a few renders: small packages render in-process.
-    workers = renderer.file_count() < 200 ? 1 : o.jobs;
-    error = opgen::render_and_write(renderer, o.output_dir, workers, outcomes);
-    render_s = seconds_since(phase);
-  } catch (const std::exception& e) {
-    error = e.what();
+  error = renderer_error;
+  if (error.empty()) {
+    try {
+      auto phase = std::chrono::steady_clock::now();
+      renderer->plan(packages.front(), ops);
+      plan_s = seconds_since(phase);
+      phase = std::chrono::steady_clock::now();
+      // A fork costs more than a few renders: small packages render in-process.
+      workers = renderer->file_count() < 200 ? 1 : o.jobs;
+      error = opgen::render_and_write(*renderer, o.output_dir, workers, outcomes);
+      render_s = seconds_since(phase);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
   if (!error.empty()) {
     std::cerr << "opgen: error: " << error << "\n";
@@ -374,8 +388,8 @@ int main(int argc, char** argv) {
   }
   const double seconds = seconds_since(start);
   if (!o.quiet) {
-    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %d removed (%.2f s: read %.2f, "
-                "plan %.2f, render and write %.2f in %zu process%s)\n",
+    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %d removed (%.2f s: read (and start "
+                "Python) %.2f, plan %.2f, render and write %.2f in %zu process%s)\n",
                 ops.size(), outcomes.size(), written, unchanged, removed, seconds, read_s, plan_s, render_s,
                 workers, workers == 1 ? "" : "es");
   }
