@@ -2,14 +2,17 @@
 
 #include <Python.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <stdexcept>
 
 #include "output_writer.h"
@@ -17,10 +20,34 @@
 namespace opgen {
 namespace {
 
-// Renders and writes the files of one worker; returns "" or the error.
-std::string run_share(Renderer& renderer, OutputFolder& folder, size_t worker, size_t workers,
-                      std::vector<FileOutcome>& outcomes) {
-  for (size_t i = worker; i < renderer.file_count(); i += workers) {
+// The index of the next file to render, shared by the parent and its forked
+// workers (it lives in a MAP_SHARED page). Each takes one file at a time, so
+// the work balances itself: a worker given the large package-wide modules,
+// or a CPU that the machine is busy with, simply takes fewer files.
+class SharedCounter {
+ public:
+  SharedCounter() {
+    void* p = ::mmap(nullptr, sizeof(std::atomic<size_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) next_ = new (p) std::atomic<size_t>(0);
+  }
+  ~SharedCounter() {
+    if (next_ != nullptr) ::munmap(next_, sizeof(std::atomic<size_t>));
+  }
+  SharedCounter(const SharedCounter&) = delete;
+  SharedCounter& operator=(const SharedCounter&) = delete;
+  bool ok() const { return next_ != nullptr; }
+  size_t take() { return next_->fetch_add(1); }
+
+ private:
+  std::atomic<size_t>* next_ = nullptr;
+};
+static_assert(std::atomic<size_t>::is_always_lock_free, "the counter must work across processes");
+
+// Renders and writes files until none is left; `done` gets the index of each
+// one handled. Returns "" or the error.
+std::string run_share(Renderer& renderer, OutputFolder& folder, SharedCounter& next,
+                      std::vector<FileOutcome>& outcomes, std::vector<size_t>& done) {
+  for (size_t i; (i = next.take()) < renderer.file_count();) {
     RenderedFile file;
     try {
       file = renderer.render(i);
@@ -32,6 +59,7 @@ std::string run_share(Renderer& renderer, OutputFolder& folder, size_t worker, s
     const WriteResult r = folder.write_if_changed(out.path, file.contents, error);
     if (r == WriteResult::kFailed) return error;
     out.written = r == WriteResult::kWritten;
+    done.push_back(i);
   }
   return "";
 }
@@ -49,12 +77,11 @@ bool write_all(int fd, const std::string& bytes) {
 // A worker's report: one record per file it handled ("W" or "U" and the
 // index; the parent knows the paths) or one error record ("E" and the
 // message); records end with '\0'.
-std::string report(const std::vector<FileOutcome>& outcomes, size_t worker, size_t workers, const std::string& error) {
+std::string report(const std::vector<FileOutcome>& outcomes, const std::vector<size_t>& done,
+                   const std::string& error) {
   if (!error.empty()) return "E" + error + '\0';
   std::string out;
-  for (size_t i = worker; i < outcomes.size(); i += workers) {
-    out += (outcomes[i].written ? "W" : "U") + std::to_string(i) + '\0';
-  }
+  for (size_t i : done) out += (outcomes[i].written ? "W" : "U") + std::to_string(i) + '\0';
   return out;
 }
 
@@ -103,6 +130,8 @@ std::string render_and_write(Renderer& renderer, const std::string& output_dir, 
   std::vector<Child> children;
   std::string error;
   OutputFolder folder(output_dir);  // listed once, before the workers fork
+  SharedCounter next;
+  if (!next.ok()) return "cannot map memory to share the files among render workers";
   // Nothing may sit in a stdio buffer when the process forks, or it would
   // be printed once per worker.
   std::cout.flush();
@@ -119,8 +148,9 @@ std::string render_and_write(Renderer& renderer, const std::string& output_dir, 
     if (pid == 0) {
       PyOS_AfterFork_Child();
       ::close(fds[0]);
-      const std::string failure = run_share(renderer, folder, w, workers, outcomes);
-      const bool sent = write_all(fds[1], report(outcomes, w, workers, failure));
+      std::vector<size_t> done;
+      const std::string failure = run_share(renderer, folder, next, outcomes, done);
+      const bool sent = write_all(fds[1], report(outcomes, done, failure));
       // No Python finalization and no destructors: the parent owns them.
       ::_exit(sent ? 0 : 1);
     }
@@ -133,7 +163,8 @@ std::string render_and_write(Renderer& renderer, const std::string& output_dir, 
     }
     children.push_back({pid, fds[0]});
   }
-  if (error.empty()) error = run_share(renderer, folder, 0, workers, outcomes);
+  std::vector<size_t> done;
+  if (error.empty()) error = run_share(renderer, folder, next, outcomes, done);
   for (const Child& c : children) {
     std::string failure = read_report(c.fd, outcomes);
     ::close(c.fd);

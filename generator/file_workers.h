@@ -20,9 +20,9 @@ struct FileOutcome {
 size_t default_workers();
 
 // Renders every planned file of `renderer` and writes it under `output_dir`
-// when its bytes change. Workers take files in turn (file i goes to worker
-// i % workers); the outcomes come back in plan order. Returns "" or the first
-// error (a render or write failure in any worker).
+// when its bytes change. Workers take the next file not yet taken, one at a
+// time, in plan order; the outcomes come back in plan order. Returns "" or
+// the first error (a render or write failure in any worker).
 std::string render_and_write(Renderer& renderer, const std::string& output_dir, size_t workers,
                              std::vector<FileOutcome>& outcomes);
 

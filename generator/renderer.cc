@@ -24,13 +24,19 @@ namespace {
 // generated code only through these filters, never raw.
 constexpr const char* kEnvironmentCode = R"PY(
 import hashlib
+import re
 import unicodedata
 
 import jinja2
 import jinja2.compiler
 
+# Printable ASCII but '"', '\\' and '?' (trigraphs): kept as they are.
+_CPP_PLAIN = re.compile(r'[ !#->@-\[\]-~]*')
+
 def cpp_string(s):
     """A C++ string literal: printable ASCII kept, everything else octal."""
+    if _CPP_PLAIN.fullmatch(s):
+        return '"' + s + '"'
     out = ['"']
     for b in s.encode('utf-8'):
         c = chr(b)
@@ -225,6 +231,13 @@ std::string declared_text(const Tensor& t) {
   return out + "]";
 }
 
+// Where a shape symbol gets its value, as messages say it: "input 'x'
+// dimension 0 after its '...'".
+std::string binding_place(const Op& op, const SymbolBinding& s) {
+  const Tensor& t = op.inputs[s.input];
+  return "input '" + t.name + "' dimension " + std::to_string(s.axis) + (t.batch ? " after its '...'" : "");
+}
+
 py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, const DTypeData& dtypes) {
   py::dict out;
   out["name"] = t.name;
@@ -256,6 +269,11 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, co
     dim["text"] = d.text;
     dim["size"] = d.fixed ? py::object(py::int_(*d.fixed)) : py::object(py::none());
     dim["symbol"] = d.symbol.empty() ? py::object(py::none()) : py::object(py::str(d.symbol));
+    // Why the dimension must have its size, in a shape error.
+    dim["rule"] = d.fixed ? std::string("a fixed size") : d.expr ? d.text : std::string();
+    for (const SymbolBinding& s : op.symbols) {
+      if (!d.fixed && !d.expr && s.symbol == d.symbol) dim["rule"] = d.symbol + ", bound by " + binding_place(op, s);
+    }
     if (d.fixed) {
       dim["kind"] = "fixed";
       dim["cpp"] = std::to_string(*d.fixed);
@@ -488,8 +506,7 @@ py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_da
     d["input"] = s.input;
     d["input_name"] = op.inputs[s.input].name;
     d["axis"] = s.axis;
-    d["where"] = "input '" + op.inputs[s.input].name + "' dimension " + std::to_string(s.axis) +
-                 (op.inputs[s.input].batch ? " after its '...'" : "");
+    d["where"] = binding_place(op, s);
     symbols.append(d);
   }
   out["inputs"] = inputs;
@@ -755,7 +772,8 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
   }
 
   // Package-wide files first: the Python modules are the largest renders,
-  // and workers take files in turn, so they land on different workers.
+  // and workers take the next file as they finish one, so the large ones
+  // start at once, on different workers, and the small ones even out the end.
   auto package_context = [&] {
     py::dict c;
     c["package"] = package_data;
