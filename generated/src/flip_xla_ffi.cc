@@ -99,7 +99,6 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyB
         bool empty_ = false;
         if (ffi::Error e_ = bind(x, out, dims, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-      
         return opgen::to_ffi_error(platform.run(args));
       },
       [] { return ffi::Error::Internal("flip: no instantiation selected"); });

@@ -96,7 +96,6 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyB
         bool empty_ = false;
         if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-      
         return opgen::to_ffi_error(platform.run(args));
       },
       [] { return ffi::Error::Internal("glu: no instantiation selected"); });

@@ -170,7 +170,6 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::RemainingArgs op
         bool empty_ = false;
         if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-      
         return opgen::to_ffi_error(platform.run(args));
       },
       [] { return ffi::Error::Internal("rms_norm: no instantiation selected"); });

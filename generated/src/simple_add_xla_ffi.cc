@@ -96,7 +96,6 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi
         bool empty_ = false;
         if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-      
         return opgen::to_ffi_error(platform.run(args));
       },
       [] { return ffi::Error::Internal("simple_add: no instantiation selected"); });

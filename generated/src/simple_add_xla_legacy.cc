@@ -60,7 +60,6 @@ opgen::Status run(const Platform& platform, const void* const* inputs, void* con
         bool empty_ = false;
         if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
         if (empty_) return opgen::Status::Ok();
-      
         return platform.run(args);
       },
       [] { return opgen::Status::InvalidArgument("simple_add: the opaque descriptor names dtypes this op was not built for"); });
