@@ -7,7 +7,12 @@ api_versions and platforms) plus a package.yaml into a temporary folder, then:
 
   [1] first generation: `opgen generate DIR -o OUT` into an empty OUT, run
       3 times (fresh process, fresh empty OUT), median wall clock;
-      target < 2 s on the 2-core dev machine.
+      target < 2 s on the 2-core dev machine. Beside it, what creating one
+      file costs on that disk now (ext4 without a journal makes it ten times
+      dearer for minutes after thousands of deletions, such as the previous
+      benchmark's cleanup; the system time of each run shows it too), and the
+      same into tmpfs, which is opgen's own cost. A fixed Python loop timed
+      at the start and the end shows how fast the machine was.
   [2] regeneration with nothing changed: must report "0 written" and leave
       every file untouched (inode and mtime_ns compared).
   [3] one op's `doc` edited: exactly the files that carry that doc are
@@ -41,6 +46,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "bench_ops"
 TARGET_S = 2.0
+# Above this, creating a file is slow because of recent deletions (see file_creation_us).
+SLOW_CREATE_US = 100
 
 DTYPES = ["f16", "bf16", "f32", "f64", "i32", "i64", "u8", "bool"]
 ATTR_TYPES = ["bool", "i32", "i64", "f32", "f64", "enum", "i32[]", "i64[]"]
@@ -306,6 +313,37 @@ def edit_spec(path, pattern, repl):
     return text
 
 
+def file_creation_us(folder, count=2000):
+    """System cost of creating one small file in `folder` now, in µs. On ext4
+    without a journal (this machine's root file system) it is tens of µs, but
+    for several minutes after thousands of files were deleted it is hundreds:
+    the kernel skips recently deleted inodes one by one. A first generation
+    creates 6,000 files, so this says how much of [1] is the disk, not opgen.
+    The files stay until the benchmark ends (deleting them would cause it)."""
+    os.makedirs(folder)
+    data = b"x" * 4096
+    start = time.perf_counter()
+    for i in range(count):
+        fd = os.open(os.path.join(folder, f"f{i}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+    return 1e6 * (time.perf_counter() - start) / count
+
+
+def python_loop_ms():
+    """A fixed pure-Python workload (best of 3), taken at the start and the end:
+    this VM's speed drifts by a third from minute to minute, and this says
+    which part of a change between two runs of the benchmark is the machine."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        d = {}
+        for i in range(300_000):
+            d[i & 1023] = str(i)
+        best = min(best, time.perf_counter() - start)
+    return 1000 * best
+
+
 def first_generation(opgen, spec_dir, work, runs, quiet=False, env=None):
     """Runs into fresh empty folders. The earlier runs' outputs are deleted
     only after the last run: on ext4 without a journal (this machine's root
@@ -453,11 +491,17 @@ def main():
         rows = []
         ok = True
 
+        loop_ms_start = python_loop_ms()
+
         # [0] the specs are valid
         wall, p = run_opgen(a.opgen, ["check", spec_dir])
         rows.append(("check (read + validate only)", f"{wall:.3f} s", "", ""))
 
         # [1] first generation
+        create_us = file_creation_us(os.path.join(work, "probe"))
+        rows.append(("    creating one file on this disk now", f"{create_us:.0f} µs", "",
+                     "SLOW: files were deleted here minutes ago; [1] measures the disk too"
+                     if create_us > SLOW_CREATE_US else ""))
         walls, internals, out, cpus = first_generation(a.opgen, spec_dir, work, a.runs)
         first = statistics.median(walls)
         ok_first = first < TARGET_S
@@ -470,11 +514,13 @@ def main():
             # The same into tmpfs: what the file system adds.
             shm = tempfile.mkdtemp(prefix="bgen_bench_", dir="/dev/shm")
             try:
+                shm_create_us = file_creation_us(os.path.join(shm, "probe"))
                 w_shm, _, _, c_shm = first_generation(a.opgen, spec_dir, shm, a.runs)
             finally:
                 shutil.rmtree(shm, ignore_errors=True)
             rows.append(("[1b] the same, output on tmpfs (/dev/shm)", f"{statistics.median(w_shm):.3f} s",
                          f"< {TARGET_S:.0f} s", ", ".join(f"{w:.2f} ({u:.2f}+{s:.2f})" for w, (u, s) in zip(w_shm, c_shm))))
+            rows.append(("    creating one file on tmpfs", f"{shm_create_us:.0f} µs", "", ""))
 
         # [2] no change
         before = snapshot(out)
@@ -547,9 +593,12 @@ def main():
             wc, _ = run_opgen(a.opgen, ["check", d])
             scaling.append((n, statistics.median(w_loud), statistics.median(w_quiet), wc,
                             statistics.median(u + s for u, s in c_quiet)))
+        loop_ms_end = python_loop_ms()
         print(f"\nopgen generator benchmark: {a.opgen}, {a.ops} specs (seed {a.seed}), {os.cpu_count()} CPUs, "
               f"load average {os.getloadavg()[0]:.1f} at the end, "
               f"{len(before)} output files, {total_bytes / 1e6:.1f} MB")
+        print(f"machine speed: a fixed Python loop took {loop_ms_start:.0f} ms at the start and "
+              f"{loop_ms_end:.0f} ms at the end (lower is faster; compare runs at similar speeds)")
         w = max(len(r[0]) for r in rows)
         print(f"{'':{w}}  {'measured':>22}  {'target':>22}  result")
         for r in rows:
