@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <new>
 #include <stdexcept>
 
@@ -37,6 +38,8 @@ class SharedCounter {
   SharedCounter& operator=(const SharedCounter&) = delete;
   bool ok() const { return next_ != nullptr; }
   size_t take() { return next_->fetch_add(1); }
+  // After a failure: the other workers take nothing more (the run fails anyway).
+  void stop() { next_->store(std::numeric_limits<size_t>::max() / 2); }
 
  private:
   std::atomic<size_t>* next_ = nullptr;
@@ -52,12 +55,16 @@ std::string run_share(Renderer& renderer, OutputFolder& folder, SharedCounter& n
     try {
       file = renderer.render(i);
     } catch (const std::exception& e) {
+      next.stop();
       return e.what();
     }
     FileOutcome& out = outcomes[i];
     std::string error;
     const WriteResult r = folder.write_if_changed(out.path, file.contents, error);
-    if (r == WriteResult::kFailed) return error;
+    if (r == WriteResult::kFailed) {
+      next.stop();
+      return error;
+    }
     out.written = r == WriteResult::kWritten;
     done.push_back(i);
   }

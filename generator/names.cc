@@ -1,16 +1,10 @@
 #include "names.h"
 
-#include <cctype>
-
 #include <algorithm>
 #include <set>
 
 namespace opgen {
 namespace {
-
-bool is_lower(char c) { return c >= 'a' && c <= 'z'; }
-bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Optimal string alignment distance: insertions, deletions, substitutions
 // and swaps of two adjacent letters ("dtpye" is one edit from "dtype").
@@ -39,14 +33,14 @@ bool well_formed_tail(std::string_view s) {
 }  // namespace
 
 bool is_snake_identifier(std::string_view s) {
-  if (s.empty() || !is_lower(s[0]) || !well_formed_tail(s)) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return is_lower(c) || is_digit(c) || c == '_'; });
+  if (s.empty() || !is_ascii_lower(s[0]) || !well_formed_tail(s)) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return is_ascii_lower(c) || is_ascii_digit(c) || c == '_'; });
 }
 
 bool is_symbol_identifier(std::string_view s) {
-  if (s.empty() || !(is_lower(s[0]) || is_upper(s[0])) || !well_formed_tail(s)) return false;
+  if (s.empty() || !(is_ascii_lower(s[0]) || is_ascii_upper(s[0])) || !well_formed_tail(s)) return false;
   return std::all_of(s.begin(), s.end(),
-                     [](char c) { return is_lower(c) || is_upper(c) || is_digit(c) || c == '_'; });
+                     [](char c) { return is_ascii_lower(c) || is_ascii_upper(c) || is_ascii_digit(c) || c == '_'; });
 }
 
 bool is_reserved_name(std::string_view s) {
@@ -89,7 +83,7 @@ std::string enum_type_name(std::string_view attr_name) {
       upper = true;
       continue;
     }
-    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    out += upper && is_ascii_lower(c) ? static_cast<char>(c - 'a' + 'A') : c;
     upper = false;
   }
   return out;

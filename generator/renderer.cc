@@ -105,7 +105,15 @@ class CodeGenerator(jinja2.compiler.CodeGenerator):
         self.write(') is dict and %s in _o else environment.getattr(_o, %s))' % (key, key))
 
 class Environment(jinja2.Environment):
+    """Template data is dicts: a key comes before an attribute of the same name
+    (for the lookups left to getattr, and for Jinja2's constant folding)."""
+
     code_generator_class = CodeGenerator
+
+    def getattr(self, obj, attribute):
+        if type(obj) is dict and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
 
 def make_environment(templates_dir, cache_dir, environment_code):
     env = Environment(
@@ -114,7 +122,7 @@ def make_environment(templates_dir, cache_dir, environment_code):
         # compiling them on every run. Named after this code too, which
         # decides what the templates compile to.
         bytecode_cache=jinja2.FileSystemBytecodeCache(
-            cache_dir, 'opgen-%s-' + hashlib.sha1(environment_code.encode()).hexdigest()[:12] + '.cache')
+            cache_dir, 'opgen-%s-' + hashlib.sha1((jinja2.__version__ + environment_code).encode()).hexdigest()[:12] + '.cache')
         if cache_dir else None,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -135,34 +143,54 @@ def make_environment(templates_dir, cache_dir, environment_code):
     return env
 
 def add_plain_filters(env):
-    """The built-in filters the templates call most, as plain functions over
-    lists. Jinja2's own pass each call through its async and context plumbing,
-    which costs a sixth of the render time; the output is the same."""
+    """The built-in filters the templates call most, with a fast path for the
+    forms they use (an attribute of dicts that have it, a filter or test by
+    name that takes no context, a string separator): Jinja2's own pass each
+    call through its async and context plumbing, a sixth of the render time.
+    Anything else goes to Jinja2's own filter, so the results are the same."""
+    builtin = dict(env.filters)
 
-    def item(x, attribute):
-        return x[attribute] if type(x) is dict else env.getattr(x, attribute)
+    def plain(f):
+        return f is not None and getattr(f, 'jinja_pass_arg', None) is None
 
-    def map_(seq, *name_and_args, attribute=None):
-        if attribute is not None:
-            return [item(x, attribute) for x in seq]
-        f = env.filters[name_and_args[0]]
-        return [f(x, *name_and_args[1:]) for x in seq]
+    def all_have(seq, attribute):
+        return all(type(x) is dict and attribute in x for x in seq)
 
-    def selectattr(seq, attribute, *test):
-        if not test:
-            return [x for x in seq if item(x, attribute)]
-        check = env.tests[test[0]]
-        return [x for x in seq if check(item(x, attribute), *test[1:])]
+    @jinja2.pass_context
+    def map_(context, seq, *args, **kwargs):
+        seq = list(seq)
+        if not args and list(kwargs) == ['attribute'] and all_have(seq, kwargs['attribute']):
+            attribute = kwargs['attribute']
+            return iter([x[attribute] for x in seq])
+        if len(args) == 1 and not kwargs and plain(env.filters.get(args[0])):
+            f = env.filters[args[0]]
+            return iter([f(x) for x in seq])
+        return builtin['map'](context, seq, *args, **kwargs)
 
-    def first(seq):
+    @jinja2.pass_context
+    def selectattr(context, seq, *args):
+        seq = list(seq)
+        if args and all_have(seq, args[0]):
+            if len(args) == 1:
+                return iter([x for x in seq if x[args[0]]])
+            test = env.tests.get(args[1])
+            if plain(test):
+                return iter([x for x in seq if test(x[args[0]], *args[2:])])
+        return builtin['selectattr'](context, seq, *args)
+
+    @jinja2.pass_eval_context
+    def join(eval_ctx, seq, d='', attribute=None):
+        if attribute is None and type(d) is str and not eval_ctx.autoescape:
+            return d.join([s if type(s) is str else str(s) for s in seq])
+        return builtin['join'](eval_ctx, seq, d, attribute)
+
+    @jinja2.pass_environment
+    def first(environment, seq):
         for x in seq:
             return x
-        return env.undefined('first of an empty sequence')
+        return environment.undefined('No first item, sequence was empty.')
 
-    def join(seq, separator=''):
-        return separator.join([s if type(s) is str else str(s) for s in seq])
-
-    env.filters.update(map=map_, selectattr=selectattr, first=first, join=join, list=list, length=len)
+    env.filters.update(map=map_, selectattr=selectattr, join=join, first=first, list=list, length=len)
 )PY";
 
 // The Python that opgen embeds should be the one the user works in, so that
@@ -309,9 +337,13 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, co
     dim["size"] = d.fixed ? py::object(py::int_(*d.fixed)) : py::object(py::none());
     dim["symbol"] = d.symbol.empty() ? py::object(py::none()) : py::object(py::str(d.symbol));
     // Why the dimension must have its size, in a shape error.
-    dim["rule"] = d.fixed ? std::string("a fixed size") : d.expr ? d.text : std::string();
-    for (const SymbolBinding& s : op.symbols) {
-      if (!d.fixed && !d.expr && s.symbol == d.symbol) dim["rule"] = d.symbol + ", bound by " + binding_place(op, s);
+    if (d.fixed || d.expr) {
+      dim["rule"] = d.fixed ? std::string("a fixed size") : d.text;
+    } else {
+      auto s = std::find_if(op.symbols.begin(), op.symbols.end(), [&](const SymbolBinding& b) { return b.symbol == d.symbol; });
+      // The reader refuses a symbol that no required input binds.
+      if (s == op.symbols.end()) throw std::logic_error("shape symbol " + d.symbol + " of " + op.name + " is unbound");
+      dim["rule"] = d.symbol + ", bound by " + binding_place(op, *s);
     }
     if (d.fixed) {
       dim["kind"] = "fixed";
@@ -622,33 +654,26 @@ py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_da
   out["template_decl"] = op.type_vars.empty() ? std::string() : "template <" + template_params + ">\n";
   out["args_type"] = op.type_vars.empty() ? std::string("Args") : "Args<" + type_args + ">";
   // The instantiation's index in the header's Instantiations from each type
-  // variable's position <V>_i among its dtypes (the first varies slowest).
+  // variable's position <V>_i_ among its dtypes (the first varies slowest).
   std::string index;
   size_t stride = 1;
   for (size_t k = op.type_vars.size(); k-- > 0;) {
-    const std::string term = op.type_vars[k].name + "_i" + (stride == 1 ? "" : " * " + std::to_string(stride));
+    const std::string term = op.type_vars[k].name + "_i_" + (stride == 1 ? "" : " * " + std::to_string(stride));
     index = index.empty() ? term : term + " + " + index;
     stride *= op.type_vars[k].dtypes.size();
   }
   out["instantiation_index"] = index.empty() ? std::string("0") : index;
-  // Each dtype assignment: `args_type` is Args<...> spelled out, `when` the
-  // C++ and Python conditions that select it.
+  // Each dtype assignment, in the order of Op::instantiations():
+  // `template_args` spells out its <...> after Args.
   py::list instantiations;
   std::string instantiation_types;  // Args<...> of each, in order
   for (const auto& assignment : op.instantiations()) {
+    std::string targs;
+    for (const TypeVar& v : op.type_vars) targs += (targs.empty() ? "" : ", ") + std::string(info(assignment.at(v.name)).cpp);
+    const std::string template_args = op.type_vars.empty() ? std::string() : "<" + targs + ">";
+    instantiation_types += (instantiation_types.empty() ? "Args" : ", Args") + template_args;
     py::dict inst;
-    std::string targs, suffix;
-    py::dict types;
-    for (const TypeVar& v : op.type_vars) {
-      const DTypeInfo& i = info(assignment.at(v.name));
-      targs += (targs.empty() ? "" : ", ") + std::string(i.cpp);
-      suffix += std::string("_") + i.name;
-      types[py::str(v.name)] = dtype_data[assignment.at(v.name)];
-    }
-    inst["template_args"] = op.type_vars.empty() ? std::string() : "<" + targs + ">";
-    instantiation_types += (instantiation_types.empty() ? "Args" : ", Args") + inst["template_args"].cast<std::string>();
-    inst["suffix"] = suffix;
-    inst["types"] = types;
+    inst["template_args"] = template_args;
     instantiations.append(inst);
   }
   out["instantiations"] = instantiations;
@@ -853,10 +878,13 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
       add(kOpTemplates[k], paths[k], sources, c);
     }
   }
-  // The plan lives until the process ends, and renders leave little cyclic
-  // garbage: the cycle collector would only spend time walking the plan (and,
-  // in forked workers, copy the pages it touches).
-  py::module_::import("gc").attr("disable")();
+  // The plan lives until the process ends: frozen, it is left out of every
+  // collection, which then walks only what renders leave behind (each render's
+  // context and macros form cycles), and forked workers do not copy its pages
+  // for the collector's sake.
+  py::module_ gc = py::module_::import("gc");
+  gc.attr("collect")();
+  gc.attr("freeze")();
 }
 
 size_t Renderer::file_count() const { return impl_->jobs.size(); }

@@ -371,8 +371,8 @@ class ExprParser {
       return e;
     }
     const size_t start = pos_;
-    if (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+    if (pos_ < text_.size() && is_ascii_digit(text_[pos_])) {
+      while (pos_ < text_.size() && is_ascii_digit(text_[pos_])) ++pos_;
       auto e = std::make_shared<Expr>();
       e->kind = Expr::Kind::kInt;
       const std::string digits(text_.substr(start, pos_ - start));
@@ -383,7 +383,10 @@ class ExprParser {
       e->value = std::stoll(digits);
       return e;
     }
-    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
+    while (pos_ < text_.size() && (is_ascii_lower(text_[pos_]) || is_ascii_upper(text_[pos_]) ||
+                                   is_ascii_digit(text_[pos_]) || text_[pos_] == '_')) {
+      ++pos_;
+    }
     const std::string name(text_.substr(start, pos_ - start));
     if (name.empty()) {
       error = pos_ < text_.size() ? "unexpected '" + std::string(text_.substr(pos_, 1)) + "' in the expression"
@@ -439,7 +442,7 @@ bool read_dim(SpecFile& f, const YAML::Node& dim, const std::string& what, bool 
     t.batch = true;
     return true;
   }
-  if (!text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-') &&
+  if (!text.empty() && (is_ascii_digit(text[0]) || text[0] == '-') &&
       text.find_first_of("+*/() ") == std::string::npos && text.find('-', 1) == std::string::npos) {
     errno = 0;
     char* end = nullptr;
@@ -991,7 +994,7 @@ bool check_unique_names(SpecFile& f, const Op& op) {
   // meet another such name, a symbol or type variable (C++ names too), or a
   // type the generated code uses there.
   std::map<std::string, std::string> cpp_types;
-  for (const char* taken : {"Args", "Descriptor", "Tensor", "Span", "Status"}) cpp_types[taken] = "the generated code";
+  for (const char* taken : {"Args", "Descriptor", "Instantiations", "Tensor", "Span", "Status"}) cpp_types[taken] = "the generated code";
   for (const SymbolBinding& s : op.symbols) cpp_types.emplace(s.symbol, "shape symbol '" + s.symbol + "'");
   for (const TypeVar& v : op.type_vars) cpp_types.emplace(v.name, "type variable '" + v.name + "'");
   for (const Attr& a : op.attrs) {

@@ -25,11 +25,11 @@ ffi::Error check_dtypes(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, int* 
   if (out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("flip", "output", "out", out->element_type(), "T", "x", T_));
   }
-  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32, ffi::DataType::F64, ffi::DataType::S32, ffi::DataType::S64, ffi::DataType::U8, ffi::DataType::PRED});
-  if (T_i < 0) {
+  const int T_i_ = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32, ffi::DataType::F64, ffi::DataType::S32, ffi::DataType::S64, ffi::DataType::U8, ffi::DataType::PRED});
+  if (T_i_ < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("flip", "x", T_, "T", "f16, bf16, f32, f64, i32, i64, u8, bool"));
   }
-  *instantiation_ = T_i;
+  *instantiation_ = T_i_;
   return ffi::Error::Success();
 }
 
@@ -88,9 +88,9 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::S
 }
 
 // Checks the dtypes, binds the call into the Args of the instantiation they
-// select, and runs the body on `platform`.
-template <typename Platform>
-ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
+// select, and runs the body on `platform_`.
+template <typename Platform_>
+ffi::Error run(const Platform_& platform_, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::Span<const int64_t> dims) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
   return opgen::visit_args(
@@ -99,7 +99,7 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyB
         bool empty_ = false;
         if (ffi::Error e_ = bind(x, out, dims, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-        return opgen::to_ffi_error(platform.run(args));
+        return opgen::to_ffi_error(platform_.run(args));
       },
       [] { return ffi::Error::Internal("flip: no instantiation selected"); });
 }

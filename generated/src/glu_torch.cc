@@ -61,33 +61,33 @@ bool bind(const ts::TensorView& x, Activation activation, Tensor* outputs_, Args
 // Instantiations) that the type variables select.
 int check_dtypes(const ts::TensorView& x) {
   const int32_t T_ = x.dtype;
-  const int T_i = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32(), aoti_torch_dtype_float64()});
-  if (T_i < 0) {
+  const int T_i_ = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32(), aoti_torch_dtype_float64()});
+  if (T_i_ < 0) {
     ts::fail("glu: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32, float64");
   }
-  return T_i;
+  return T_i_;
 }
 
 // The boxed kernel of one device: reads the arguments off the stack, checks
 // them, runs the body of the selected instantiation and puts the outputs on
 // the stack.
-template <typename Device>
-void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView x(x_tensor);
+template <typename Device_>
+void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
+  (void)num_args_;
+  (void)num_outputs_;
+  const Tensor x_tensor_ = ts::stack_to<Tensor>(stack_[0]);
+  const ts::TensorView x(x_tensor_);
   // The Python wrapper passes the value's index (the stable ABI takes no str on torch 2.9).
-  const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack[1]));
-  const Device device("glu", x);
+  const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack_[1]));
+  const Device_ device_("glu", x);
   std::array<Tensor, 1> outputs_;
   opgen::visit_args(
       Instantiations{}, check_dtypes(x),
       [&](auto& args) {
-        if (bind(x, activation, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+        if (bind(x, activation, outputs_.data(), args)) ts::check_status(device_.platform().run(args));
       },
       [] { ts::fail("glu: no instantiation for these dtypes"); });
-  stack[0] = ts::stack_from(outputs_[0]);
+  stack_[0] = ts::stack_from(outputs_[0]);
 }
 
 }  // namespace

@@ -26,11 +26,11 @@ ffi::Error check_dtypes(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, int* 
   if (out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("glu", "output", "out", out->element_type(), "T", "x", T_));
   }
-  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32, ffi::DataType::F64});
-  if (T_i < 0) {
+  const int T_i_ = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32, ffi::DataType::F64});
+  if (T_i_ < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("glu", "x", T_, "T", "f16, bf16, f32, f64"));
   }
-  *instantiation_ = T_i;
+  *instantiation_ = T_i_;
   return ffi::Error::Success();
 }
 
@@ -85,9 +85,9 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_v
 }
 
 // Checks the dtypes, binds the call into the Args of the instantiation they
-// select, and runs the body on `platform`.
-template <typename Platform>
-ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
+// select, and runs the body on `platform_`.
+template <typename Platform_>
+ffi::Error run(const Platform_& platform_, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_view activation) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(x, out, &instantiation_); e_.failure()) return e_;
   return opgen::visit_args(
@@ -96,7 +96,7 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::Result<ffi::AnyB
         bool empty_ = false;
         if (ffi::Error e_ = bind(x, out, activation, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-        return opgen::to_ffi_error(platform.run(args));
+        return opgen::to_ffi_error(platform_.run(args));
       },
       [] { return ffi::Error::Internal("glu: no instantiation selected"); });
 }

@@ -64,32 +64,32 @@ int check_dtypes(const ts::TensorView& cache, const ts::TensorView& values, cons
   ts::check_dtype("kv_cache_write", "pos", pos, aoti_torch_dtype_int32(), "int32");
   const int32_t T_ = cache.dtype;
   ts::check_same_dtype("kv_cache_write", "values", values, "T", "cache", T_);
-  const int T_i = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32()});
-  if (T_i < 0) {
+  const int T_i_ = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32()});
+  if (T_i_ < 0) {
     ts::fail("kv_cache_write: input 'cache' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32");
   }
-  return T_i;
+  return T_i_;
 }
 
 // The boxed kernel of one device: reads the arguments off the stack, checks
 // them, runs the body of the selected instantiation and puts the outputs on
 // the stack.
-template <typename Device>
-void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor cache_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView cache(cache_tensor);
-  const Tensor values_tensor = ts::stack_to<Tensor>(stack[1]);
-  const ts::TensorView values(values_tensor);
-  const Tensor pos_tensor = ts::stack_to<Tensor>(stack[2]);
-  const ts::TensorView pos(pos_tensor);
-  const Device device("kv_cache_write", cache);
+template <typename Device_>
+void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
+  (void)num_args_;
+  (void)num_outputs_;
+  const Tensor cache_tensor_ = ts::stack_to<Tensor>(stack_[0]);
+  const ts::TensorView cache(cache_tensor_);
+  const Tensor values_tensor_ = ts::stack_to<Tensor>(stack_[1]);
+  const ts::TensorView values(values_tensor_);
+  const Tensor pos_tensor_ = ts::stack_to<Tensor>(stack_[2]);
+  const ts::TensorView pos(pos_tensor_);
+  const Device_ device_("kv_cache_write", cache);
   std::array<Tensor, 0> outputs_;
   opgen::visit_args(
       Instantiations{}, check_dtypes(cache, values, pos),
       [&](auto& args) {
-        if (bind(cache, values, pos, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+        if (bind(cache, values, pos, outputs_.data(), args)) ts::check_status(device_.platform().run(args));
       },
       [] { ts::fail("kv_cache_write: no instantiation for these dtypes"); });
 }

@@ -31,11 +31,11 @@ ffi::Error check_dtypes(ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuf
   if (cache_out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("kv_cache_write", "output", "cache_out", cache_out->element_type(), "T", "cache", T_));
   }
-  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32});
-  if (T_i < 0) {
+  const int T_i_ = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32});
+  if (T_i_ < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("kv_cache_write", "cache", T_, "T", "f16, bf16, f32"));
   }
-  *instantiation_ = T_i;
+  *instantiation_ = T_i_;
   return ffi::Error::Success();
 }
 
@@ -126,9 +126,9 @@ ffi::Error bind(ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos,
 }
 
 // Checks the dtypes, binds the call into the Args of the instantiation they
-// select, and runs the body on `platform`.
-template <typename Platform>
-ffi::Error run(const Platform& platform, ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
+// select, and runs the body on `platform_`.
+template <typename Platform_>
+ffi::Error run(const Platform_& platform_, ffi::AnyBuffer cache, ffi::AnyBuffer values, ffi::AnyBuffer pos, ffi::Result<ffi::AnyBuffer> cache_out) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(cache, values, pos, cache_out, &instantiation_); e_.failure()) return e_;
   return opgen::visit_args(
@@ -137,12 +137,11 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer cache, ffi::AnyBuffer va
         bool empty_ = false;
         if (ffi::Error e_ = bind(cache, values, pos, cache_out, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-        if (opgen::Status s_ = platform.copy(args.cache_out, args.cache, sizeof(*args.cache_out) * static_cast<size_t>(args.B * args.S * args.H)); !s_.ok()) {
+        if (opgen::Status s_ = platform_.copy(args.cache_out, args.cache, sizeof(*args.cache_out) * static_cast<size_t>(args.B * args.S * args.H)); !s_.ok()) {
           return opgen::to_ffi_error(s_);
         }
         args.cache = args.cache_out;
-
-        return opgen::to_ffi_error(platform.run(args));
+        return opgen::to_ffi_error(platform_.run(args));
       },
       [] { return ffi::Error::Internal("kv_cache_write: no instantiation selected"); });
 }

@@ -59,24 +59,23 @@ opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descripto
 }
 
 // Binds the (decoded) descriptor and the buffers into the Args of the
-// instantiation the descriptor names, and runs the body on `platform`.
-template <typename Platform>
-opgen::Status run(const Platform& platform, const void* const* inputs, void* const* outputs, const Descriptor& d) {
-  const int T_i = opgen::index_of(d.dtype_T, {0, 1, 2});
-  const bool known_ = T_i >= 0;
-  const int instantiation_ = known_ ? T_i : -1;
+// instantiation the descriptor names, and runs the body on `platform_`.
+template <typename Platform_>
+opgen::Status run(const Platform_& platform_, const void* const* inputs, void* const* outputs, const Descriptor& d) {
+  const int T_i_ = opgen::index_of(d.dtype_T, {0, 1, 2});
+  const bool known_ = T_i_ >= 0;
+  const int instantiation_ = known_ ? T_i_ : -1;
   return opgen::visit_args(
       Instantiations{}, instantiation_,
       [&](auto& args) -> opgen::Status {
         bool empty_ = false;
         if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
         if (empty_) return opgen::Status::Ok();
-        if (opgen::Status s_ = platform.copy(args.cache_out, args.cache, sizeof(*args.cache_out) * static_cast<size_t>(args.B * args.S * args.H)); !s_.ok()) {
+        if (opgen::Status s_ = platform_.copy(args.cache_out, args.cache, sizeof(*args.cache_out) * static_cast<size_t>(args.B * args.S * args.H)); !s_.ok()) {
           return s_;
         }
         args.cache = args.cache_out;
-
-        return platform.run(args);
+        return platform_.run(args);
       },
       [] { return opgen::Status::InvalidArgument("kv_cache_write: the opaque descriptor names dtypes this op was not built for"); });
 }

@@ -91,39 +91,39 @@ int check_dtypes(const ts::TensorView& x, const std::optional<ts::TensorView>& w
   const int32_t T_ = x.dtype;
   if (weight_opt_) ts::check_same_dtype("rms_norm", "weight", *weight_opt_, "T", "x", T_);
   if (bias_opt_) ts::check_same_dtype("rms_norm", "bias", *bias_opt_, "T", "x", T_);
-  const int T_i = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32()});
-  if (T_i < 0) {
+  const int T_i_ = opgen::index_of(T_, {aoti_torch_dtype_float16(), aoti_torch_dtype_bfloat16(), aoti_torch_dtype_float32()});
+  if (T_i_ < 0) {
     ts::fail("rms_norm: input 'x' has dtype " + ts::dtype_text(T_) + "; T must be one of float16, bfloat16, float32");
   }
-  return T_i;
+  return T_i_;
 }
 
 // The boxed kernel of one device: reads the arguments off the stack, checks
 // them, runs the body of the selected instantiation and puts the outputs on
 // the stack.
-template <typename Device>
-void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor x_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView x(x_tensor);
-  const std::optional<Tensor> weight_tensor = ts::stack_to<std::optional<Tensor>>(stack[1]);
+template <typename Device_>
+void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
+  (void)num_args_;
+  (void)num_outputs_;
+  const Tensor x_tensor_ = ts::stack_to<Tensor>(stack_[0]);
+  const ts::TensorView x(x_tensor_);
+  const std::optional<Tensor> weight_tensor_ = ts::stack_to<std::optional<Tensor>>(stack_[1]);
   const std::optional<ts::TensorView> weight_opt_ =
-      weight_tensor ? std::optional<ts::TensorView>(ts::TensorView(*weight_tensor)) : std::nullopt;
-  const std::optional<Tensor> bias_tensor = ts::stack_to<std::optional<Tensor>>(stack[2]);
+      weight_tensor_ ? std::optional<ts::TensorView>(ts::TensorView(*weight_tensor_)) : std::nullopt;
+  const std::optional<Tensor> bias_tensor_ = ts::stack_to<std::optional<Tensor>>(stack_[2]);
   const std::optional<ts::TensorView> bias_opt_ =
-      bias_tensor ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor)) : std::nullopt;
-  const float eps = ts::attr<float>("rms_norm", "eps", stack[3]);
-  const Device device("rms_norm", x);
+      bias_tensor_ ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor_)) : std::nullopt;
+  const float eps = ts::attr<float>("rms_norm", "eps", stack_[3]);
+  const Device_ device_("rms_norm", x);
   std::array<Tensor, 2> outputs_;
   opgen::visit_args(
       Instantiations{}, check_dtypes(x, weight_opt_, bias_opt_),
       [&](auto& args) {
-        if (bind(x, weight_opt_, bias_opt_, eps, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+        if (bind(x, weight_opt_, bias_opt_, eps, outputs_.data(), args)) ts::check_status(device_.platform().run(args));
       },
       [] { ts::fail("rms_norm: no instantiation for these dtypes"); });
-  stack[0] = ts::stack_from(outputs_[0]);
-  stack[1] = ts::stack_from(outputs_[1]);
+  stack_[0] = ts::stack_from(outputs_[0]);
+  stack_[1] = ts::stack_from(outputs_[1]);
 }
 
 }  // namespace

@@ -35,11 +35,11 @@ ffi::Error check_dtypes(ffi::AnyBuffer x, std::optional<ffi::AnyBuffer> weight, 
   if (out->element_type() != T_) {
     return ffi::Error::InvalidArgument(opgen::type_var_mismatch("rms_norm", "output", "out", out->element_type(), "T", "x", T_));
   }
-  const int T_i = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32});
-  if (T_i < 0) {
+  const int T_i_ = opgen::index_of(T_, {ffi::DataType::F16, ffi::DataType::BF16, ffi::DataType::F32});
+  if (T_i_ < 0) {
     return ffi::Error::InvalidArgument(opgen::type_var_unsupported("rms_norm", "x", T_, "T", "f16, bf16, f32"));
   }
-  *instantiation_ = T_i;
+  *instantiation_ = T_i_;
   return ffi::Error::Success();
 }
 
@@ -156,9 +156,9 @@ ffi::Error take_optional_inputs(const ffi::RemainingArgs& operands, int64_t pres
 }
 
 // Checks the dtypes, binds the call into the Args of the instantiation they
-// select, and runs the body on `platform`.
-template <typename Platform>
-ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
+// select, and runs the body on `platform_`.
+template <typename Platform_>
+ffi::Error run(const Platform_& platform_, ffi::AnyBuffer x, ffi::RemainingArgs optional_, ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::AnyBuffer> rstd, float eps, int64_t present_) {
   std::optional<ffi::AnyBuffer> weight;
   std::optional<ffi::AnyBuffer> bias;
   if (ffi::Error e_ = take_optional_inputs(optional_, present_, &weight, &bias); e_.failure()) return e_;
@@ -170,7 +170,7 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer x, ffi::RemainingArgs op
         bool empty_ = false;
         if (ffi::Error e_ = bind(x, weight, bias, out, rstd, eps, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-        return opgen::to_ffi_error(platform.run(args));
+        return opgen::to_ffi_error(platform_.run(args));
       },
       [] { return ffi::Error::Internal("rms_norm: no instantiation selected"); });
 }

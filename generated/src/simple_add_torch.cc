@@ -64,24 +64,24 @@ int check_dtypes(const ts::TensorView& a, const ts::TensorView& b) {
 // The boxed kernel of one device: reads the arguments off the stack, checks
 // them, runs the body of the selected instantiation and puts the outputs on
 // the stack.
-template <typename Device>
-void boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  (void)num_args;
-  (void)num_outputs;
-  const Tensor a_tensor = ts::stack_to<Tensor>(stack[0]);
-  const ts::TensorView a(a_tensor);
-  const Tensor b_tensor = ts::stack_to<Tensor>(stack[1]);
-  const ts::TensorView b(b_tensor);
-  const float alpha = ts::attr<float>("simple_add", "alpha", stack[2]);
-  const Device device("simple_add", a);
+template <typename Device_>
+void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
+  (void)num_args_;
+  (void)num_outputs_;
+  const Tensor a_tensor_ = ts::stack_to<Tensor>(stack_[0]);
+  const ts::TensorView a(a_tensor_);
+  const Tensor b_tensor_ = ts::stack_to<Tensor>(stack_[1]);
+  const ts::TensorView b(b_tensor_);
+  const float alpha = ts::attr<float>("simple_add", "alpha", stack_[2]);
+  const Device_ device_("simple_add", a);
   std::array<Tensor, 1> outputs_;
   opgen::visit_args(
       Instantiations{}, check_dtypes(a, b),
       [&](auto& args) {
-        if (bind(a, b, alpha, outputs_.data(), args)) ts::check_status(device.platform().run(args));
+        if (bind(a, b, alpha, outputs_.data(), args)) ts::check_status(device_.platform().run(args));
       },
       [] { ts::fail("simple_add: no instantiation for these dtypes"); });
-  stack[0] = ts::stack_from(outputs_[0]);
+  stack_[0] = ts::stack_from(outputs_[0]);
 }
 
 }  // namespace

@@ -85,9 +85,9 @@ ffi::Error bind(ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> 
 }
 
 // Checks the dtypes, binds the call into the Args of the instantiation they
-// select, and runs the body on `platform`.
-template <typename Platform>
-ffi::Error run(const Platform& platform, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, float alpha) {
+// select, and runs the body on `platform_`.
+template <typename Platform_>
+ffi::Error run(const Platform_& platform_, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out, float alpha) {
   int instantiation_ = -1;
   if (ffi::Error e_ = check_dtypes(a, b, out, &instantiation_); e_.failure()) return e_;
   return opgen::visit_args(
@@ -96,7 +96,7 @@ ffi::Error run(const Platform& platform, ffi::AnyBuffer a, ffi::AnyBuffer b, ffi
         bool empty_ = false;
         if (ffi::Error e_ = bind(a, b, out, alpha, args, &empty_); e_.failure()) return e_;
         if (empty_) return ffi::Error::Success();
-        return opgen::to_ffi_error(platform.run(args));
+        return opgen::to_ffi_error(platform_.run(args));
       },
       [] { return ffi::Error::Internal("simple_add: no instantiation selected"); });
 }

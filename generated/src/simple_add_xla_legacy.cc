@@ -50,9 +50,9 @@ opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descripto
 }
 
 // Binds the (decoded) descriptor and the buffers into the Args of the
-// instantiation the descriptor names, and runs the body on `platform`.
-template <typename Platform>
-opgen::Status run(const Platform& platform, const void* const* inputs, void* const* outputs, const Descriptor& d) {
+// instantiation the descriptor names, and runs the body on `platform_`.
+template <typename Platform_>
+opgen::Status run(const Platform_& platform_, const void* const* inputs, void* const* outputs, const Descriptor& d) {
   const int instantiation_ = 0;
   return opgen::visit_args(
       Instantiations{}, instantiation_,
@@ -60,7 +60,7 @@ opgen::Status run(const Platform& platform, const void* const* inputs, void* con
         bool empty_ = false;
         if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
         if (empty_) return opgen::Status::Ok();
-        return platform.run(args);
+        return platform_.run(args);
       },
       [] { return opgen::Status::InvalidArgument("simple_add: the opaque descriptor names dtypes this op was not built for"); });
 }

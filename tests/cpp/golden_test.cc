@@ -198,6 +198,106 @@ int main() {
             "[edge: attribute 'dims' element 1 = 9223372036854775807 is outside its range [, 9223372036854775806]]\n");
 }
 
+// Every binding numbers an op's instantiations the same way (the first type
+// variable varies slowest) and dispatches through the header's
+// Instantiations list. This builds an op with three type variables and runs
+// its legacy CPU shim, whose descriptor names each dtype by its code, for
+// every combination: the body must see exactly the types the codes name.
+TEST(Golden, TheDtypesSelectTheirInstantiationWithSeveralTypeVariables) {
+  opgen_test::TempDir dir;
+  fs::create_directories(dir / "specs");
+  opgen_test::write_file(dir / "specs" / "package.yaml", "opgen: 1\npackage: {name: mix, torch_namespace: mix}\n");
+  opgen_test::write_file(dir / "specs" / "pair.yaml",
+                         "opgen: 1\nname: pair\ntypes:\n  T: [f32, f64, i32]\n  U: [u8, i64]\n  V: [f16, bool]\n"
+                         "inputs:\n  a: {dtype: T, shape: [N]}\n  b: {dtype: U, shape: [N]}\n  c: {dtype: V, shape: [N]}\n"
+                         "outputs:\n  out: {dtype: i64, shape: [N]}\nplatforms: [cpu]\nxla:\n  api_versions: [3]\n");
+  const CommandResult gen = run_command(opgen("generate " + shell_quote((dir / "specs").string()) + " -o " +
+                                              shell_quote((dir / "out").string()) + " --templates " + repo("templates")));
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  opgen_test::write_file(dir / "t.cc", R"(#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <type_traits>
+#include "mix/pair.h"
+#include "mix/pair_opaque.h"
+#include "opgen/xla_legacy_status.h"
+
+// The dtype codes of opgen's table (f16 0, bf16 1, f32 2, f64 3, i32 4, i64 5, u8 6, bool 7).
+template <typename T> constexpr int code() {
+  if (std::is_same_v<T, opgen::f16>) return 0;
+  if (std::is_same_v<T, float>) return 2;
+  if (std::is_same_v<T, double>) return 3;
+  if (std::is_same_v<T, int32_t>) return 4;
+  if (std::is_same_v<T, int64_t>) return 5;
+  if (std::is_same_v<T, uint8_t>) return 6;
+  if (std::is_same_v<T, bool>) return 7;
+  return -1;
+}
+
+namespace mix::pair {
+template <typename T, typename U, typename V>
+opgen::Status run_cpu(const Args<T, U, V>& args) {
+  args.out[0] = code<T>() * 100 + code<U>() * 10 + code<V>();
+  return opgen::Status::Ok();
+}
+OPGEN_PAIR_INSTANTIATE_CPU
+}  // namespace mix::pair
+
+struct XlaCustomCallStatus_ { std::string message; };
+extern "C" {
+__attribute__((visibility("default"))) void XlaCustomCallStatusSetFailure(
+    XlaCustomCallStatus* status, const char* message, size_t message_len) {
+  status->message.assign(message, message_len);
+}
+void mix_pair_cpu_legacy_v3(void* out, const void** in, const char* opaque, size_t opaque_len,
+                            XlaCustomCallStatus* status);
+}
+
+int run(int t, int u, int v, std::string* error) {
+  mix::pair::Descriptor d{};
+  d.dtype_T = static_cast<uint8_t>(t);
+  d.dtype_U = static_cast<uint8_t>(u);
+  d.dtype_V = static_cast<uint8_t>(v);
+  d.N = 1;
+  const std::string blob = mix::pair::encode_opaque(d);
+  double a = 0;
+  int64_t b = 0, c = 0, out = -1;
+  const void* in[] = {&a, &b, &c};
+  XlaCustomCallStatus status;
+  mix_pair_cpu_legacy_v3(&out, in, blob.data(), blob.size(), &status);
+  *error = status.message;
+  return static_cast<int>(out);
+}
+
+int main() {
+  for (int t : {2, 3, 4}) {
+    for (int u : {6, 5}) {
+      for (int v : {0, 7}) {
+        std::string error;
+        const int seen = run(t, u, v, &error);
+        if (seen != t * 100 + u * 10 + v || !error.empty()) {
+          std::printf("codes %d %d %d ran the body of %d (%s)\n", t, u, v, seen, error.c_str());
+          return 1;
+        }
+      }
+    }
+  }
+  std::string error;
+  const int seen = run(2, 7, 0, &error);  // u = bool: not an instantiation
+  std::printf("%d [%s]\n", seen, error.c_str());
+})");
+  const CommandResult build = run_command(
+      shell_quote(OPGEN_CXX) + " -std=c++17 -Wall -Werror -rdynamic -I " + shell_quote((dir / "out" / "include").string()) +
+      " -I " + repo("runtime/include") + " " + shell_quote((dir / "t.cc").string()) + " " +
+      shell_quote((dir / "out" / "src" / "pair_xla_legacy.cc").string()) + " " + repo("runtime/src/shape_check.cc") +
+      " " + repo("runtime/src/xla_legacy_status.cc") + " " + repo("runtime/src/opaque.cc") + " -ldl -o " +
+      shell_quote((dir / "t").string()));
+  ASSERT_EQ(build.exit_code, 0) << build.output;
+  const CommandResult run = run_command(shell_quote((dir / "t").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output, "-1 [mix_pair_legacy_v3: pair: the opaque descriptor names dtypes this op was not built for]\n");
+}
+
 TEST(Golden, JobsMustBeANumber) {
   for (const char* bad : {"0", "x", "65", ""}) {
     const CommandResult r = run_command(opgen("generate " + repo("specs") + " -o /tmp/unused --jobs '" + bad + "'"));

@@ -24,6 +24,13 @@ generates a package from those specs, and then:
       languages' rules (C++ line splices and raw strings; Python's tokenizer).
       The Markdown docs are not code and are not checked.
 
+The package also holds ops whose names are the ones that the generated code's
+own locals, parameters and helpers would have without their trailing '_'
+(spec names never end in '_'): an input named `device`, `stack` or `t_i` (type
+variable `t`), an output named `platform`, an enum attribute named `device`,
+an input `x` beside an input `x_tensor`, two type variables. Their files must
+compile too.
+
 OPGEN_BINARY names the binary (default: <repo>/build/generator/opgen; the test
 skips when it is missing); OPGEN_TEMPLATES, if set, is passed as --templates.
 To stay fast, the C++ files of one kind compile as one translation unit that
@@ -150,6 +157,47 @@ def op_docs(name):
             ("attr count doc", t)]
 
 
+# Ops named like the generated code's own names (see the module docstring).
+NAME_OPS = {
+    "names_locals": """opgen: 1
+name: inj_names_locals
+types:
+  t: [f32, f16]
+  u: [i32, i64]
+inputs:
+  stack: {dtype: t, shape: [N]}
+  device: {dtype: t, shape: [N]}
+  t_i: {dtype: u, shape: [N]}
+  stack_tensor: {dtype: f32, shape: [N], optional: true}
+outputs:
+  platform: {dtype: t, shape: [N]}
+  num_args: {dtype: u, shape: [N]}
+attrs:
+  num_outputs: {type: i64, default: 1}
+  known: {type: bool, default: false}
+platforms: [cuda, cpu]
+xla:
+  api_versions: [4, 3]
+""",
+    "names_attrs": """opgen: 1
+name: inj_names_attrs
+inputs:
+  x: {dtype: f32, shape: [N]}
+  x_tensor: {dtype: f32, shape: [N]}
+outputs:
+  out: {dtype: f32, shape: [N]}
+attrs:
+  device: {type: enum, values: [host_like, gpu_like]}
+  platform: {type: i32, default: 0}
+  dims: {type: "i64[]", default: [0]}
+  dims_tensor: {type: bool, default: true}
+platforms: [cuda, cpu]
+xla:
+  api_versions: [4, 3]
+""",
+}
+
+
 # --- generation ------------------------------------------------------------
 
 
@@ -162,6 +210,8 @@ def generated(tmp_path_factory):
         f"opgen: 1\npackage:\n  name: {PACKAGE}\n  torch_namespace: {PACKAGE}\n")
     for name in PAYLOADS:
         (specs / f"{op_name(name)}.yaml").write_bytes(spec_text(name).encode("utf-8"))
+    for name, text in NAME_OPS.items():
+        (specs / f"{op_name(name)}.yaml").write_text(text)
     out = root / "out"
     cmd = [str(OPGEN), "generate", str(specs), "-o", str(out), "--root", str(root), "--quiet"]
     if os.environ.get("OPGEN_TEMPLATES"):
@@ -289,7 +339,7 @@ def compiled(generated, include_flags):
     include it). Then every other kind in one unit each, in parallel. Files
     that a unit's errors or -Wcomment warnings name are compiled on their own
     (their own diagnostics are what the tests read), the rest again together."""
-    files = [f for name in PAYLOADS for f in op_cpp_files(generated, name)] + [generated / "src" / "module.cc"]
+    files = [f for name in [*PAYLOADS, *NAME_OPS] for f in op_cpp_files(generated, name)] + [generated / "src" / "module.cc"]
     by_kind = {}
     for f in files:
         by_kind.setdefault(kind_of(f), []).append(f)
@@ -326,7 +376,7 @@ def compiled(generated, include_flags):
 
     results = compile_kind("header", by_kind.pop("header"))
     broken = {}
-    for name in PAYLOADS:
+    for name in [*PAYLOADS, *NAME_OPS]:
         header = op_cpp_files(generated, name)[0]
         if not results[header][0]:
             broken[name] = results[header][1]
@@ -396,6 +446,12 @@ def test_cpp_compiles(generated, compiled, name):
     problems = check_compiled(compiled, op_cpp_files(generated, name))
     if problems and name != "control" and check_compiled(compiled, op_cpp_files(generated, "control")):
         pytest.fail("the control op fails to compile too, so this is no injection:\n" + "\n".join(problems))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", list(NAME_OPS))
+def test_names_like_the_generated_code_own_compile(generated, compiled, name):
+    problems = check_compiled(compiled, op_cpp_files(generated, name))
     assert not problems, "\n".join(problems)
 
 

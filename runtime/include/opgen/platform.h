@@ -4,7 +4,9 @@
 //   platform.run(args)               the op's run_cpu(args) or launch_cuda(stream, args)
 //   platform.copy(dst, src, bytes)   the copy behind an output that aliases an input
 //
-// run() finds the op's body by argument-dependent lookup on its Args type.
+// run() finds the op's body by argument-dependent lookup on its Args type
+// (namespace opgen is searched too, for Args<opgen::f16>: it must never
+// declare a run_cpu or launch_cuda of its own).
 #pragma once
 
 #include <cstddef>

@@ -257,7 +257,7 @@ inline void* current_cuda_stream(int32_t device_index) {
 #endif
 
 // The device a boxed kernel is registered for. Constructed from the call's
-// first input (the other tensors were checked against it), it refuses a
+// first input (bind() checks every other tensor against it), it refuses a
 // tensor on another device and gives the opgen::Platform the body runs on.
 class OnCpu {
  public:
@@ -267,7 +267,7 @@ class OnCpu {
   opgen::Cpu platform() const { return {}; }
 };
 
-#ifdef USE_CUDA
+#if defined(USE_CUDA) && defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Also makes the tensors' device current for the call, and launches on the
 // caller's current stream there.
 class OnCuda {
