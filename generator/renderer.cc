@@ -290,12 +290,16 @@ std::string declared_text(const Tensor& t) {
   return out + "]";
 }
 
+// "a, b, c".
+std::string comma_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
 // Python source of a tuple of the given item sources: (), (a,), (a, b).
 std::string python_tuple(const std::vector<std::string>& items) {
-  if (items.size() == 1) return "(" + items[0] + ",)";
-  std::string out = "(";
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-  return out + ")";
+  return items.size() == 1 ? "(" + items[0] + ",)" : "(" + comma_list(items) + ")";
 }
 
 // Where a shape symbol gets its value, as messages say it: "input 'x'
@@ -326,9 +330,15 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, co
     if (is_input && o.alias == t.name) out["aliased_by"] = o.name;
   }
   out["py_param"] = t.optional ? t.name + "=None" : t.name;
+  // How the typed-FFI handler reaches the buffer's members: an output is a
+  // Result and an optional input a std::optional, both through '->'.
+  out["ffi_member"] = !is_input || t.optional ? "->" : ".";
   out["rank"] = t.shape.size();
   out["declared"] = declared_text(t);
   py::list dims, divisions;
+  // The shape in Python: as declared after '...' (sizes and symbol names),
+  // and as a result computed from the bound symbols and batch dimensions.
+  std::vector<std::string> declared, result;
   for (size_t axis = 0; axis < t.shape.size(); ++axis) {
     const Dim& d = t.shape[axis];
     py::dict dim;
@@ -336,49 +346,37 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, co
     dim["text"] = d.text;
     dim["size"] = d.fixed ? py::object(py::int_(*d.fixed)) : py::object(py::none());
     dim["symbol"] = d.symbol.empty() ? py::object(py::none()) : py::object(py::str(d.symbol));
-    // Why the dimension must have its size, in a shape error.
-    if (d.fixed || d.expr) {
-      dim["rule"] = d.fixed ? std::string("a fixed size") : d.text;
-    } else {
-      auto s = std::find_if(op.symbols.begin(), op.symbols.end(), [&](const SymbolBinding& b) { return b.symbol == d.symbol; });
-      // The reader refuses a symbol that no required input binds.
-      if (s == op.symbols.end()) throw std::logic_error("shape symbol " + d.symbol + " of " + op.name + " is unbound");
-      dim["rule"] = d.symbol + ", bound by " + binding_place(op, *s);
-    }
+    // `rule`: why the dimension must have its size, in a shape error.
     if (d.fixed) {
       dim["kind"] = "fixed";
+      dim["rule"] = "a fixed size";
       dim["cpp"] = std::to_string(*d.fixed);
-      dim["py_declared"] = std::to_string(*d.fixed);
-      dim["py_result"] = std::to_string(*d.fixed);
+      declared.push_back(std::to_string(*d.fixed));
+      result.push_back(std::to_string(*d.fixed));
     } else if (d.expr) {
       const ExprText e = expr_text(*d.expr, divisions);
       dim["kind"] = "expr";
+      dim["rule"] = d.text;
       dim["cpp"] = e.cpp;
-      dim["py_declared"] = "'" + d.text + "'";
-      dim["py_result"] = e.py;
+      declared.push_back("'" + d.text + "'");
+      result.push_back(e.py);
     } else {
-      bool binds = false;
-      if (is_input) {
-        for (const SymbolBinding& s : op.symbols) {
-          binds = binds || (s.symbol == d.symbol && s.input == index && s.axis == static_cast<int>(axis));
-        }
-      }
+      const auto s = std::find_if(op.symbols.begin(), op.symbols.end(),
+                                  [&](const SymbolBinding& b) { return b.symbol == d.symbol; });
+      // The reader refuses a symbol that no required input binds.
+      if (s == op.symbols.end()) throw std::logic_error("shape symbol " + d.symbol + " of " + op.name + " is unbound");
+      const bool binds = is_input && s->input == index && s->axis == static_cast<int>(axis);
       dim["kind"] = binds ? "bind" : "symbol";
+      dim["rule"] = d.symbol + ", bound by " + binding_place(op, *s);
       dim["cpp"] = "args." + d.symbol;
-      dim["py_declared"] = "'" + d.symbol + "'";
-      dim["py_result"] = "_shape['" + d.symbol + "']";
+      declared.push_back("'" + d.symbol + "'");
+      result.push_back("_shape['" + d.symbol + "']");
     }
+    dim["py_result"] = result.back();
     dims.append(dim);
   }
   out["dims"] = dims;
   out["divisions"] = divisions;
-  // The shape in Python: as declared after '...' (sizes and symbol names),
-  // and as a result computed from the bound symbols and batch dimensions.
-  std::vector<std::string> declared, result;
-  for (const py::handle dim : dims) {
-    declared.push_back(dim["py_declared"].cast<std::string>());
-    result.push_back(dim["py_result"].cast<std::string>());
-  }
   out["py_declared_shape"] = python_tuple(declared);
   out["py_result_shape"] = (t.batch ? "_batch + " : "") + python_tuple(result);
   return out;
@@ -406,11 +404,10 @@ AttrLiteral attr_literal(const Attr& a, const AttrValue& v) {
     // Enum values are snake_case names: nothing to escape.
     return {"'" + std::get<std::string>(v) + "'", "\"" + std::get<std::string>(v) + "\""};
   }
-  std::string items;
-  for (int64_t x : std::get<std::vector<int64_t>>(v)) items += (items.empty() ? "" : ", ") + std::to_string(x);
-  const auto& list = std::get<std::vector<int64_t>>(v);
+  std::vector<std::string> items;
+  for (int64_t x : std::get<std::vector<int64_t>>(v)) items.push_back(std::to_string(x));
   // A tuple, so that a default is never a shared mutable list.
-  return {"(" + items + (list.size() == 1 ? ",)" : ")"), "[" + items + "]"};
+  return {python_tuple(items), "[" + comma_list(items) + "]"};
 }
 
 py::dict attr_data(const Attr& a) {
@@ -609,10 +606,11 @@ py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_da
   out["command_buffer_compatible"] = op.command_buffer_compatible;
   out["opaque"] = opaque_data(op, package.name);
   out["ffi_target"] = package.name + "_" + op.name + "_ffi";
+  const bool lowered = torch_lowered(op);
   out["torch_schema"] = torch_schema(op, false);
-  out["torch_lowered"] = torch_lowered(op);
-  out["torch_kernel_schema"] = torch_schema(op, torch_lowered(op));
-  out["torch_kernel_name"] = op.name + (torch_lowered(op) ? "__lowered" : "");
+  out["torch_lowered"] = lowered;
+  out["torch_kernel_schema"] = torch_schema(op, lowered);
+  out["torch_kernel_name"] = op.name + (lowered ? "__lowered" : "");
   out["has_batch"] = op.has_batch();
   out["batch_source"] = py::none();
   for (const Tensor& t : op.inputs) {
@@ -624,7 +622,7 @@ py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_da
   out["vmap_method"] = op.vmap_method;
   out["batch_partitionable"] = op.batch_partitionable;
   py::list type_vars;
-  std::string template_params;
+  std::string template_params, type_args;
   for (const TypeVar& v : op.type_vars) {
     py::dict d;
     d["name"] = v.name;
@@ -645,12 +643,11 @@ py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_da
     }
     type_vars.append(d);
     template_params += (template_params.empty() ? "" : ", ") + std::string("typename ") + v.name;
+    type_args += (type_args.empty() ? "" : ", ") + v.name;
   }
   out["type_vars"] = type_vars;
   out["template_params"] = template_params;
   // `template <typename T>` before a declaration over Args, and its Args type.
-  std::string type_args;
-  for (const TypeVar& v : op.type_vars) type_args += (type_args.empty() ? "" : ", ") + v.name;
   out["template_decl"] = op.type_vars.empty() ? std::string() : "template <" + template_params + ">\n";
   out["args_type"] = op.type_vars.empty() ? std::string("Args") : "Args<" + type_args + ">";
   // The instantiation's index in the header's Instantiations from each type

@@ -1010,20 +1010,14 @@ bool check_unique_names(SpecFile& f, const Op& op) {
   // torch.compile functionalizes an op that updates an input in place
   // through a helper whose own parameter is named `mode`.
   if (std::any_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return !t.alias.empty(); })) {
-    for (const Attr& a : op.attrs) {
-      if (a.name == "mode") {
-        f.error(a.where, "an op with an in-place output cannot have an attribute named 'mode': torch.compile's "
-                         "functionalization passes its own 'mode' argument; rename the attribute");
-        ok = false;
-      }
-    }
-    for (const Tensor& t : op.inputs) {
-      if (t.name == "mode") {
-        f.error(t.where, "an op with an in-place output cannot have an input named 'mode': torch.compile's "
-                         "functionalization passes its own 'mode' argument; rename the input");
-        ok = false;
-      }
-    }
+    auto refuse_mode = [&](const std::string& name, const Location& where, const std::string& kind) {
+      if (name != "mode") return;
+      f.error(where, "an op with an in-place output cannot have an " + kind + " named 'mode': torch.compile's "
+                     "functionalization passes its own 'mode' argument; rename the " + kind);
+      ok = false;
+    };
+    for (const Attr& a : op.attrs) refuse_mode(a.name, a.where, "attribute");
+    for (const Tensor& t : op.inputs) refuse_mode(t.name, t.where, "input");
   }
   if (op.has_batch()) {
     for (const Tensor& t : op.inputs) {
