@@ -123,11 +123,11 @@ size_t default_workers() {
   return static_cast<size_t>(std::clamp(cpus, 1, 8));
 }
 
-std::string render_and_write(Renderer& renderer, const std::string& output_dir, size_t workers,
+std::string render_and_write(Renderer& renderer, OutputFolder& folder, size_t workers,
                              std::vector<FileOutcome>& outcomes) {
   outcomes.assign(renderer.file_count(), FileOutcome{});
   for (size_t i = 0; i < outcomes.size(); ++i) {
-    outcomes[i].path = (std::filesystem::path(output_dir) / renderer.path(i)).lexically_normal().string();
+    outcomes[i].path = (std::filesystem::path(folder.root()) / renderer.path(i)).lexically_normal().string();
   }
   workers = std::max<size_t>(1, std::min(workers, renderer.file_count()));
   struct Child {
@@ -136,7 +136,6 @@ std::string render_and_write(Renderer& renderer, const std::string& output_dir, 
   };
   std::vector<Child> children;
   std::string error;
-  OutputFolder folder(output_dir);  // listed once, before the workers fork
   SharedCounter next;
   if (!next.ok()) return "cannot map memory to share the files among render workers";
   // Nothing may sit in a stdio buffer when the process forks, or it would

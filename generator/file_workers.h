@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "output_writer.h"
 #include "renderer.h"
 
 namespace opgen {
@@ -19,11 +20,11 @@ struct FileOutcome {
 // The processes to use by default: the CPUs this process may run on, at most 8.
 size_t default_workers();
 
-// Renders every planned file of `renderer` and writes it under `output_dir`
-// when its bytes change. Workers take the next file not yet taken, one at a
+// Renders every planned file of `renderer` and writes it under `output`
+// (listed before the workers fork) when its bytes change. Workers take the next file not yet taken, one at a
 // time, in plan order; the outcomes come back in plan order. Returns "" or
 // the first error (a render or write failure in any worker).
-std::string render_and_write(Renderer& renderer, const std::string& output_dir, size_t workers,
+std::string render_and_write(Renderer& renderer, OutputFolder& output, size_t workers,
                              std::vector<FileOutcome>& outcomes);
 
 }  // namespace opgen

@@ -55,7 +55,7 @@ WriteResult write_if_changed(const std::string& path, const std::string& content
   return write(path, contents, true, true, error);
 }
 
-OutputFolder::OutputFolder(const std::string& root) {
+OutputFolder::OutputFolder(const std::string& root) : root_(root) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return;
