@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <new>
@@ -60,7 +59,7 @@ std::string run_share(Renderer& renderer, OutputFolder& folder, SharedCounter& n
     }
     FileOutcome& out = outcomes[i];
     std::string error;
-    const WriteResult r = folder.write_if_changed(out.path, file.contents, error);
+    const WriteResult r = folder.write_if_changed(renderer.path(i), file.contents, error);
     if (r == WriteResult::kFailed) {
       next.stop();
       return error;
@@ -126,9 +125,7 @@ size_t default_workers() {
 std::string render_and_write(Renderer& renderer, OutputFolder& folder, size_t workers,
                              std::vector<FileOutcome>& outcomes) {
   outcomes.assign(renderer.file_count(), FileOutcome{});
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    outcomes[i].path = (std::filesystem::path(folder.root()) / renderer.path(i)).lexically_normal().string();
-  }
+  for (size_t i = 0; i < outcomes.size(); ++i) outcomes[i].path = folder.shown(renderer.path(i));
   workers = std::max<size_t>(1, std::min(workers, renderer.file_count()));
   struct Child {
     pid_t pid;

@@ -21,7 +21,7 @@ struct FileOutcome {
 size_t default_workers();
 
 // Renders every planned file of `renderer` and writes it under `output`
-// (listed before the workers fork) when its bytes change. Workers take the next file not yet taken, one at a
+// (opened, locked and listed before the workers fork) when its bytes change. Workers take the next file not yet taken, one at a
 // time, in plan order; the outcomes come back in plan order. Returns "" or
 // the first error (a render or write failure in any worker).
 std::string render_and_write(Renderer& renderer, OutputFolder& output, size_t workers,

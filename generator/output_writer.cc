@@ -1,83 +1,240 @@
 #include "output_writer.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <system_error>
 
 namespace opgen {
+namespace fs = std::filesystem;
 
 namespace {
 
-// The shared steps; `may_exist` and `make_parent` let a caller that knows
-// the folder skip a failing open and a folder creation.
-WriteResult write(const std::string& path, const std::string& contents, bool may_exist, bool make_parent,
-                  std::string& error) {
-  namespace fs = std::filesystem;
-  if (may_exist) {
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::ostringstream existing;
-      existing << in.rdbuf();
-      if (existing.str() == contents) return WriteResult::kUnchanged;
-    }
+// The permissions of a new file: what a plain open would give (0666 less the
+// umask). mkstemp creates 0600. Read once, before any worker forks.
+mode_t new_file_mode() {
+  static const mode_t mode = [] {
+    const mode_t mask = ::umask(022);
+    ::umask(mask);
+    return static_cast<mode_t>(0666 & ~mask);
+  }();
+  return mode;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+bool write_all(int fd, const std::string& bytes) {
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
   }
-  std::error_code ec;
-  const fs::path parent = fs::path(path).parent_path();
-  if (make_parent && !parent.empty()) fs::create_directories(parent, ec);
-  if (ec) {
-    error = "cannot create folder " + parent.string() + ": " + ec.message();
+  return true;
+}
+
+// Whether `path` is a regular file (not a link to one) holding exactly `contents`.
+bool holds(const std::string& path, const std::string& contents) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) != contents.size()) {
+    return false;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream existing;
+  existing << in.rdbuf();
+  return in && existing.str() == contents;
+}
+
+// Writes beside the target under a fresh name (mkstemp: O_CREAT | O_EXCL, so
+// nothing planted there is followed or reused) and renames it over the target.
+WriteResult replace(const std::string& path, const std::string& contents, std::string& error) {
+  const fs::path target(path);
+  std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".opgen-XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) {
+    error = "cannot create a temporary file beside " + path + ": " + errno_text();
     return WriteResult::kFailed;
   }
-  // Write beside the target and rename, so that a reader (or an interrupted
-  // run) never sees half a file.
-  const std::string tmp = path + ".opgen-tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << contents;
-    if (!out.flush()) {
-      error = "cannot write " + tmp;
-      return WriteResult::kFailed;
-    }
+  const bool written = ::fchmod(fd, new_file_mode()) == 0 && write_all(fd, contents);
+  const std::string why = errno_text();
+  if (::close(fd) != 0 || !written) {
+    error = "cannot write " + tmp + ": " + why;
+    ::unlink(tmp.c_str());
+    return WriteResult::kFailed;
   }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    error = "cannot replace " + path + ": " + ec.message();
-    fs::remove(tmp, ec);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot replace " + path + ": " + errno_text();
+    ::unlink(tmp.c_str());
     return WriteResult::kFailed;
   }
   return WriteResult::kWritten;
 }
 
+// Whether `path` (canonical) is `root` (canonical) or lies under it.
+bool inside(const fs::path& path, const fs::path& root) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+// A manifest entry that can only name a file under the folder: relative,
+// normal, without '..'.
+bool plain_relative(const std::string& entry) {
+  const fs::path p(entry);
+  if (entry.empty() || p.is_absolute() || p.lexically_normal().generic_string() != entry) return false;
+  for (const fs::path& part : p) {
+    if (part == ".." || part == ".") return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error) {
-  return write(path, contents, true, true, error);
-}
-
-OutputFolder::OutputFolder(const std::string& root) : root_(root) {
-  namespace fs = std::filesystem;
+  if (holds(path, contents)) return WriteResult::kUnchanged;
+  const fs::path parent = fs::path(path).parent_path();
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) return;
-  folders_.insert(fs::path(root).lexically_normal().string());
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    const std::string path = it->path().lexically_normal().string();
-    if (it->is_directory(ec)) folders_.insert(path);
-    else files_.insert(path);
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) {
+    error = "cannot create folder " + parent.string() + ": " + ec.message();
+    return WriteResult::kFailed;
+  }
+  return replace(path, contents, error);
+}
+
+std::vector<std::string> manifest_entries(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] != '#') out.push_back(line);
+  }
+  return out;
+}
+
+OutputFolder::OutputFolder(const std::string& root, const std::vector<std::string>& planned) : root_(root) {
+  new_file_mode();  // read the umask now, before any worker forks
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) {
+    error_ = "cannot create the output folder " + root + ": " + ec.message();
+    return;
+  }
+  lock_fd_ = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock_fd_ < 0) {
+    error_ = "cannot open the output folder " + root + ": " + errno_text();
+    return;
+  }
+  // One run at a time per folder (flock on the folder itself: no lock file
+  // to leave behind). The lock goes with the process.
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      error_ = "cannot lock the output folder " + root + ": " + errno_text();
+      return;
+    }
+    waited_ = true;
+    std::cerr << "opgen: waiting for another opgen run to finish writing into " << root << "\n";
+    while (::flock(lock_fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        error_ = "cannot lock the output folder " + root + ": " + errno_text();
+        return;
+      }
+    }
+  }
+  canonical_root_ = fs::canonical(root, ec).string();
+  if (ec) {
+    error_ = "cannot resolve the output folder " + root + ": " + ec.message();
+    return;
+  }
+  const std::string manifest = (fs::path(root) / kManifestFileName).string();
+  struct stat st;
+  if (::lstat(manifest.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    std::ifstream in(manifest, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    previous_ = manifest_entries(text.str());
+  }
+  // Each folder the plan writes into: made when missing, refused when it is
+  // (or passes through) a link that leads out of the output folder, and
+  // listed once, so that writing thousands of files costs no failed open.
+  std::set<fs::path> folders;
+  for (const std::string& p : planned) folders.insert(fs::path(p).parent_path());
+  for (const fs::path& folder : folders) {
+    fs::path at = root;
+    for (const fs::path& part : folder) {
+      at /= part;
+      struct stat s;
+      if (::lstat(at.c_str(), &s) != 0) {
+        if (::mkdir(at.c_str(), 0777) != 0 && errno != EEXIST) {
+          error_ = "cannot create folder " + at.string() + ": " + errno_text();
+          return;
+        }
+      } else if (S_ISLNK(s.st_mode)) {
+        const fs::path target = fs::canonical(at, ec);
+        if (ec || !inside(target, canonical_root_) || !fs::is_directory(target, ec)) {
+          error_ = at.string() + " is a symbolic link that leads out of the output folder " + root +
+                   "; opgen writes only inside it (remove the link)";
+          return;
+        }
+      } else if (!S_ISDIR(s.st_mode)) {
+        error_ = at.string() + " is in the way of a folder that opgen writes into (it is not a folder)";
+        return;
+      }
+    }
+    for (const auto& entry : fs::directory_iterator(at, ec)) {
+      existing_.insert((folder / entry.path().filename()).generic_string());
+    }
+    if (ec) {
+      error_ = "cannot list folder " + at.string() + ": " + ec.message();
+      return;
+    }
   }
 }
 
-WriteResult OutputFolder::write_if_changed(const std::string& path, const std::string& contents,
+OutputFolder::~OutputFolder() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string OutputFolder::shown(const std::string& relative) const {
+  return (fs::path(root_) / relative).lexically_normal().string();
+}
+
+WriteResult OutputFolder::write_if_changed(const std::string& relative, const std::string& contents,
                                            std::string& error) {
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  const bool have_parent = folders_.count(parent) > 0;
-  const WriteResult r = write(path, contents, files_.count(path) > 0, !have_parent, error);
-  if (r != WriteResult::kFailed) {
-    files_.insert(path);
-    folders_.insert(parent);
+  const std::string path = shown(relative);
+  if (existing_.count(relative) && holds(path, contents)) return WriteResult::kUnchanged;
+  return replace(path, contents, error);
+}
+
+std::vector<std::string> OutputFolder::remove_stale(const std::set<std::string>& produced) {
+  std::vector<std::string> removed;
+  for (const std::string& entry : previous_) {
+    if (produced.count(entry) || entry == kManifestFileName || !plain_relative(entry)) continue;
+    const std::string path = shown(entry);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    std::error_code ec;
+    const fs::path parent = fs::canonical(fs::path(path).parent_path(), ec);
+    if (ec || !inside(parent, canonical_root_)) continue;
+    // A file the user has since replaced with their own is theirs.
+    std::ifstream in(path, std::ios::binary);
+    std::string head(400, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    if (head.find("Generated by opgen") == std::string::npos) continue;
+    if (::unlink(path.c_str()) == 0) removed.push_back(path);
   }
-  return r;
+  return removed;
 }
 
 }  // namespace opgen

@@ -1,35 +1,71 @@
-// Writes generated files only when their bytes change, so that a rebuild
-// after an unrelated edit recompiles nothing.
+// Writes generated files into an output folder, safely:
+// - only when their bytes change, so that a rebuild after an unrelated edit
+//   recompiles nothing;
+// - through a temporary file with an unpredictable name, created exclusively
+//   beside the target and renamed over it, so that a reader (or an
+//   interrupted run) never sees half a file and a planted symbolic link is
+//   never written through;
+// - only inside the folder: a subfolder that is a symbolic link leading out
+//   of it is an error, never a place to write;
+// - one run at a time: the folder is locked for the whole run, so two
+//   builds of one tree generating at once end with the folder complete;
+// - removing only files that opgen itself wrote there on an earlier run, as
+//   its manifest lists them, and that this run no longer writes.
 #pragma once
 
 #include <set>
 #include <string>
+#include <vector>
 
 namespace opgen {
 
 enum class WriteResult { kUnchanged, kWritten, kFailed };
 
-// Creates parent folders as needed. On failure, `error` says why.
-WriteResult write_if_changed(const std::string& path, const std::string& contents,
-                             std::string& error);
+// The file each run writes into its output folder, listing every other file
+// it wrote there (paths relative to the folder, one per line after a stamp).
+inline constexpr const char* kManifestFileName = "opgen_manifest.txt";
 
-// An output folder whose files and subfolders are listed once up front, so
-// that writing thousands of files into it costs no failed open of a file
-// that is not there and no folder creation that is not needed, and so that
-// the files an earlier run left are known without listing it again.
+// Writes `contents` to `path` (creating its parent folders) unless the file
+// already holds exactly these bytes. On failure, `error` says why.
+WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error);
+
+// The paths a manifest lists: the lines that are not comments.
+std::vector<std::string> manifest_entries(const std::string& text);
+
 class OutputFolder {
  public:
-  explicit OutputFolder(const std::string& root);
+  // Creates `root` when needed, locks it (waiting, with a message on stderr,
+  // while another run holds it), reads the manifest
+  // an earlier run left, and prepares the folders of `planned` (paths
+  // relative to `root`). On failure `error()` says why and nothing is written.
+  OutputFolder(const std::string& root, const std::vector<std::string>& planned);
+  ~OutputFolder();
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+
+  const std::string& error() const { return error_; }
+  // True when the lock was held by another run and this one waited for it.
+  bool waited() const { return waited_; }
   const std::string& root() const { return root_; }
-  // write_if_changed, for a path under the root.
-  WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error);
-  // The files listed up front (lexically normal paths), and those this
-  // object has written since.
-  const std::set<std::string>& files() const { return files_; }
+  // The path shown for `relative`: the root joined with it.
+  std::string shown(const std::string& relative) const;
+
+  // write_if_changed for a planned path (relative to the root).
+  WriteResult write_if_changed(const std::string& relative, const std::string& contents, std::string& error);
+
+  // Removes each file the earlier manifest lists that is not in `produced`
+  // (relative paths), provided it is still a regular file inside the folder
+  // that carries opgen's stamp. Returns the paths removed (as shown).
+  std::vector<std::string> remove_stale(const std::set<std::string>& produced);
 
  private:
   std::string root_;
-  std::set<std::string> files_, folders_;
+  std::string canonical_root_;
+  int lock_fd_ = -1;
+  bool waited_ = false;
+  std::string error_;
+  std::vector<std::string> previous_;  // the earlier run's manifest
+  std::set<std::string> existing_;     // files of the planned folders, listed once up front
 };
 
 }  // namespace opgen

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "names.h"
+#include "output_writer.h"
 
 namespace py = pybind11;
 
@@ -875,6 +876,13 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
       add(kOpTemplates[k], paths[k], sources, c);
     }
   }
+  // Last, the manifest of everything above: what the next run may remove.
+  std::vector<std::string> files;
+  for (const Impl::Job& job : impl_->jobs) files.push_back(job.path);
+  std::sort(files.begin(), files.end());
+  py::dict manifest;
+  manifest["files"] = files;
+  add("manifest.txt.j2", kManifestFileName, all_sources, manifest);
   // The plan lives until the process ends: frozen, it is left out of every
   // collection, which then walks only what renders leave behind (each render's
   // context and macros form cycles), and forked workers do not copy its pages

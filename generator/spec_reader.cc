@@ -1,5 +1,9 @@
 #include "spec_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -8,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -76,18 +81,52 @@ class SpecFile {
 
   void error(const Location& where, std::string message) { diags_.error(where, std::move(message)); }
 
+  // The file's bytes. Only a regular file of at most kMaxSpecBytes is read:
+  // a device (/dev/zero), a pipe or a runaway file is refused before it can
+  // block opgen or fill its memory.
+  bool read_text(const std::string& fs_path, std::string& text) {
+    // O_NONBLOCK: opening a pipe with no writer must not wait.
+    const int fd = ::open(fs_path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      error(whole_file(), std::string("cannot open the spec file: ") + std::strerror(errno));
+      return false;
+    }
+    struct stat st;
+    bool ok = ::fstat(fd, &st) == 0;
+    if (ok && !S_ISREG(st.st_mode)) {
+      error(whole_file(), "is not a regular file; a spec is a YAML file");
+      ok = false;
+    } else if (ok && st.st_size > kMaxSpecBytes) {
+      error(whole_file(), "is " + std::to_string(st.st_size) + " bytes; a spec may be at most " +
+                              std::to_string(kMaxSpecBytes) + " bytes");
+      ok = false;
+    }
+    // Read at most one byte past the limit: the file may grow after fstat.
+    for (char buf[1 << 16]; ok;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        error(whole_file(), std::string("cannot read the spec file: ") + std::strerror(errno));
+        ok = false;
+      }
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      if (text.size() > static_cast<size_t>(kMaxSpecBytes)) {
+        error(whole_file(), "grew past " + std::to_string(kMaxSpecBytes) + " bytes while it was read");
+        ok = false;
+      }
+    }
+    ::close(fd);
+    return ok;
+  }
+
   // Loads the document; reports a YAML syntax error at its position.
   std::optional<YAML::Node> load(const std::string& fs_path) {
-    std::ifstream in(fs_path, std::ios::binary);
-    if (!in) {
-      error(whole_file(), "cannot open the spec file");
-      return std::nullopt;
-    }
-    std::stringstream text;
-    text << in.rdbuf();
+    std::string text;
+    if (!read_text(fs_path, text)) return std::nullopt;
     try {
-      YAML::Node root = YAML::Load(text.str());
-      if (std::optional<YAML::Mark> second = second_document(text.str())) {
+      YAML::Node root = YAML::Load(text);
+      if (std::optional<YAML::Mark> second = second_document(text)) {
         error(at(*second), "a spec is one YAML document; this file holds more (remove the '---' separators)");
         return std::nullopt;
       }
@@ -97,10 +136,13 @@ class SpecFile {
         return std::nullopt;
       }
       return root;
+    } catch (const YAML::DeepRecursion& e) {
+      error(at(e.mark), "the YAML nests too deeply for the reader (a spec needs a few levels)");
+      return std::nullopt;
     } catch (const YAML::Exception& e) {
       std::string hint;
       if (!e.mark.is_null()) {
-        std::istringstream lines(text.str());
+        std::istringstream lines(text);
         std::string line;
         for (int i = 0; i <= e.mark.line && std::getline(lines, line); ++i) {
         }

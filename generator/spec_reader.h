@@ -19,6 +19,9 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
 std::optional<Package> read_package_spec(const std::string& path,
                                          const std::string& display_path, Diagnostics& diags);
 
+// The largest spec file opgen reads (a spec is a few kilobytes).
+inline constexpr long kMaxSpecBytes = 1 << 20;
+
 // The file name that holds the package settings among the specs.
 inline constexpr const char* kPackageSpecFileName = "package.yaml";
 

@@ -409,7 +409,7 @@ TEST(SpecReader, ReportsAMissingFile) {
   opgen::Diagnostics diags;
   EXPECT_FALSE(opgen::read_op_spec("/nonexistent/opgen/no_such_op.yaml", "no_such_op.yaml", diags));
   ASSERT_EQ(diags.error_count(), 1);
-  EXPECT_EQ(opgen::format(diags.all()[0]), "no_such_op.yaml: error: cannot open the spec file");
+  EXPECT_EQ(opgen::format(diags.all()[0]), "no_such_op.yaml: error: cannot open the spec file: No such file or directory");
 }
 
 TEST(SpecReader, DiagnosticsAccumulateAcrossFiles) {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -82,6 +83,27 @@ inline CommandResult run_command(const std::string& command) {
   const int status = pclose(pipe);
   if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   return r;
+}
+
+// The opgen binary under test, with `args` (already quoted as needed).
+inline std::string opgen(const std::string& args) { return shell_quote(OPGEN_BINARY) + " " + args; }
+
+// A path of the repository, quoted for the shell.
+inline std::string repo(const std::string& relative) { return shell_quote((source_dir() / relative).string()); }
+
+// Every regular file under `dir`, by its path relative to `dir`, with its
+// bytes. Python's caches are not opgen's business.
+inline std::map<std::string, std::string> tree(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->is_directory() && it->path().filename() == "__pycache__") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    files[fs::relative(it->path(), dir).generic_string()] = read_file(it->path());
+  }
+  return files;
 }
 
 }  // namespace opgen_test
