@@ -290,7 +290,7 @@ def diff(before, after):
 def op_files(op):
     """The files of one op (docs/<op>.md where this opgen writes docs)."""
     return {f"include/{PACKAGE}/{op}.h", f"include/{PACKAGE}/{op}_opaque.h", f"src/{op}_xla_ffi.cc",
-            f"src/{op}_xla_legacy.cc", f"src/{op}_torch.cc", f"docs/{op}.md"}
+            f"src/{op}_xla_legacy.cc", f"src/{op}_torch.cc", f"python/{PACKAGE}/_ops/{op}.py", f"docs/{op}.md"}
 
 
 # Where an op's doc lands, and why: the files a doc edit must rewrite (the
@@ -299,6 +299,7 @@ DOC_FILES = {
     "include/{pkg}/{op}.h": "the op doc is the C++ comment above struct Args",
     "python/{pkg}/jax.py": "the op doc opens the JAX wrapper's docstring",
     "python/{pkg}/torch.py": "the op doc opens the torch wrapper's docstring",
+    "python/{pkg}/_ops/{op}.py": "the op doc is the description's doc",
     "docs/{op}.md": "the op doc is the prose of the op's Markdown page",
     "docs/README.md": "the op doc is the last cell of the op's row in the Markdown index",
 }
@@ -608,7 +609,7 @@ def main():
             why = {k.format(pkg=PACKAGE, op=op): v for k, v in DOC_FILES.items()}.get(f, "UNEXPECTED")
             print(f"    {f:40} {why}")
         print(f"    not rewritten: {op}'s _opaque.h, _xla_ffi.cc, _xla_legacy.cc, _torch.cc (no doc in them),"
-              " module.cc, *.pyi, _opaque.py, __init__.py, opgen_package.cmake, every other op's files")
+              " module.cc, *.pyi, __init__.py, _ops/__init__.py, opgen_package.cmake, every other op's files")
         if default_report:
             cand, attr, old, new, touched = default_report
             print(f"\n[4] files rewritten after {cand}.{attr} default {old} -> {new}:")

@@ -77,8 +77,10 @@ function(opgen_add_package)
 
   # Every file opgen writes, by convention from the op names.
   set(python_dir "${generated}/python/${pkg}")
-  set(python_files __init__.py _opaque.py jax.py torch.py jax.pyi torch.pyi _C.pyi py.typed)
+  set(python_files __init__.py jax.py torch.py jax.pyi torch.pyi _C.pyi py.typed)
   list(TRANSFORM python_files PREPEND "${python_dir}/")
+  # Each op's description, which the Python entry points check calls against.
+  set(ops_python_files "${python_dir}/_ops/__init__.py")
   set(xla_sources "${generated}/src/module.cc")
   set(torch_sources)
   set(outputs "${generated}/opgen_package.cmake" "${generated}/opgen_manifest.txt" "${generated}/docs/README.md"
@@ -86,10 +88,11 @@ function(opgen_add_package)
   foreach(op IN LISTS OPGEN_PACKAGE_OPS)
     list(APPEND xla_sources "${generated}/src/${op}_xla_ffi.cc" "${generated}/src/${op}_xla_legacy.cc")
     list(APPEND torch_sources "${generated}/src/${op}_torch.cc")
+    list(APPEND ops_python_files "${python_dir}/_ops/${op}.py")
     list(APPEND outputs "${generated}/include/${pkg}/${op}.h" "${generated}/include/${pkg}/${op}_opaque.h"
          "${generated}/docs/${op}.md")
   endforeach()
-  list(APPEND outputs ${xla_sources} ${torch_sources})
+  list(APPEND outputs ${xla_sources} ${torch_sources} ${ops_python_files})
 
   if(ARG_REGENERATE)
     # opgen writes only files whose bytes change (Ninja restats the
@@ -188,6 +191,8 @@ function(opgen_add_package)
   # loaded) into a build error.
   add_custom_target(${pkg}_stage_python ALL
     COMMAND "${CMAKE_COMMAND}" -E copy_if_different ${python_files} ${runtime_python} "${stage}/"
+    COMMAND "${CMAKE_COMMAND}" -E make_directory "${stage}/_ops"
+    COMMAND "${CMAKE_COMMAND}" -E copy_if_different ${ops_python_files} "${stage}/_ops/"
     COMMAND "${Python_EXECUTABLE}" -c "import sys; sys.path.insert(0, sys.argv[1]); import ${pkg}._C"
             "${ARG_OUTPUT}"
     DEPENDS ${package_targets}
@@ -196,6 +201,8 @@ function(opgen_add_package)
   install(TARGETS ${package_targets} LIBRARY DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
           COMPONENT ${ARG_INSTALL_COMPONENT})
   install(FILES ${python_files} ${runtime_python} DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
+          COMPONENT ${ARG_INSTALL_COMPONENT})
+  install(FILES ${ops_python_files} DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}/_ops"
           COMPONENT ${ARG_INSTALL_COMPONENT})
 
   set(OPGEN_PACKAGE_NAME "${pkg}" PARENT_SCOPE)

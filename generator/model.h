@@ -128,6 +128,7 @@ struct Attr {
   std::optional<AttrValue> min, max;
   std::vector<std::string> values; // kEnum: the allowed strings; the kernel sees their index
   std::optional<int64_t> size;     // arrays: the required length, if the spec fixes one
+  bool unique = false;             // arrays: no element may appear twice
   std::string doc;
   Location where;
 };

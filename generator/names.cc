@@ -71,8 +71,54 @@ bool is_reserved_name(std::string_view s) {
       "EDOM", "ERANGE", "EINVAL", "ENOMEM", "linux", "unix", "i386", "major", "minor",
       // names the generated code itself declares next to spec names
       "args", "stream", "status", "api_version", "buffers", "opaque", "opaque_len", "self",
-      "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11"};
+      "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11", "xla_graph_only"};
   return reserved.count(s) > 0;
+}
+
+std::string shadowed_module(std::string_view package) {
+  // Python 3.11's sys.stdlib_module_names (public, lower case), a superset of
+  // later versions' for the names a package could take.
+  static const std::set<std::string, std::less<>> stdlib = {
+      "abc", "aifc", "antigravity", "argparse", "array", "ast", "asynchat", "asyncio", "asyncore",
+      "atexit", "audioop", "base64", "bdb", "binascii", "bisect", "builtins", "bz2", "calendar", "cgi",
+      "cgitb", "chunk", "cmath", "cmd", "code", "codecs", "codeop", "collections", "colorsys",
+      "compileall", "concurrent", "configparser", "contextlib", "contextvars", "copy", "copyreg", "crypt",
+      "csv", "ctypes", "curses", "dataclasses", "datetime", "dbm", "decimal", "difflib", "dis",
+      "distutils", "doctest", "email", "encodings", "ensurepip", "enum", "errno", "faulthandler", "fcntl",
+      "filecmp", "fileinput", "fnmatch", "fractions", "ftplib", "functools", "gc", "genericpath", "getopt",
+      "getpass", "gettext", "glob", "graphlib", "grp", "gzip", "hashlib", "heapq", "hmac", "html", "http",
+      "idlelib", "imaplib", "imghdr", "imp", "importlib", "inspect", "io", "ipaddress", "itertools",
+      "json", "keyword", "lib2to3", "linecache", "locale", "logging", "lzma", "mailbox", "mailcap",
+      "marshal", "math", "mimetypes", "mmap", "modulefinder", "msilib", "msvcrt", "multiprocessing",
+      "netrc", "nis", "nntplib", "nt", "ntpath", "nturl2path", "numbers", "opcode", "operator", "optparse",
+      "os", "ossaudiodev", "pathlib", "pdb", "pickle", "pickletools", "pipes", "pkgutil", "platform",
+      "plistlib", "poplib", "posix", "posixpath", "pprint", "profile", "pstats", "pty", "pwd",
+      "py_compile", "pyclbr", "pydoc", "pydoc_data", "pyexpat", "queue", "quopri", "random", "re",
+      "readline", "reprlib", "resource", "rlcompleter", "runpy", "sched", "secrets", "select", "selectors",
+      "shelve", "shlex", "shutil", "signal", "site", "smtpd", "smtplib", "sndhdr", "socket",
+      "socketserver", "spwd", "sqlite3", "sre_compile", "sre_constants", "sre_parse", "ssl", "stat",
+      "statistics", "string", "stringprep", "struct", "subprocess", "sunau", "symtable", "sys",
+      "sysconfig", "syslog", "tabnanny", "tarfile", "telnetlib", "tempfile", "termios", "textwrap", "this",
+      "threading", "time", "timeit", "tkinter", "token", "tokenize", "tomllib", "trace", "traceback",
+      "tracemalloc", "tty", "turtle", "turtledemo", "types", "typing", "unicodedata", "unittest", "urllib",
+      "uu", "uuid", "venv", "warnings", "wave", "weakref", "webbrowser", "winreg", "winsound", "wsgiref",
+      "xdrlib", "xml", "xmlrpc", "zipapp", "zipfile", "zipimport", "zlib", "zoneinfo",};
+  // What a package built by opgen imports, or its users import beside it.
+  static const std::set<std::string, std::less<>> dependencies = {
+      "jax", "jaxlib", "numpy", "ml_dtypes", "scipy", "opt_einsum", "torch", "torch_xla", "torchax", "torchgen",
+      "functorch", "triton", "sympy", "networkx", "filelock", "fsspec", "jinja2", "markupsafe", "yaml",
+      "pybind11", "setuptools", "pkg_resources", "pip", "scikit_build_core", "typing_extensions", "opgen"};
+  if (stdlib.count(package)) return "Python's standard module " + std::string(package);
+  if (dependencies.count(package)) return "the module " + std::string(package) + " that opgen packages depend on";
+  return "";
+}
+
+bool is_reserved_torch_namespace(std::string_view ns) {
+  // PyTorch's own operator namespaces.
+  static const std::set<std::string, std::less<>> taken = {
+      "aten", "prim", "prims", "quantized", "_quantized", "c10d", "_c10d_functional", "inductor",
+      "higher_order", "debugprims", "torch", "profiler", "cuda", "mkldnn", "xla", "torchvision"};
+  return taken.count(ns) > 0;
 }
 
 std::string enum_type_name(std::string_view attr_name) {

@@ -22,6 +22,13 @@ bool is_symbol_identifier(std::string_view s);
 // C++ or Python keyword, or a name the generated code itself uses.
 bool is_reserved_name(std::string_view s);
 
+// What a Python package of this name would hide from every importer on the
+// path ("Python's standard module json"), or "" when it hides nothing.
+std::string shadowed_module(std::string_view package);
+
+// A torch.ops namespace that PyTorch itself uses (aten, prims, ...).
+bool is_reserved_torch_namespace(std::string_view ns);
+
 // The C++ type name of an enum attribute: its name in CamelCase
 // (`activation_kind` -> `ActivationKind`).
 std::string enum_type_name(std::string_view attr_name);

@@ -252,35 +252,32 @@ class DTypeData {
   std::vector<py::dict> dicts_;
 };
 
-// An output dimension expression in C++ (over args.X) or Python (over
-// _shape['X']), and every division in it, whose exactness the generated code
-// checks before it computes the shape.
-struct ExprText {
-  std::string cpp, py;
-};
-
-ExprText expr_text(const Expr& e, py::list& divisions) {
+// An output dimension expression as a tree of dicts that the templates
+// spell in C++ and Python: {kind: int, value}, {kind: symbol, symbol}, or
+// {kind: + - * /, lhs, rhs, symbolic: whether a symbol occurs below}.
+py::dict expr_tree(const Expr& e, bool* symbolic) {
+  py::dict node;
   switch (e.kind) {
     case Expr::Kind::kInt:
-      return {std::to_string(e.value), std::to_string(e.value)};
+      node["kind"] = "int";
+      node["value"] = e.value;
+      *symbolic = false;
+      return node;
     case Expr::Kind::kSymbol:
-      return {"args." + e.symbol, "_shape['" + e.symbol + "']"};
+      node["kind"] = "symbol";
+      node["symbol"] = e.symbol;
+      *symbolic = true;
+      return node;
     default:
       break;
   }
-  const ExprText l = expr_text(*e.lhs, divisions), r = expr_text(*e.rhs, divisions);
-  const char* op = e.kind == Expr::Kind::kAdd ? " + " : e.kind == Expr::Kind::kSub ? " - "
-                   : e.kind == Expr::Kind::kMul ? " * " : " / ";
-  if (e.kind == Expr::Kind::kDiv) {
-    py::dict d;
-    d["num_cpp"] = l.cpp;
-    d["den_cpp"] = r.cpp;
-    d["num_py"] = l.py;
-    d["den_py"] = r.py;
-    divisions.append(d);
-    return {"(" + l.cpp + " / " + r.cpp + ")", "(" + l.py + " // " + r.py + ")"};
-  }
-  return {"(" + l.cpp + op + r.cpp + ")", "(" + l.py + op + r.py + ")"};
+  bool left = false, right = false;
+  node["kind"] = e.kind == Expr::Kind::kAdd ? "+" : e.kind == Expr::Kind::kSub ? "-" : e.kind == Expr::Kind::kMul ? "*" : "/";
+  node["lhs"] = expr_tree(*e.lhs, &left);
+  node["rhs"] = expr_tree(*e.rhs, &right);
+  *symbolic = left || right;
+  node["symbolic"] = *symbolic;
+  return node;
 }
 
 // "[..., N, 2*D]": the declared shape as the spec writes it.
@@ -336,10 +333,7 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, co
   out["ffi_member"] = !is_input || t.optional ? "->" : ".";
   out["rank"] = t.shape.size();
   out["declared"] = declared_text(t);
-  py::list dims, divisions;
-  // The shape in Python: as declared after '...' (sizes and symbol names),
-  // and as a result computed from the bound symbols and batch dimensions.
-  std::vector<std::string> declared, result;
+  py::list dims;
   for (size_t axis = 0; axis < t.shape.size(); ++axis) {
     const Dim& d = t.shape[axis];
     py::dict dim;
@@ -351,16 +345,11 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, co
     if (d.fixed) {
       dim["kind"] = "fixed";
       dim["rule"] = "a fixed size";
-      dim["cpp"] = std::to_string(*d.fixed);
-      declared.push_back(std::to_string(*d.fixed));
-      result.push_back(std::to_string(*d.fixed));
     } else if (d.expr) {
-      const ExprText e = expr_text(*d.expr, divisions);
+      bool symbolic = false;
       dim["kind"] = "expr";
       dim["rule"] = d.text;
-      dim["cpp"] = e.cpp;
-      declared.push_back("'" + d.text + "'");
-      result.push_back(e.py);
+      dim["tree"] = expr_tree(*d.expr, &symbolic);
     } else {
       const auto s = std::find_if(op.symbols.begin(), op.symbols.end(),
                                   [&](const SymbolBinding& b) { return b.symbol == d.symbol; });
@@ -369,17 +358,10 @@ py::dict tensor_data(const Tensor& t, int index, const Op& op, bool is_input, co
       const bool binds = is_input && s->input == index && s->axis == static_cast<int>(axis);
       dim["kind"] = binds ? "bind" : "symbol";
       dim["rule"] = d.symbol + ", bound by " + binding_place(op, *s);
-      dim["cpp"] = "args." + d.symbol;
-      declared.push_back("'" + d.symbol + "'");
-      result.push_back("_shape['" + d.symbol + "']");
     }
-    dim["py_result"] = result.back();
     dims.append(dim);
   }
   out["dims"] = dims;
-  out["divisions"] = divisions;
-  out["py_declared_shape"] = python_tuple(declared);
-  out["py_result_shape"] = (t.batch ? "_batch + " : "") + python_tuple(result);
   return out;
 }
 
@@ -448,6 +430,8 @@ py::dict attr_data(const Attr& a) {
                              : std::string(i.name);
   out["py_annotation"] = enum_ ? "Literal[" + quoted + "]" : std::string(i.py_type);
   out["size"] = a.size ? py::object(py::int_(*a.size)) : py::object(py::none());
+  out["unique"] = a.unique;
+  out["type_name"] = i.name;
   out["has_default"] = a.default_value.has_value();
   const AttrLiteral literal = a.default_value ? attr_literal(a, *a.default_value) : AttrLiteral{};
   out["default_py"] = literal.py;
@@ -488,6 +472,7 @@ py::dict opaque_data(const Op& op, const std::string& package) {
     f["cpp"] = cpp;
     f["offset"] = offset;
     f["size"] = size;
+    f["code"] = struct_code;
     fields.append(f);
     format += struct_code;
     offset += size;
@@ -597,6 +582,9 @@ py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_da
   out["aliased_outputs"] = aliased;  // an input's buffer, updated in place
   out["attrs"] = attrs;
   out["symbols"] = symbols;
+  py::list platforms;
+  for (Platform p : op.platforms) platforms.append(platform_name(p));
+  out["platforms"] = platforms;
   out["cuda"] = op.has_platform(Platform::kCuda);
   out["cpu"] = op.has_platform(Platform::kCpu);
   out["api_versions"] = op.api_versions;
@@ -712,8 +700,10 @@ py::dict op_data(const Op& op, const Package& package, const DTypeData& dtype_da
 
 std::vector<std::string> op_output_paths(const std::string& package, const std::string& op) {
   const std::string include_dir = "include/" + package + "/";
-  return {include_dir + op + ".h", include_dir + op + "_opaque.h", "src/" + op + "_xla_ffi.cc",
-          "src/" + op + "_xla_legacy.cc", "src/" + op + "_torch.cc", "docs/" + op + ".md"};
+  return {include_dir + op + ".h",           include_dir + op + "_opaque.h",
+          "src/" + op + "_xla_ffi.cc",        "src/" + op + "_xla_legacy.cc",
+          "src/" + op + "_torch.cc",          "python/" + package + "/_ops/" + op + ".py",
+          "docs/" + op + ".md"};
 }
 
 // Spec paths as they appear in the generated-from stamp, a comment in every
@@ -857,7 +847,7 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
   add("module.cc.j2", "src/module.cc", all_sources, package_context());
   add("package.cmake.j2", "opgen_package.cmake", all_sources, package_context());
   add("package_init.py.j2", python_dir + "__init__.py", all_sources, package_context());
-  add("opaque.py.j2", python_dir + "_opaque.py", all_sources, package_context());
+  add("ops_init.py.j2", python_dir + "_ops/__init__.py", all_sources, package_context());
   add("jax.pyi.j2", python_dir + "jax.pyi", all_sources, package_context());
   add("torch.pyi.j2", python_dir + "torch.pyi", all_sources, package_context());
   add("module.pyi.j2", python_dir + "_C.pyi", all_sources, package_context());
@@ -865,7 +855,8 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops) {
   add("docs_index.md.j2", "docs/README.md", all_sources, package_context());
 
   static const char* const kOpTemplates[] = {"kernel_interface.h.j2", "opaque_layout.h.j2", "xla_ffi.cc.j2",
-                                             "xla_legacy.cc.j2",      "torch_ops.cc.j2",    "op_doc.md.j2"};
+                                             "xla_legacy.cc.j2",      "torch_ops.cc.j2",    "op_spec.py.j2",
+                                             "op_doc.md.j2"};
   for (size_t i = 0; i < ops.size(); ++i) {
     const std::string sources = package.spec_path + ", " + ops[i].spec_path;
     const std::vector<std::string> paths = op_output_paths(package.name, ops[i].name);

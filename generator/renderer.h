@@ -18,7 +18,7 @@ struct RenderedFile {
 
 // The files one op produces, relative to the output folder, in the order
 // they are rendered: kernel interface, opaque layout, FFI handlers, legacy
-// shims, PyTorch kernels, documentation.
+// shims, PyTorch kernels, Python description, documentation.
 std::vector<std::string> op_output_paths(const std::string& package, const std::string& op);
 
 class Renderer {

@@ -631,7 +631,8 @@ bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& o
       ok = false;
       continue;
     }
-    if (parse_dtype(v.name)) {
+    // Also numpy's and torch's names: the Python descriptions name dtypes so.
+    if (parse_dtype(v.name) || !dtype_alias(v.name).empty()) {
       f.error(v.where, "type variable '" + v.name + "' has the name of a dtype");
       ok = false;
       continue;
@@ -755,6 +756,13 @@ std::optional<AttrValue> read_attr_value(SpecFile& f, const Attr& a, const YAML:
       ok = check_in_range(f, a, *v, e, "element " + std::to_string(out.size()) + " of " + what) && ok;
       out.push_back(std::get<int64_t>(*v));
     }
+    for (size_t i = 0; ok && a.unique && i < out.size(); ++i) {
+      if (std::find(out.begin(), out.begin() + i, out[i]) != out.begin() + i) {
+        f.error(f.at(node), what + " lists " + std::to_string(out[i]) + " twice; attribute '" + a.name +
+                                "' is unique (its elements must differ)");
+        ok = false;
+      }
+    }
     if (ok && a.size && static_cast<int64_t>(out.size()) != *a.size) {
       f.error(f.at(node), what + " has " + std::to_string(out.size()) + " elements; attribute '" + a.name +
                               "' has size " + std::to_string(*a.size));
@@ -799,7 +807,7 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
   a.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, "attribute name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  auto fields = f.entries(node, what, {"type", "default", "doc", "min", "max", "values", "size"});
+  auto fields = f.entries(node, what, {"type", "default", "doc", "min", "max", "values", "size", "unique"});
   f.require(node, what, {"type"});
   bool have_type = false;
   for (const auto& [key, value] : fields) {
@@ -845,6 +853,16 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
       }
       if (size) a.size = size;
       else ok = false;
+    } else if (key == "unique") {
+      std::optional<bool> unique = f.boolean(value, "'unique' of " + what);
+      if (unique && *unique && !array) {
+        f.error(f.at(value), "'unique' applies only to an array attribute (i32[], i64[]); " + what + " is " + info(a.type).name);
+        ok = false;
+      } else if (unique) {
+        a.unique = *unique;
+      } else {
+        ok = false;
+      }
     } else if (key == "min" || key == "max") {
       if (a.type == AttrType::kBool || enum_) {
         f.error(f.at(value), "'" + key + "' does not apply to the " + info(a.type).name + " " + what);
@@ -1287,9 +1305,23 @@ std::optional<Package> read_package_spec(const std::string& path, const std::str
     f.require(value, "'package'", {"name", "torch_namespace"});
     for (const auto& [k, v] : fields) {
       std::optional<std::string> s = f.snake_name(v, k == "name" ? "package name" : "torch namespace");
-      if (!s) ok = false;
-      else if (k == "name") pkg.name = *s;
-      else pkg.torch_namespace = *s;
+      if (!s) {
+        ok = false;
+      } else if (k == "name") {
+        // Importable beside everything else: a package named json would hide
+        // the standard json module from every import on the path.
+        if (const std::string hidden = shadowed_module(*s); !hidden.empty()) {
+          f.error(f.at(v), "package name '" + *s + "' would hide " + hidden + " from every import; choose another name");
+          ok = false;
+        }
+        pkg.name = *s;
+      } else {
+        if (is_reserved_torch_namespace(*s)) {
+          f.error(f.at(v), "torch namespace '" + *s + "' is PyTorch's own; choose another name");
+          ok = false;
+        }
+        pkg.torch_namespace = *s;
+      }
     }
   }
   if (!ok || pkg.name.empty() || pkg.torch_namespace.empty()) return std::nullopt;

@@ -7,8 +7,7 @@ namespace opgen_ops::flip {
 
 template <typename T>
 opgen::Status run_cpu(const Args<T>& args) {
-  Axes axes;
-  if (opgen::Status s = flipped_axes(args.dims, &axes); !s.ok()) return s;
+  const Axes axes = flipped_axes(args.dims);
   for (int64_t b = 0; b < args.batch; ++b) {
     const T* x = args.x + b * args.M * args.N;
     T* out = args.out + b * args.M * args.N;

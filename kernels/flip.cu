@@ -21,8 +21,7 @@ __global__ void flip_elements(const T* x, T* out, int64_t n, int64_t rows, int64
 
 template <typename T>
 opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
-  Axes axes;
-  if (opgen::Status s = flipped_axes(args.dims, &axes); !s.ok()) return s;
+  const Axes axes = flipped_axes(args.dims);
   constexpr int kThreads = 256;
   const int64_t n = args.batch * args.M * args.N;
   const int64_t blocks = (n + kThreads - 1) / kThreads;

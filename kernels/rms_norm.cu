@@ -17,33 +17,36 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) rms_norm_rows(Args<T> args) {
   using opgen::kernels::load;
   using opgen::kernels::store;
-  const int64_t row = blockIdx.x;
-  const T* x = args.x + row * args.D;
-  T* out = args.out + row * args.D;
-  float sum = 0.f;
-  for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
-    const float v = load(x, i);
-    sum += v * v;
-  }
-  // Warp reduction, then one value per warp through shared memory.
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   __shared__ float partial[kThreads / 32];
   __shared__ float rstd_shared;
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.f;
-    for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if (threadIdx.x == 0) {
-      rstd_shared = rsqrtf(s / static_cast<float>(args.D) + args.eps);
-      args.rstd[row] = rstd_shared;
+  // Rows beyond the grid (more than 2^31 - 1 of them) come round again.
+  for (int64_t row = blockIdx.x; row < args.batch; row += gridDim.x) {
+    const T* x = args.x + row * args.D;
+    T* out = args.out + row * args.D;
+    float sum = 0.f;
+    for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
+      const float v = load(x, i);
+      sum += v * v;
     }
-  }
-  __syncthreads();
-  const float rstd = rstd_shared;
-  for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
-    const float scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : 1.f);
-    store(out, i, args.bias ? scaled + load(args.bias, i) : scaled);
+    // Warp reduction, then one value per warp through shared memory.
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      float s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.f;
+      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+      if (threadIdx.x == 0) {
+        rstd_shared = rsqrtf(s / static_cast<float>(args.D) + args.eps);
+        args.rstd[row] = rstd_shared;
+      }
+    }
+    __syncthreads();
+    const float rstd = rstd_shared;
+    for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
+      const float scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : 1.f);
+      store(out, i, args.bias ? scaled + load(args.bias, i) : scaled);
+    }
+    __syncthreads();  // partial and rstd_shared are reused by the next row
   }
 }
 
@@ -51,9 +54,9 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rows(Args<T> args) {
 
 template <typename T>
 opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
-  // CUDA grids hold at most 2^31 - 1 blocks in x.
-  if (args.batch > 0x7fffffff) return opgen::Status::InvalidArgument("rms_norm: more than 2^31 - 1 rows");
-  rms_norm_rows<T><<<static_cast<unsigned>(args.batch), kThreads, 0, stream>>>(args);
+  // CUDA grids hold at most 2^31 - 1 blocks in x; the kernel loops over the rest.
+  const int64_t blocks = args.batch < 0x7fffffff ? args.batch : 0x7fffffff;
+  rms_norm_rows<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args);
   return opgen::cuda_launch_status("rms_norm_rows");
 }
 

@@ -35,8 +35,8 @@ bool bind(const ts::TensorView& x, opgen::Span<const int64_t> dims, Tensor* outp
   {
     const int64_t lead_ = x.dim - 2;
     batch_dims_.assign(x.sizes, x.sizes + lead_);
-    args.batch = 1;
-    for (int64_t d : batch_dims_) args.batch *= d;
+    // 0 when a leading dimension is 0, whatever the others (torch.empty(2, 2**62, 0, 8)).
+    args.batch = opgen::element_count(batch_dims_.data(), batch_dims_.size());
     args.M = x.sizes[lead_ + 0];
     args.N = x.sizes[lead_ + 1];
   }
@@ -77,9 +77,9 @@ void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
   (void)num_args_;
   (void)num_outputs_;
   const Tensor x_tensor_ = ts::stack_to<Tensor>(stack_[0]);
-  const ts::TensorView x(x_tensor_);
+  const ts::TensorView x(x_tensor_, "flip: input 'x'");
   const Tensor dims_tensor_ = ts::stack_to<Tensor>(stack_[1]);
-  const opgen::Span<const int64_t> dims = ts::array_attr<int64_t>("flip", "dims", ts::TensorView(dims_tensor_));
+  const opgen::Span<const int64_t> dims = ts::array_attr<int64_t>("flip", "dims", ts::TensorView(dims_tensor_, "flip: attribute 'dims'"));
   const Device_ device_("flip", x);
   std::array<Tensor, 1> outputs_;
   opgen::visit_args(

@@ -49,8 +49,7 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, ::xla::ffi::S
     const size_t lead_ = dims_.size() - 2;
     batch_dims_ = dims_.begin();
     batch_rank_ = lead_;
-    args.batch = 1;
-    for (size_t i = 0; i < lead_; ++i) args.batch *= dims_[i];
+    args.batch = opgen::element_count(dims_.begin(), lead_);
     args.M = dims_[lead_ + 0];
     args.N = dims_[lead_ + 1];
   }

@@ -35,8 +35,8 @@ bool bind(const ts::TensorView& x, Activation activation, Tensor* outputs_, Args
   {
     const int64_t lead_ = x.dim - 1;
     batch_dims_.assign(x.sizes, x.sizes + lead_);
-    args.batch = 1;
-    for (int64_t d : batch_dims_) args.batch *= d;
+    // 0 when a leading dimension is 0, whatever the others (torch.empty(2, 2**62, 0, 8)).
+    args.batch = opgen::element_count(batch_dims_.data(), batch_dims_.size());
     args.D = x.sizes[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.data);
@@ -76,7 +76,7 @@ void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
   (void)num_args_;
   (void)num_outputs_;
   const Tensor x_tensor_ = ts::stack_to<Tensor>(stack_[0]);
-  const ts::TensorView x(x_tensor_);
+  const ts::TensorView x(x_tensor_, "glu: input 'x'");
   // The Python wrapper passes the value's index (the stable ABI takes no str on torch 2.9).
   const Activation activation = static_cast<Activation>(ts::attr<int32_t>("glu", "activation", stack_[1]));
   const Device_ device_("glu", x);

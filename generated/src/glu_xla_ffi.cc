@@ -50,8 +50,7 @@ ffi::Error bind(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> out, std::string_v
     const size_t lead_ = dims_.size() - 1;
     batch_dims_ = dims_.begin();
     batch_rank_ = lead_;
-    args.batch = 1;
-    for (size_t i = 0; i < lead_; ++i) args.batch *= dims_[i];
+    args.batch = opgen::element_count(dims_.begin(), lead_);
     args.D = dims_[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.untyped_data());

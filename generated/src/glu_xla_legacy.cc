@@ -17,11 +17,22 @@
 namespace opgen_ops::glu {
 namespace {
 
-// Fills `args` from the descriptor and the buffer pointers. `*empty_` is set
-// when every output has zero elements.
+// The number of elements of each output, once bind() has checked the sizes.
+template <typename T>
+void output_counts(const Args<T>& args, int64_t* counts) {
+  {
+    const int64_t dims[] = {args.batch, (args.D / 2)};
+    counts[0] = opgen::element_count(dims, 2);
+  }
+  (void)args;
+}
+
+// Fills `args` from the descriptor and the buffer pointers. `*sized_` is set
+// once the output sizes are known to be valid (then a failure can poison the
+// outputs), `*empty_` when every output has zero elements.
 template <typename T>
 opgen::Status bind(const void* const* inputs, void* const* outputs, const Descriptor& d,
-                   Args<T>& args, bool* empty_) {
+                   Args<T>& args, bool* sized_, bool* empty_) {
   if (d.batch < 0) {
     return opgen::Status::InvalidArgument("glu: opaque descriptor gives batch = " + std::to_string(d.batch));
   }
@@ -30,20 +41,26 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
     return opgen::Status::InvalidArgument("glu: opaque descriptor gives shape symbol D = " + std::to_string(d.D));
   }
   args.D = d.D;
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
+  args.out = static_cast<T*>(outputs[0]);
+  *sized_ = true;
   args.activation = static_cast<Activation>(d.activation);
   if (std::string e_ = checks::attrs(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
-  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   args.x = static_cast<const T*>(inputs[0]);
-  args.out = static_cast<T*>(outputs[0]);
-  bool all_empty = true;
-  {
-    const int64_t dims[] = {args.batch, (args.D / 2)};
-    const int64_t n = opgen::element_count(dims, 2);
-    if (n < 0) return opgen::Status::InvalidArgument("glu: output 'out' has more than 2^63 elements");
-    all_empty = all_empty && n == 0;
-  }
-  *empty_ = all_empty;
+  int64_t counts[1];
+  output_counts(args, counts);
+  *empty_ = counts[0] == 0;
   return opgen::Status::Ok();
+}
+
+// A refused call cannot tell jaxlib or torch_xla (their wheels export no
+// status setter), so it leaves no stale memory behind either: every output
+// is filled with the poison of opgen/platform.h (NaN in floating types).
+template <typename Platform_, typename A>
+void poison_outputs(const Platform_& platform_, const A& args) {
+  int64_t counts[1];
+  output_counts(args, counts);
+  platform_.poison(args.out, sizeof(*args.out) * static_cast<size_t>(counts[0]));
 }
 
 // Decodes the descriptor; `*inputs` is the number of input buffers it implies.
@@ -51,6 +68,12 @@ opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descripto
   if (opgen::Status s = decode_opaque(opaque, opaque_len, d); !s.ok()) return s;
   *inputs = 1;
   return opgen::Status::Ok();
+}
+
+// The body on `platform_`, after each output that aliases an input has its contents.
+template <typename Platform_, typename A>
+opgen::Status run_body(const Platform_& platform_, A& args) {
+  return platform_.run(args);
 }
 
 // Binds the (decoded) descriptor and the buffers into the Args of the
@@ -63,10 +86,11 @@ opgen::Status run(const Platform_& platform_, const void* const* inputs, void* c
   return opgen::visit_args(
       Instantiations{}, instantiation_,
       [&](auto& args) -> opgen::Status {
-        bool empty_ = false;
-        if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
-        if (empty_) return opgen::Status::Ok();
-        return platform_.run(args);
+        bool sized_ = false, empty_ = false;
+        opgen::Status s_ = bind(inputs, outputs, d, args, &sized_, &empty_);
+        if (s_.ok() && !empty_) s_ = run_body(platform_, args);
+        if (!s_.ok() && sized_) poison_outputs(platform_, args);
+        return s_;
       },
       [] { return opgen::Status::InvalidArgument("glu: the opaque descriptor names dtypes this op was not built for"); });
 }

@@ -49,6 +49,8 @@ bool bind(const ts::TensorView& cache, const ts::TensorView& values, const ts::T
                   "B, bound by input 'cache' dimension 0", "[B]");
   }
   args.pos = static_cast<const int32_t*>(pos.data);
+  ts::check_no_overlap("kv_cache_write", "cache", cache, "values", values);
+  ts::check_no_overlap("kv_cache_write", "cache", cache, "pos", pos);
   if (std::string e_ = checks::attrs(args); !e_.empty()) ts::fail(e_);
   if (std::string e_ = checks::output_dims(args); !e_.empty()) ts::fail(e_);
   bool empty_ = true;
@@ -79,11 +81,11 @@ void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
   (void)num_args_;
   (void)num_outputs_;
   const Tensor cache_tensor_ = ts::stack_to<Tensor>(stack_[0]);
-  const ts::TensorView cache(cache_tensor_);
+  const ts::TensorView cache(cache_tensor_, "kv_cache_write: input 'cache'");
   const Tensor values_tensor_ = ts::stack_to<Tensor>(stack_[1]);
-  const ts::TensorView values(values_tensor_);
+  const ts::TensorView values(values_tensor_, "kv_cache_write: input 'values'");
   const Tensor pos_tensor_ = ts::stack_to<Tensor>(stack_[2]);
-  const ts::TensorView pos(pos_tensor_);
+  const ts::TensorView pos(pos_tensor_, "kv_cache_write: input 'pos'");
   const Device_ device_("kv_cache_write", cache);
   std::array<Tensor, 0> outputs_;
   opgen::visit_args(

@@ -31,8 +31,8 @@ bool bind(const ts::TensorView& x, const std::optional<ts::TensorView>& weight_o
   {
     const int64_t lead_ = x.dim - 1;
     batch_dims_.assign(x.sizes, x.sizes + lead_);
-    args.batch = 1;
-    for (int64_t d : batch_dims_) args.batch *= d;
+    // 0 when a leading dimension is 0, whatever the others (torch.empty(2, 2**62, 0, 8)).
+    args.batch = opgen::element_count(batch_dims_.data(), batch_dims_.size());
     args.D = x.sizes[lead_ + 0];
   }
   args.x = static_cast<const T*>(x.data);
@@ -106,13 +106,13 @@ void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
   (void)num_args_;
   (void)num_outputs_;
   const Tensor x_tensor_ = ts::stack_to<Tensor>(stack_[0]);
-  const ts::TensorView x(x_tensor_);
+  const ts::TensorView x(x_tensor_, "rms_norm: input 'x'");
   const std::optional<Tensor> weight_tensor_ = ts::stack_to<std::optional<Tensor>>(stack_[1]);
   const std::optional<ts::TensorView> weight_opt_ =
-      weight_tensor_ ? std::optional<ts::TensorView>(ts::TensorView(*weight_tensor_)) : std::nullopt;
+      weight_tensor_ ? std::optional<ts::TensorView>(ts::TensorView(*weight_tensor_, "rms_norm: input 'weight'")) : std::nullopt;
   const std::optional<Tensor> bias_tensor_ = ts::stack_to<std::optional<Tensor>>(stack_[2]);
   const std::optional<ts::TensorView> bias_opt_ =
-      bias_tensor_ ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor_)) : std::nullopt;
+      bias_tensor_ ? std::optional<ts::TensorView>(ts::TensorView(*bias_tensor_, "rms_norm: input 'bias'")) : std::nullopt;
   const float eps = ts::attr<float>("rms_norm", "eps", stack_[3]);
   const Device_ device_("rms_norm", x);
   std::array<Tensor, 2> outputs_;

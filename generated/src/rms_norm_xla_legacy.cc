@@ -17,11 +17,26 @@
 namespace opgen_ops::rms_norm {
 namespace {
 
-// Fills `args` from the descriptor and the buffer pointers. `*empty_` is set
-// when every output has zero elements.
+// The number of elements of each output, once bind() has checked the sizes.
+template <typename T>
+void output_counts(const Args<T>& args, int64_t* counts) {
+  {
+    const int64_t dims[] = {args.batch, args.D};
+    counts[0] = opgen::element_count(dims, 2);
+  }
+  {
+    const int64_t dims[] = {args.batch};
+    counts[1] = opgen::element_count(dims, 1);
+  }
+  (void)args;
+}
+
+// Fills `args` from the descriptor and the buffer pointers. `*sized_` is set
+// once the output sizes are known to be valid (then a failure can poison the
+// outputs), `*empty_` when every output has zero elements.
 template <typename T>
 opgen::Status bind(const void* const* inputs, void* const* outputs, const Descriptor& d,
-                   Args<T>& args, bool* empty_) {
+                   Args<T>& args, bool* sized_, bool* empty_) {
   if (d.batch < 0) {
     return opgen::Status::InvalidArgument("rms_norm: opaque descriptor gives batch = " + std::to_string(d.batch));
   }
@@ -30,31 +45,32 @@ opgen::Status bind(const void* const* inputs, void* const* outputs, const Descri
     return opgen::Status::InvalidArgument("rms_norm: opaque descriptor gives shape symbol D = " + std::to_string(d.D));
   }
   args.D = d.D;
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
+  args.out = static_cast<T*>(outputs[0]);
+  args.rstd = static_cast<float*>(outputs[1]);
+  *sized_ = true;
   args.eps = d.eps;
   if (std::string e_ = checks::attrs(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
-  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   args.x = static_cast<const T*>(inputs[0]);
   // The given optional inputs follow the required ones (decode_descriptor checked the mask).
   size_t next_ = 1;
   args.weight = d.present_ & (1u << 0) ? static_cast<const T*>(inputs[next_++]) : nullptr;
   args.bias = d.present_ & (1u << 1) ? static_cast<const T*>(inputs[next_++]) : nullptr;
-  args.out = static_cast<T*>(outputs[0]);
-  args.rstd = static_cast<float*>(outputs[1]);
-  bool all_empty = true;
-  {
-    const int64_t dims[] = {args.batch, args.D};
-    const int64_t n = opgen::element_count(dims, 2);
-    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'out' has more than 2^63 elements");
-    all_empty = all_empty && n == 0;
-  }
-  {
-    const int64_t dims[] = {args.batch, };
-    const int64_t n = opgen::element_count(dims, 1);
-    if (n < 0) return opgen::Status::InvalidArgument("rms_norm: output 'rstd' has more than 2^63 elements");
-    all_empty = all_empty && n == 0;
-  }
-  *empty_ = all_empty;
+  int64_t counts[2];
+  output_counts(args, counts);
+  *empty_ = counts[0] == 0 && counts[1] == 0;
   return opgen::Status::Ok();
+}
+
+// A refused call cannot tell jaxlib or torch_xla (their wheels export no
+// status setter), so it leaves no stale memory behind either: every output
+// is filled with the poison of opgen/platform.h (NaN in floating types).
+template <typename Platform_, typename A>
+void poison_outputs(const Platform_& platform_, const A& args) {
+  int64_t counts[2];
+  output_counts(args, counts);
+  platform_.poison(args.out, sizeof(*args.out) * static_cast<size_t>(counts[0]));
+  platform_.poison(args.rstd, sizeof(*args.rstd) * static_cast<size_t>(counts[1]));
 }
 
 // Decodes the descriptor; `*inputs` is the number of input buffers it implies.
@@ -68,6 +84,12 @@ opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descripto
   return opgen::Status::Ok();
 }
 
+// The body on `platform_`, after each output that aliases an input has its contents.
+template <typename Platform_, typename A>
+opgen::Status run_body(const Platform_& platform_, A& args) {
+  return platform_.run(args);
+}
+
 // Binds the (decoded) descriptor and the buffers into the Args of the
 // instantiation the descriptor names, and runs the body on `platform_`.
 template <typename Platform_>
@@ -78,10 +100,11 @@ opgen::Status run(const Platform_& platform_, const void* const* inputs, void* c
   return opgen::visit_args(
       Instantiations{}, instantiation_,
       [&](auto& args) -> opgen::Status {
-        bool empty_ = false;
-        if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
-        if (empty_) return opgen::Status::Ok();
-        return platform_.run(args);
+        bool sized_ = false, empty_ = false;
+        opgen::Status s_ = bind(inputs, outputs, d, args, &sized_, &empty_);
+        if (s_.ok() && !empty_) s_ = run_body(platform_, args);
+        if (!s_.ok() && sized_) poison_outputs(platform_, args);
+        return s_;
       },
       [] { return opgen::Status::InvalidArgument("rms_norm: the opaque descriptor names dtypes this op was not built for"); });
 }

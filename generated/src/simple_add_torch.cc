@@ -69,9 +69,9 @@ void boxed(StableIValue* stack_, uint64_t num_args_, uint64_t num_outputs_) {
   (void)num_args_;
   (void)num_outputs_;
   const Tensor a_tensor_ = ts::stack_to<Tensor>(stack_[0]);
-  const ts::TensorView a(a_tensor_);
+  const ts::TensorView a(a_tensor_, "simple_add: input 'a'");
   const Tensor b_tensor_ = ts::stack_to<Tensor>(stack_[1]);
-  const ts::TensorView b(b_tensor_);
+  const ts::TensorView b(b_tensor_, "simple_add: input 'b'");
   const float alpha = ts::attr<float>("simple_add", "alpha", stack_[2]);
   const Device_ device_("simple_add", a);
   std::array<Tensor, 1> outputs_;

@@ -17,29 +17,45 @@
 namespace opgen_ops::simple_add {
 namespace {
 
-// Fills `args` from the descriptor and the buffer pointers. `*empty_` is set
-// when every output has zero elements.
+// The number of elements of each output, once bind() has checked the sizes.
+void output_counts(const Args& args, int64_t* counts) {
+  {
+    const int64_t dims[] = {args.N};
+    counts[0] = opgen::element_count(dims, 1);
+  }
+  (void)args;
+}
+
+// Fills `args` from the descriptor and the buffer pointers. `*sized_` is set
+// once the output sizes are known to be valid (then a failure can poison the
+// outputs), `*empty_` when every output has zero elements.
 opgen::Status bind(const void* const* inputs, void* const* outputs, const Descriptor& d,
-                   Args& args, bool* empty_) {
+                   Args& args, bool* sized_, bool* empty_) {
   if (d.N < 0) {
     return opgen::Status::InvalidArgument("simple_add: opaque descriptor gives shape symbol N = " + std::to_string(d.N));
   }
   args.N = d.N;
+  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
+  args.out = static_cast<float*>(outputs[0]);
+  *sized_ = true;
   args.alpha = d.alpha;
   if (std::string e_ = checks::attrs(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
-  if (std::string e_ = checks::output_dims(args); !e_.empty()) return opgen::Status::InvalidArgument(e_);
   args.a = static_cast<const float*>(inputs[0]);
   args.b = static_cast<const float*>(inputs[1]);
-  args.out = static_cast<float*>(outputs[0]);
-  bool all_empty = true;
-  {
-    const int64_t dims[] = {args.N};
-    const int64_t n = opgen::element_count(dims, 1);
-    if (n < 0) return opgen::Status::InvalidArgument("simple_add: output 'out' has more than 2^63 elements");
-    all_empty = all_empty && n == 0;
-  }
-  *empty_ = all_empty;
+  int64_t counts[1];
+  output_counts(args, counts);
+  *empty_ = counts[0] == 0;
   return opgen::Status::Ok();
+}
+
+// A refused call cannot tell jaxlib or torch_xla (their wheels export no
+// status setter), so it leaves no stale memory behind either: every output
+// is filled with the poison of opgen/platform.h (NaN in floating types).
+template <typename Platform_, typename A>
+void poison_outputs(const Platform_& platform_, const A& args) {
+  int64_t counts[1];
+  output_counts(args, counts);
+  platform_.poison(args.out, sizeof(*args.out) * static_cast<size_t>(counts[0]));
 }
 
 // Decodes the descriptor; `*inputs` is the number of input buffers it implies.
@@ -47,6 +63,12 @@ opgen::Status decode_descriptor(const char* opaque, size_t opaque_len, Descripto
   if (opgen::Status s = decode_opaque(opaque, opaque_len, d); !s.ok()) return s;
   *inputs = 2;
   return opgen::Status::Ok();
+}
+
+// The body on `platform_`, after each output that aliases an input has its contents.
+template <typename Platform_, typename A>
+opgen::Status run_body(const Platform_& platform_, A& args) {
+  return platform_.run(args);
 }
 
 // Binds the (decoded) descriptor and the buffers into the Args of the
@@ -57,10 +79,11 @@ opgen::Status run(const Platform_& platform_, const void* const* inputs, void* c
   return opgen::visit_args(
       Instantiations{}, instantiation_,
       [&](auto& args) -> opgen::Status {
-        bool empty_ = false;
-        if (opgen::Status s = bind(inputs, outputs, d, args, &empty_); !s.ok()) return s;
-        if (empty_) return opgen::Status::Ok();
-        return platform_.run(args);
+        bool sized_ = false, empty_ = false;
+        opgen::Status s_ = bind(inputs, outputs, d, args, &sized_, &empty_);
+        if (s_.ok() && !empty_) s_ = run_body(platform_, args);
+        if (!s_.ok() && sized_) poison_outputs(platform_, args);
+        return s_;
       },
       [] { return opgen::Status::InvalidArgument("simple_add: the opaque descriptor names dtypes this op was not built for"); });
 }

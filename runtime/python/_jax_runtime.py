@@ -1,9 +1,11 @@
-"""Support shared by every generated JAX wrapper (hand-written, op-independent).
+"""The JAX side of every generated op (hand-written, op-independent).
 
-The generated module ``<package>.jax`` calls these to register the custom-call
-targets and to check arguments before they reach XLA, so that a wrong dtype or
-shape is a Python exception that names the op, the argument and the spec's
-declaration, raised at trace time.
+The generated module ``<package>.jax`` registers the custom-call targets here
+and gives each op a function whose body is one call of ``call``: the op's
+description (``_ops/<op>.py``) and the arguments go in, every rule of the spec
+is checked at trace time (``_spec.check``), and the custom call comes out,
+through the typed FFI (api_version 4) or a legacy version with its opaque
+descriptor.
 """
 
 from __future__ import annotations
@@ -14,172 +16,93 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._attrs import check_range
-from ._shapes import product, shape_text  # noqa: F401  (product: the generated wrappers call _rt.product)
+from . import _opaque, _spec
+from ._spec import Op, OpTypeError, OpValueError
 
 _JAX_PLATFORM = {"cpu": "cpu", "cuda": "CUDA"}
 
+# The numpy scalar type of each scalar attribute type: the exact C type the
+# typed-FFI handler binds.
+_SCALAR_TYPES = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
 
-def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]],
-                     batch_partitionable: Sequence[str] = ()) -> None:
+
+def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]], ops: Sequence[Op]) -> None:
     """Registers every capsule of ``_C.targets()`` with JAX.
 
     api_version 4 handlers are typed-FFI targets (JAX's ``api_version=1``);
-    legacy shims are registered with JAX's ``api_version=0``. Typed-FFI targets
-    named in ``batch_partitionable`` are also registered as batch-partitionable.
+    legacy shims are registered with JAX's ``api_version=0``. The typed-FFI
+    targets of ops that say ``batch_partitionable`` are also registered as
+    batch-partitionable, so that XLA's SPMD partitioner may split their
+    leading ('...') dimensions.
     """
     for platform, versions in targets.items():
         for api_version, names in versions.items():
             for name, capsule in names.items():
                 jax.ffi.register_ffi_target(
-                    name,
-                    capsule,
-                    platform=_JAX_PLATFORM[platform],
-                    api_version=1 if api_version == 4 else 0,
-                )
-    # Lets XLA's SPMD partitioner split the leading ('...') dimensions.
-    for name in batch_partitionable:
-        jax.ffi.register_ffi_target_as_batch_partitionable(name)
+                    name, capsule, platform=_JAX_PLATFORM[platform], api_version=1 if api_version == 4 else 0)
+    for op in ops:
+        if op.batch_partitionable and 4 in op.api_versions:
+            jax.ffi.register_ffi_target_as_batch_partitionable(op.ffi_target)
 
 
-def as_array(op: str, name: str, x):
-    """Input ``name``: ``x`` itself when it is an array (or tracer), else ``np.asarray(x)``."""
-    if x is None:
-        raise TypeError(f"{op}: input '{name}' is required, not None")
-    return x if hasattr(x, "dtype") and hasattr(x, "shape") else np.asarray(x)
+def _as_array(x):
+    """``x`` itself when it is an array (or tracer) or None, else ``np.asarray(x)``."""
+    if x is None or (hasattr(x, "dtype") and hasattr(x, "shape")):
+        return x
+    return np.asarray(x)
 
 
-def bind_dtypes(op: str, tensors, type_vars: Mapping[str, Sequence[str]]) -> dict:
-    """Checks each input's dtype against the spec and binds the type variables.
-
-    ``tensors`` holds ``(name, dtype, spec)``, where spec is a dtype name or
-    a type variable of ``type_vars`` (which maps it to its allowed dtypes).
-    Returns the dtype of each type variable. Never casts.
-    """
-    bound: dict = {}
-    by: dict = {}
-    for name, dtype, spec in tensors:
-        dtype = jnp.dtype(dtype)
-        if spec in type_vars:
-            if spec in bound:
-                if dtype != bound[spec]:
-                    raise TypeError(
-                        f"{op}: input '{name}' has dtype {dtype}, but its dtype {spec} is "
-                        f"{bound[spec]} (bound by input '{by[spec]}')"
-                    )
-            elif dtype.name not in type_vars[spec]:
-                raise TypeError(
-                    f"{op}: input '{name}' has dtype {dtype}; {spec} must be one of "
-                    f"{', '.join(type_vars[spec])} (convert it explicitly, e.g. "
-                    f"x.astype(jnp.{type_vars[spec][-1]}))"
-                )
-            else:
-                bound[spec], by[spec] = dtype, name
-        elif dtype != jnp.dtype(spec):
-            raise TypeError(
-                f"{op}: input '{name}' has dtype {dtype}; the spec declares {spec} "
-                f"(convert it explicitly, e.g. x.astype(jnp.{spec}))"
-            )
-    return bound
-
-
-def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
-    """Checks ranks, binds each shape symbol to its first input dimension and
-    checks the rest; returns the symbols and the batch dimensions ('...').
-
-    ``inputs`` holds ``(name, shape, declared, batch)``: the declared
-    dimensions after '...', and whether the shape starts with '...'.
-    """
-    values: dict[str, int] = {}
-    origin: dict[str, tuple[str, int]] = {}
-    batch_dims = None
-    batch_source = None
-    for name, shape, declared, batch in inputs:
-        shape = tuple(shape)
-        if len(shape) != len(declared) and not (batch and len(shape) >= len(declared)):
-            raise ValueError(
-                f"{op}: input '{name}' has rank {len(shape)} (shape {shape}); "
-                f"the spec declares {shape_text(declared, batch)}"
-            )
-        lead = len(shape) - len(declared)
-        if batch:
-            if batch_dims is None:
-                batch_dims, batch_source = shape[:lead], name
-            elif shape[:lead] != batch_dims:
-                raise ValueError(
-                    f"{op}: input '{name}' has shape {shape}; its leading dimensions {shape[:lead]} "
-                    f"(the spec's '...') must equal those of input '{batch_source}', {batch_dims}"
-                )
-        for axis, dim in enumerate(declared):
-            size = shape[lead + axis]
-            if isinstance(dim, int):
-                if size != dim:
-                    raise ValueError(
-                        f"{op}: input '{name}' has shape {shape}; dimension {lead + axis} "
-                        f"must be {dim}; the spec declares {shape_text(declared, batch)}"
-                    )
-            elif dim in values:
-                if size != values[dim]:
-                    by, by_axis = origin[dim]
-                    raise ValueError(
-                        f"{op}: input '{name}' has shape {shape}; dimension {lead + axis} "
-                        f"must be {dim} = {values[dim]} (bound by input '{by}' dimension "
-                        f"{by_axis}); the spec declares {shape_text(declared, batch)}"
-                    )
-            else:
-                values[dim] = int(size)
-                origin[dim] = (name, lead + axis)
-    return values, (batch_dims if batch_dims is not None else ())
-
-
-def nonnegative(op: str, output: str, expression: str, value: int) -> int:
-    if value < 0:
-        raise ValueError(f"{op}: output '{output}' has a dimension {expression} = {value} < 0")
-    return value
-
-
-def exact_division(op: str, output: str, declared: str, numerator: int, denominator: int) -> int:
-    if denominator == 0 or numerator % denominator:
-        raise ValueError(f"{op}: output '{output}' is declared {declared}, but {numerator} is not "
-                         f"divisible by {denominator}")
-    return numerator // denominator
-
-
-_ATTR_KINDS = {"bool_": bool, "int32": int, "int64": int, "float32": float, "float64": float}
-
-
-def check_attr(op: str, name: str, value, numpy_type: str, minimum=None, maximum=None):
-    """An attribute as the exact numpy scalar type the handler binds.
-
-    Attributes are compile-time constants of the custom call: a traced value
-    is refused, and so is a value that does not fit the declared type.
-    """
-    kind = _ATTR_KINDS[numpy_type]
-    if isinstance(value, jax.core.Tracer):
-        raise TypeError(f"{op}: attribute '{name}' must be a Python {kind.__name__}, not a traced array")
-    ok = isinstance(value, (bool, np.bool_)) if kind is bool else (
-        isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-        if kind is int
-        else isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-    )
-    if not ok:
-        raise TypeError(f"{op}: attribute '{name}' must be a {kind.__name__}, not {type(value).__name__}")
-    scalar_type = getattr(np, numpy_type)
-    if kind is int:
-        info = np.iinfo(scalar_type)
-        if not info.min <= int(value) <= info.max:
-            raise ValueError(f"{op}: attribute '{name}' = {value} does not fit {numpy_type}")
-    if kind is float:
-        if not np.isfinite(float(value)) or abs(float(value)) > float(np.finfo(scalar_type).max):
-            raise ValueError(f"{op}: attribute '{name}' = {value} is not a finite {numpy_type}")
-    check_range(op, f"attribute '{name}'", value, minimum, maximum)
-    return scalar_type(value)
-
-
-def check_api_version(op: str, api_version, available: Sequence[int]) -> int:
-    if api_version not in available:
-        raise ValueError(
-            f"{op}: api_version {api_version!r} is not built for this op; its spec lists "
-            f"{', '.join(str(v) for v in available)}"
-        )
+def check_api_version(op: Op, api_version) -> int:
+    if type(api_version) is not int:  # noqa: E721 (bool and float are not versions)
+        raise OpTypeError(f"{op.name}: api_version must be an int, one of "
+                          f"{', '.join(str(v) for v in op.api_versions)}; not {api_version!r}")
+    if api_version not in op.api_versions:
+        raise OpValueError(f"{op.name}: api_version {api_version!r} is not built for this op; its spec lists "
+                           f"{', '.join(str(v) for v in op.api_versions)}")
     return api_version
+
+
+def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
+    """The op applied to ``inputs`` (one per input of the spec, None for an
+    absent optional input) with ``attrs``, as an XLA custom call."""
+    api_version = check_api_version(op, api_version)
+    inputs = [_as_array(x) for x in inputs]
+    for name, value in attrs.items():
+        if isinstance(value, jax.core.Tracer):
+            raise OpTypeError(f"{op.name}: attribute '{name}' must be a Python value, not a traced array "
+                              "(attributes are compile-time constants of the custom call)")
+    checked = _spec.check(op, inputs, attrs, hint="jax")
+    results = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
+               for shape, dtype in zip(checked.output_shapes, checked.output_dtypes)]
+    # An output updated in place gets its input's buffer (XLA copies the input
+    # first where the caller still needs it). Such inputs are required, and
+    # the required inputs lead the operands.
+    operands = checked.operands
+    required = [t.name for t in op.required_inputs]
+    aliases = {required.index(o.alias): i for i, o in enumerate(op.outputs) if o.alias}
+    if api_version == 4:
+        ffi_attrs = {a.name: _ffi_attr(a, checked.attrs[a.name]) for a in op.attrs}
+        if op.optional_inputs:
+            ffi_attrs["present_"] = np.int64(checked.present)
+        out = jax.ffi.ffi_call(op.ffi_target, results, vmap_method=op.vmap_method,
+                               input_output_aliases=aliases or None)(*operands, **ffi_attrs)
+    else:
+        out = jax.ffi.ffi_call(
+            op.legacy_target(api_version),
+            results,
+            # The descriptor fixes the sizes at trace time, so vmap must not
+            # add dimensions behind it: legacy calls always map sequentially.
+            vmap_method="sequential",
+            custom_call_api_version=api_version,
+            input_output_aliases=aliases or None,
+            legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
+        )(*operands)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _ffi_attr(a: _spec.Attr, value):
+    if a.type == "enum":
+        return value
+    if a.is_array:
+        return np.asarray(value, dtype=np.int32 if a.type == "i32[]" else np.int64)
+    return _SCALAR_TYPES[a.type](value)

@@ -1,8 +1,12 @@
-"""Support shared by every generated PyTorch binding (hand-written, op-independent).
+"""The PyTorch side of every generated op (hand-written, op-independent).
 
-Loads the stable-ABI kernel library, checks arguments in the fake (meta)
-kernels, and drives torch_xla: registration of the legacy custom-call targets
-where the runtime supports it, and the plain answer where it does not.
+Loads the stable-ABI kernel library (the CPU and CUDA kernels, registered in
+C++), registers each op's Python kernels from its description
+(``_ops/<op>.py``): the fake (meta) kernel, the XLA kernel and, where the C++
+kernels take lowered attributes, the op with the spec's schema. Every one of
+them checks the call with ``_spec.check``. It also drives torch_xla:
+registration of the legacy custom-call targets where the runtime supports it,
+and the plain answer where it does not.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import threading
 from collections.abc import Mapping, Sequence
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
-from ._shapes import product, shape_text  # noqa: F401  (product: the generated wrappers call _rt.product)
+from . import _opaque, _spec
+from ._spec import Op, OpTypeError, OpValueError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_FILE = "_torch_ops.so"
@@ -31,100 +37,172 @@ def load_library() -> None:
     torch.ops.load_library(path)
 
 
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _require(condition, message) -> None:
+    # Sizes may be symbolic under torch.compile: torch._check records the
+    # condition as a guard (or a run-time assertion) instead of failing.
+    torch._check(condition, message)
+
+
+def check(op: Op, inputs: Sequence, attrs: Mapping | None) -> _spec.Call:
+    """``_spec.check`` for torch tensors."""
+    for t, x in zip(op.inputs, inputs):
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
+    return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, require=_require)
+
+
+def _check_devices(op: Op, inputs: Sequence, lowered_attrs: Mapping) -> None:
+    """One device for every input, and a CPU tensor for each lowered array
+    attribute: the dispatcher picks the kernel from all of them, so a meta
+    attribute beside CPU inputs would otherwise land a CPU call in the fake
+    kernel and return an uninitialised tensor."""
+    given = [(t.name, x) for t, x in zip(op.inputs, inputs) if isinstance(x, torch.Tensor)]
+    first_name, first = given[0]
+    for name, x in given[1:]:
+        if x.device != first.device:
+            raise OpValueError(f"{op.name}: input '{name}' is on {x.device}, but input '{first_name}' is on "
+                               f"{first.device}; every input must be on one device")
+    for a in op.attrs:
+        value = lowered_attrs.get(a.name)
+        if a.is_array and isinstance(value, torch.Tensor) and value.device.type != "cpu":
+            raise OpValueError(f"{op.name}: attribute '{a.name}' must arrive as a CPU tensor, not on {value.device} "
+                               "(call the op with a list of ints)")
+    if first.device.type not in ("meta", "xla") and not is_fake(first):
+        raise OpValueError(f"{op.name}: the fake kernel got real tensors on {first.device}, with an argument on "
+                           "another device; every tensor of one call must be on one device")
+
+
+def _lift(op: Op, attrs: Mapping) -> dict:
+    """The spec's attribute values from what the lowered kernel takes (an enum
+    as its index, an array as a 1-D CPU tensor)."""
+    out = dict(attrs)
+    for a in op.attrs:
+        if a.name not in attrs:
+            continue
+        v = attrs[a.name]
+        if a.type == "enum":
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(a.values):
+                raise OpValueError(f"{op.name}: attribute '{a.name}' has index {v}; it has {len(a.values)} values "
+                                   f"({', '.join(a.values)})")
+            out[a.name] = a.values[v]
+        elif a.is_array:
+            want = torch.int32 if a.type == "i32[]" else torch.int64
+            if not isinstance(v, torch.Tensor) or v.dim() != 1 or v.dtype != want or v.device.type != "cpu":
+                raise OpValueError(f"{op.name}: attribute '{a.name}' must arrive as a contiguous 1-D CPU tensor of "
+                                   f"{str(want).removeprefix('torch.')} (call the op with a list of ints)")
+            out[a.name] = v.tolist()
+    return out
+
+
+def _lower(op: Op, attrs: Mapping) -> dict:
+    """What the lowered kernel takes for checked attribute values."""
+    out = {}
+    for a in op.attrs:
+        v = attrs[a.name]
+        if a.type == "enum":
+            out[a.name] = a.values.index(v)
+        elif a.is_array:
+            out[a.name] = torch.tensor(v, dtype=torch.int32 if a.type == "i32[]" else torch.int64)
+        else:
+            out[a.name] = v
+    return out
+
+
+def _split(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
+    """A kernel's arguments as (inputs, attributes): torch leaves out trailing
+    optional inputs that are None, and may pass inputs by name."""
+    inputs = list(args) + [None] * (len(op.inputs) - len(args))
+    attrs = dict(kwargs)
+    for i, t in enumerate(op.inputs):
+        if t.name in attrs:
+            inputs[i] = attrs.pop(t.name)
+    return inputs, attrs
+
+
+def _fresh(op: Op, values: Sequence):
+    """The schema's return value: the outputs that alias no input."""
+    fresh = [v for o, v in zip(op.outputs, values) if not o.alias]
+    return None if not fresh else fresh[0] if len(fresh) == 1 else tuple(fresh)
+
+
+def register(op: Op, capsules: Mapping) -> None:
+    """Registers `op`'s Python kernels: the fake (meta) kernel, the XLA kernel
+    and, for an op whose C++ kernels take lowered attributes, the op itself
+    with the spec's schema, lowered to them (CompositeImplicitAutograd)."""
+    namespace = op.torch_namespace
+    kernel = op.torch_kernel
+
+    def fake(*args, **kwargs):
+        inputs, attrs = _split(op, args, kwargs)
+        _check_devices(op, inputs, attrs)
+        # A lowered op's attributes were checked where they were lowered.
+        checked = check(op, inputs, None if op.torch_lowered else attrs)
+        first = next(x for x in inputs if x is not None)
+        return _fresh(op, [first.new_empty(shape, dtype=_DTYPES[d])
+                           for shape, d in zip(checked.output_shapes, checked.output_dtypes)])
+
+    def xla(*args, **kwargs):
+        inputs, attrs = _split(op, args, kwargs)
+        checked = check(op, inputs, _lift(op, attrs) if op.torch_lowered else attrs)
+        return _fresh(op, xla_custom_call(checked, capsules))
+
+    torch.library.register_fake(f"{namespace}::{kernel}", fake, lib=_library(namespace, "FRAGMENT"))
+    if op.torch_lowered:
+        def lower(*args, **kwargs):
+            inputs, attrs = _split(op, args, kwargs)
+            lowered = _lower(op, _spec.check_attrs(op, attrs))
+            return getattr(getattr(torch.ops, namespace), kernel)(*inputs, **lowered)
+
+        _library(namespace, "FRAGMENT").define(op.torch_schema)
+        _library(namespace, "FRAGMENT").impl(op.name, lower, "CompositeImplicitAutograd")
+    if not op.aliased_outputs:
+        # torch_xla's eager functionalization refuses custom ops that mutate an
+        # input, so XLA tensors of such an op take call()'s own path instead.
+        _library(namespace, "IMPL", "XLA").impl(kernel, xla)
+
+
+_LIBRARIES: dict = {}
+
+
+def _library(namespace: str, kind: str, key: str = "") -> torch.library.Library:
+    if (namespace, kind, key) not in _LIBRARIES:
+        _LIBRARIES[namespace, kind, key] = torch.library.Library(namespace, kind, key)
+    return _LIBRARIES[namespace, kind, key]
+
+
+def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
+    """The documented function of `op`: ``torch.ops.<ns>.<op>``, with the
+    outputs in spec order (an output updated in place is its input tensor)."""
+    for t, x in zip(op.inputs, inputs):
+        if x is None and not t.optional:
+            raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
+    if op.aliased_outputs and inputs[0].device.type == "xla":
+        checked = check(op, inputs, attrs)
+        outs = xla_custom_call(checked, capsules)
+        for o, value in zip(op.outputs, outs):
+            if o.alias:
+                # The custom call returns the updated tensor; the op's contract is in place.
+                inputs[[t.name for t in op.inputs].index(o.alias)].copy_(value)
+        fresh = [value for o, value in zip(op.outputs, outs) if not o.alias]
+    else:
+        result = getattr(getattr(torch.ops, op.torch_namespace), op.name)(*inputs, **attrs)
+        fresh = [] if result is None else list(result) if isinstance(result, tuple) else [result]
+    fresh.reverse()
+    values = [inputs[[t.name for t in op.inputs].index(o.alias)] if o.alias else fresh.pop() for o in op.outputs]
+    return values[0] if len(values) == 1 else tuple(values)
+
+
 _DTYPES = {
     "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
     "float64": torch.float64, "int32": torch.int32, "int64": torch.int64,
     "uint8": torch.uint8, "bool": torch.bool,
 }
-
-
-def dtype(name: str) -> torch.dtype:
-    return _DTYPES[name]
-
-
-def bind_dtypes(op: str, tensors, type_vars: Mapping[str, Sequence[str]]) -> dict:
-    """The fake and XLA kernels' dtype checks: ``tensors`` holds ``(name,
-    tensor, spec)``, spec a dtype name or a type variable of ``type_vars``.
-    Returns the torch dtype of each type variable."""
-    bound: dict = {}
-    by: dict = {}
-    for name, t, spec in tensors:
-        got = str(t.dtype).removeprefix("torch.")
-        if spec in type_vars:
-            if spec in bound:
-                if t.dtype != bound[spec]:
-                    raise RuntimeError(
-                        f"{op}: input '{name}' has dtype {got}, but its dtype {spec} is "
-                        f"{str(bound[spec]).removeprefix('torch.')} (bound by input '{by[spec]}')"
-                    )
-            elif got not in type_vars[spec]:
-                raise RuntimeError(f"{op}: input '{name}' has dtype {got}; {spec} must be one of "
-                                   f"{', '.join(type_vars[spec])}")
-            else:
-                bound[spec], by[spec] = t.dtype, name
-        elif t.dtype != _DTYPES[spec]:
-            raise RuntimeError(f"{op}: input '{name}' has dtype {got}; the spec declares {spec}")
-    return bound
-
-
-def bind_shapes(op: str, inputs) -> tuple[dict, tuple]:
-    """The fake and XLA kernels' shape checks: ``inputs`` holds ``(name,
-    tensor, declared, batch)``. Sizes may be symbolic under torch.compile, so
-    equalities go through torch._check. Returns the symbols and the batch
-    dimensions ('...')."""
-    values: dict = {}
-    origin: dict = {}
-    batch_dims = None
-    batch_source = None
-    first_name, first = inputs[0][0], inputs[0][1]
-    for name, t, declared, batch in inputs:
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{op}: input '{name}' must be a torch.Tensor, not {type(t).__name__}")
-        if t.device != first.device:
-            # The C++ kernels refuse this too; here it would pick one device's kernel for all.
-            raise RuntimeError(f"{op}: input '{name}' is on {t.device}, but input '{first_name}' is on "
-                               f"{first.device}; every input must be on one device")
-        if t.dim() != len(declared) and not (batch and t.dim() >= len(declared)):
-            raise RuntimeError(
-                f"{op}: input '{name}' has rank {t.dim()} (shape {tuple(t.shape)}); "
-                f"the spec declares {shape_text(declared, batch)}"
-            )
-        lead = t.dim() - len(declared)
-        if batch:
-            if batch_dims is None:
-                batch_dims, batch_source = tuple(t.shape[:lead]), name
-            else:
-                torch._check(
-                    lead == len(batch_dims) and all(a == b for a, b in zip(t.shape[:lead], batch_dims)),
-                    lambda: f"{op}: input '{name}' has shape {tuple(t.shape)}; its leading dimensions "
-                    f"(the spec's '...') must equal those of input '{batch_source}', {batch_dims}",
-                )
-        for axis, dim in enumerate(declared):
-            size = t.shape[lead + axis]
-            if isinstance(dim, int):
-                torch._check(size == dim, lambda: f"{op}: input '{name}' dimension {lead + axis} must be {dim}")
-            elif dim in values:
-                by, by_axis = origin[dim]
-                torch._check(
-                    size == values[dim],
-                    lambda: f"{op}: input '{name}' has shape {tuple(t.shape)}; dimension {lead + axis} must be "
-                    f"{dim} = {values[dim]} (bound by input '{by}' dimension {by_axis})",
-                )
-            else:
-                values[dim] = size
-                origin[dim] = (name, lead + axis)
-    return values, (batch_dims if batch_dims is not None else ())
-
-
-def exact_division(op: str, output: str, declared: str, numerator, denominator) -> None:
-    torch._check(
-        denominator != 0 and numerator % denominator == 0,
-        lambda: f"{op}: output '{output}' is declared {declared}, but {numerator} is not divisible by {denominator}",
-    )
-
-
-def nonnegative(op: str, output: str, expression: str, value) -> None:
-    torch._check(value >= 0, lambda: f"{op}: output '{output}' has a dimension {expression} = {value} < 0")
 
 
 # --- torch_xla ----------------------------------------------------------------------------------
@@ -184,18 +262,28 @@ def register_xla_target(target: str, capsules: Mapping[str, Mapping[int, Mapping
         return reason
 
 
-def xla_custom_call(op: str, target: str, capsules, api_version: int, inputs: Sequence[torch.Tensor],
-                    output_shapes: Sequence[Sequence[int]], output_dtypes: Sequence[torch.dtype],
-                    opaque: bytes) -> list[torch.Tensor]:
+def xla_custom_call(checked: _spec.Call, capsules) -> list:
+    """The custom call of a checked call on XLA tensors, through the op's first
+    legacy api_version (torch_xla passes attributes only in the opaque
+    backend_config); every output, in spec order."""
     import torch_xla
 
+    op = checked.op
+    legacy = [v for v in op.api_versions if v != 4]
+    if not legacy:
+        raise NotImplementedError(
+            f"{op.name}: torch_xla passes attributes only through a legacy custom call's opaque "
+            "backend_config, and the spec lists no legacy api_version (1, 2 or 3)")
+    api_version = legacy[0]
+    target = op.legacy_target(api_version)
     reason = register_xla_target(target, capsules, api_version)
     if reason is not None and not getattr(_graph_only, "on", False):
         raise RuntimeError(
-            f"{op} cannot execute on XLA tensors here: {reason}. To build the graph anyway (to "
+            f"{op.name} cannot execute on XLA tensors here: {reason}. To build the graph anyway (to "
             f"inspect or export its HLO), call it inside opgen's xla_graph_only() context."
         )
     return torch_xla._XLAC._xla_custom_call(
-        list(inputs), target, [list(s) for s in output_shapes], list(output_dtypes), False, opaque,
+        checked.operands, target, [list(s) for s in checked.output_shapes],
+        [_DTYPES[d] for d in checked.output_dtypes], False, _opaque.encode(op, **_opaque.fields_of(checked)),
         api_version, {},
     )

@@ -28,11 +28,15 @@ std::string dim_mismatch(const char* op, const char* role, const char* tensor,
 }
 
 int64_t element_count(const int64_t* dims, size_t rank) {
-  int64_t n = 1;
+  bool empty = false;
   for (size_t i = 0; i < rank; ++i) {
     if (dims[i] < 0) return -1;
-    if (dims[i] != 0 && n > INT64_MAX / dims[i]) return -1;
-    n *= dims[i];
+    empty = empty || dims[i] == 0;
+  }
+  if (empty) return 0;
+  int64_t n = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (__builtin_mul_overflow(n, dims[i], &n)) return -1;
   }
   return n;
 }
@@ -54,12 +58,6 @@ std::string batch_mismatch(const char* op, const char* role, const char* tensor,
          "those of input '" + batch_source + "', " + shape_text(batch, batch_rank);
 }
 
-std::string inexact_division(const char* op, const char* tensor, const char* declared,
-                             int64_t numerator, int64_t denominator) {
-  return std::string(op) + ": output '" + tensor + "' is declared " + declared + ", but " +
-         std::to_string(numerator) + " is not divisible by " + std::to_string(denominator);
-}
-
 std::string number_text(int64_t v) { return std::to_string(v); }
 
 std::string number_text(double v) {
@@ -77,6 +75,11 @@ std::string attr_element_out_of_range(const char* op, const char* attr, size_t i
                                       const char* min, const char* max) {
   return std::string(op) + ": attribute '" + attr + "' element " + std::to_string(index) + " = " + value +
          " is outside its range [" + min + ", " + max + "]";
+}
+
+std::string attr_repeated(const char* op, const char* attr, int64_t value, size_t first, size_t again) {
+  return std::string(op) + ": attribute '" + attr + "' lists " + std::to_string(value) + " twice (element " +
+         std::to_string(first) + " and element " + std::to_string(again) + "); its elements must differ";
 }
 
 std::string attr_size_mismatch(const char* op, const char* attr, size_t size, int64_t expected) {
@@ -121,9 +124,24 @@ size_t present_count(int64_t present) {
   return n;
 }
 
-std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value) {
-  return std::string(op) + ": output '" + tensor + "' has a dimension " + expression + " = " +
-         std::to_string(value) + " < 0";
+std::string dim_error(const char* op, const char* tensor, const char* declared, const char* expression,
+                      const CheckedDim& d) {
+  const std::string who = std::string(op) + ": output '" + tensor + "'";
+  switch (d.failure()) {
+    case CheckedDim::Failure::kInexact:
+      return who + " is declared " + declared + ", but " + std::to_string(d.numerator()) +
+             " is not divisible by " + std::to_string(d.denominator());
+    case CheckedDim::Failure::kOverflow:
+      return who + " has a dimension " + expression + " that overflows int64";
+    case CheckedDim::Failure::kNone:
+      break;
+  }
+  if (d.value() < 0) return who + " has a dimension " + expression + " = " + std::to_string(d.value()) + " < 0";
+  return {};
+}
+
+std::string too_many_elements(const char* op, const char* tensor) {
+  return std::string(op) + ": output '" + tensor + "' would have more than 2^63 - 1 elements";
 }
 
 }  // namespace opgen

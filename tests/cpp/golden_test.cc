@@ -99,13 +99,13 @@ fs::path many_ops(const opgen_test::TempDir& dir, int count) {
 
 TEST(Golden, WorkersWriteWhatOneProcessWrites) {
   opgen_test::TempDir dir;
-  const fs::path specs = many_ops(dir, 60);  // 372 files: past the fork threshold
+  const fs::path specs = many_ops(dir, 60);  // 432 files: past the fork threshold
   const std::string base = "generate " + shell_quote(specs.string()) + " --templates " + repo("templates");
   const CommandResult one = run_command(opgen(base + " --jobs 1 -o " + shell_quote((dir / "one").string())));
   const CommandResult three = run_command(opgen(base + " --jobs 3 -o " + shell_quote((dir / "three").string())));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ASSERT_EQ(three.exit_code, 0) << three.output;
-  EXPECT_NE(three.output.find("372 files: 372 written, 0 unchanged, 0 removed"), std::string::npos) << three.output;
+  EXPECT_NE(three.output.find("432 files: 432 written, 0 unchanged, 0 removed"), std::string::npos) << three.output;
   EXPECT_EQ(tree(dir / "one"), tree(dir / "three"));
   // The workers' "wrote" lines come back in plan order, once each.
   auto wrote = [](const std::string& output, const std::string& prefix) {
@@ -119,7 +119,7 @@ TEST(Golden, WorkersWriteWhatOneProcessWrites) {
   EXPECT_EQ(wrote(one.output, "/one/"), wrote(three.output, "/three/"));
   // Again with workers: nothing to write.
   const CommandResult again = run_command(opgen(base + " --jobs 3 -o " + shell_quote((dir / "three").string())));
-  EXPECT_NE(again.output.find("0 written, 372 unchanged"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("0 written, 432 unchanged"), std::string::npos) << again.output;
 }
 
 TEST(Golden, AWorkersRenderErrorFailsTheRun) {
@@ -180,6 +180,52 @@ int main() {
             "[]\n"
             "[edge: attribute 'n' = 9007199254740993 is outside its range [-9223372036854775808, 9007199254740992]]\n"
             "[edge: attribute 'dims' element 1 = 9223372036854775807 is outside its range [, 9223372036854775806]]\n");
+}
+
+// Output sizes computed from expressions never wrap: each operation is
+// checked (opgen::CheckedDim), a negative size and an output of more than
+// 2^63 - 1 elements are refused, with the same words as the Python runtime.
+TEST(Golden, GeneratedOutputShapeChecksRefuseOverflow) {
+  opgen_test::TempDir dir;
+  fs::create_directories(dir / "specs");
+  opgen_test::write_file(dir / "specs" / "package.yaml", "opgen: 1\npackage: {name: big, torch_namespace: big}\n");
+  opgen_test::write_file(dir / "specs" / "grow.yaml",
+                         "opgen: 1\nname: grow\ninputs:\n  x: {dtype: f32, shape: [..., D]}\noutputs:\n"
+                         "  huge: {dtype: f32, shape: [D*D*D*D*D]}\n  less: {dtype: f32, shape: [D-5]}\n"
+                         "  wide: {dtype: f32, shape: [..., 2*D]}\n  half: {dtype: f32, shape: [(D+1)/(D-4)]}\n"
+                         "  consts: {dtype: f32, shape: [3*4, D]}\n");
+  const CommandResult gen = run_command(opgen("generate " + shell_quote((dir / "specs").string()) + " -o " +
+                                              shell_quote((dir / "out").string()) + " --templates " + repo("templates")));
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  opgen_test::write_file(dir / "t.cc", R"(#include <cstdint>
+#include <cstdio>
+#include "big/grow.h"
+int main() {
+  const struct { int64_t batch, D; } cases[] = {{1, 8}, {1, 8192}, {1, 7000}, {1, 4}, {1, 6}, {int64_t{1} << 40, int64_t{1} << 30},
+                                             {int64_t{1} << 62, 8}};
+  for (const auto& c : cases) {
+    big::grow::Args a{};
+    a.batch = c.batch;
+    a.D = c.D;
+    std::printf("[%s]\n", big::grow::checks::output_dims(a).c_str());
+  }
+})");
+  const CommandResult build = run_command(
+      shell_quote(OPGEN_CXX) + " -std=c++17 -Wall -Werror -fsanitize=undefined -fno-sanitize-recover=all -I " +
+      shell_quote((dir / "out" / "include").string()) + " -I " + repo("runtime/include") + " " +
+      shell_quote((dir / "t.cc").string()) + " " + repo("runtime/src/shape_check.cc") + " -o " +
+      shell_quote((dir / "t").string()));
+  ASSERT_EQ(build.exit_code, 0) << build.output;
+  const CommandResult run = run_command(shell_quote((dir / "t").string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "[grow: output 'half' is declared [(D+1)/(D-4)], but 9 is not divisible by 4]\n"
+            "[grow: output 'huge' has a dimension D*D*D*D*D that overflows int64]\n"
+            "[grow: output 'huge' has a dimension D*D*D*D*D that overflows int64]\n"
+            "[grow: output 'less' has a dimension D-5 = -1 < 0]\n"
+            "[grow: output 'half' is declared [(D+1)/(D-4)], but 7 is not divisible by 2]\n"
+            "[grow: output 'huge' has a dimension D*D*D*D*D that overflows int64]\n"
+            "[grow: output 'wide' would have more than 2^63 - 1 elements]\n");
 }
 
 // Every binding numbers an op's instantiations the same way (the first type

@@ -293,6 +293,35 @@ TEST(PackageSpec, ReadsTheRepositorysPackageSettings) {
   EXPECT_EQ(pkg->spec_path, "specs/package.yaml");
 }
 
+// A package named like a module of the standard library or of opgen's
+// dependencies would hide that module from every import on the path; a torch
+// namespace of PyTorch's own would mix the ops with PyTorch's.
+TEST(PackageSpec, NamesThatHideModulesOrTorchNamespacesAreRefused) {
+  opgen_test::TempDir dir;
+  const struct {
+    const char* name;
+    const char* ns;
+    const char* message;
+  } cases[] = {
+      {"json", "ok", "package name 'json' would hide Python's standard module json from every import"},
+      {"os", "ok", "would hide Python's standard module os"},
+      {"sys", "ok", "would hide Python's standard module sys"},
+      {"typing", "ok", "would hide Python's standard module typing"},
+      {"numpy", "ok", "package name 'numpy' would hide the module numpy that opgen packages depend on"},
+      {"torch", "ok", "would hide the module torch"},
+      {"jax", "ok", "package name 'jax' is reserved"},
+      {"mine", "aten", "torch namespace 'aten' is PyTorch's own"},
+  };
+  for (const auto& c : cases) {
+    const fs::path path = dir / "package.yaml";
+    opgen_test::write_file(path, std::string("opgen: 1\npackage:\n  name: ") + c.name + "\n  torch_namespace: " +
+                                     c.ns + "\n");
+    opgen::Diagnostics diags;
+    EXPECT_FALSE(opgen::read_package_spec(path.string(), "package.yaml", diags).has_value()) << c.name;
+    EXPECT_NE(all_messages(diags).find(c.message), std::string::npos) << all_messages(diags);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Specs written by the tests
 // ---------------------------------------------------------------------------

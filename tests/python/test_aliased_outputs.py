@@ -17,7 +17,7 @@ import torch
 
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
-from opgen_ops import _opaque
+from opgen_ops import _opaque, _ops
 
 CPU = jax.devices("cpu")[0]
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -65,8 +65,8 @@ def test_binding_copies_the_input_when_the_output_has_its_own_buffer(rng, target
     cache, values, pos, want = case(rng, b=3, s=40, h=64)
     kwargs = {}
     if api_version == 3:
-        kwargs = dict(custom_call_api_version=3, legacy_backend_config=_opaque.encode_kv_cache_write(
-            dtype_T=_opaque.DTYPE_CODES["float32"], B=3, S=40, H=64))
+        kwargs = dict(custom_call_api_version=3, legacy_backend_config=_opaque.encode(_ops.kv_cache_write.OP,
+            dtype_T=_ops.flip.OP.opaque.codes["float32"], B=3, S=40, H=64))
     call = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(cache.shape, cache.dtype), **kwargs)
     out = jax.jit(call)(cache, values, pos)
     assert np.array_equal(np.asarray(out), want)

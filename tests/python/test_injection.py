@@ -229,7 +229,8 @@ def op_cpp_files(out, name):
 
 
 def python_files(out):
-    return sorted(p for p in (out / "python" / PACKAGE).iterdir() if p.suffix in (".py", ".pyi"))
+    """The package's modules, each op's description under _ops/ included."""
+    return sorted(p for p in (out / "python" / PACKAGE).rglob("*") if p.suffix in (".py", ".pyi"))
 
 
 def all_files(out):
@@ -241,7 +242,9 @@ def test_every_file_was_generated(generated):
         for f in op_cpp_files(generated, name):
             assert f.is_file(), f
     assert (generated / "src" / "module.cc").is_file()
-    assert {p.name for p in python_files(generated)} >= {"jax.py", "torch.py", "_opaque.py", "__init__.py"}
+    assert {p.name for p in python_files(generated)} >= {"jax.py", "torch.py", "__init__.py"}
+    for name in PAYLOADS:
+        assert (generated / "python" / PACKAGE / "_ops" / f"{op_name(name)}.py").is_file(), name
 
 
 # --- (a) Python parses; docstrings hold the exact text -----------------------

@@ -5,22 +5,22 @@ import struct
 import numpy as np
 import pytest
 
-from opgen_ops import _C, _opaque
+from opgen_ops import _C, _opaque, _ops
 
 
 def test_round_trip_random(rng):
     for _ in range(200):
         n = int(rng.integers(0, 2**62))
         alpha = float(np.float32(rng.standard_normal() * 10.0 ** rng.integers(-30, 30)))
-        blob = _opaque.encode_simple_add(N=n, alpha=alpha)
-        assert len(blob) == _opaque.SIMPLE_ADD_SIZE
+        blob = _opaque.encode(_ops.simple_add.OP, N=n, alpha=alpha)
+        assert len(blob) == _opaque.size(_ops.simple_add.OP)
         decoded = _C.decode_opaque("simple_add", blob)
         assert decoded["N"] == n
         assert decoded["alpha"] == alpha
 
 
 def test_every_truncation_and_extension_is_rejected():
-    blob = _opaque.encode_simple_add(N=5, alpha=1.5)
+    blob = _opaque.encode(_ops.simple_add.OP, N=5, alpha=1.5)
     for size in range(len(blob)):
         with pytest.raises(ValueError, match="simple_add: opaque descriptor"):
             _C.decode_opaque("simple_add", blob[:size])
@@ -29,20 +29,20 @@ def test_every_truncation_and_extension_is_rejected():
 
 
 def test_foreign_blobs_are_rejected():
-    blob = bytearray(_opaque.encode_simple_add(N=5, alpha=1.5))
+    blob = bytearray(_opaque.encode(_ops.simple_add.OP, N=5, alpha=1.5))
     magic = bytes(b"XXXX") + bytes(blob[4:])
     with pytest.raises(ValueError, match="magic"):
         _C.decode_opaque("simple_add", magic)
     version = bytes(blob[:4]) + struct.pack("<H", 2) + bytes(blob[6:])
     with pytest.raises(ValueError, match="layout version 2"):
         _C.decode_opaque("simple_add", version)
-    fingerprint = bytes(blob[:8]) + struct.pack("<Q", _opaque.SIMPLE_ADD_FINGERPRINT ^ 1) + bytes(blob[16:])
+    fingerprint = bytes(blob[:8]) + struct.pack("<Q", _ops.simple_add.OP.opaque.fingerprint ^ 1) + bytes(blob[16:])
     with pytest.raises(ValueError, match="another op"):
         _C.decode_opaque("simple_add", fingerprint)
 
 
 def test_encoder_refuses_values_it_cannot_represent():
     with pytest.raises(ValueError, match="simple_add: cannot encode"):
-        _opaque.encode_simple_add(N=2**63, alpha=1.0)
+        _opaque.encode(_ops.simple_add.OP, N=2**63, alpha=1.0)
     with pytest.raises(ValueError, match="simple_add: cannot encode"):
-        _opaque.encode_simple_add(N=1, alpha=1e39)
+        _opaque.encode(_ops.simple_add.OP, N=1, alpha=1e39)

@@ -17,7 +17,7 @@ import torch
 
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
-from opgen_ops import _opaque
+from opgen_ops import _opaque, _ops
 import op_references as ref
 
 CPU = jax.devices("cpu")[0]
@@ -112,7 +112,7 @@ def test_raw_handler_checks_the_presence_mask(rng, present, operands, match):
 
 
 def test_descriptor_carries_the_mask(rng):
-    blob = _opaque.encode_rms_norm(dtype_T=2, present_=2, batch=3, D=8, eps=1e-6)
+    blob = _opaque.encode(_ops.rms_norm.OP, dtype_T=2, present_=2, batch=3, D=8, eps=1e-6)
     assert blob[17:21] == (2).to_bytes(4, "little")
 
 
@@ -130,7 +130,7 @@ def test_torch_xla_hlo_passes_only_given_inputs(rng):
     operands, config = re.findall(r"custom-call\((.*?)\), custom_call_target=\"opgen_ops_rms_norm_legacy_v3\", "
                                   r"api_version=\w+, backend_config=\"((?:[^\"\\]|\\.)*)\"", hlo)[0]
     assert re.fullmatch(r"f32\[3,8\]\{1,0\} %\S+, f32\[8\]\{0\} %\S+", operands), operands
-    assert c_unescape(config) == _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES["float32"], present_=2,
+    assert c_unescape(config) == _opaque.encode(_ops.rms_norm.OP, dtype_T=_ops.flip.OP.opaque.codes["float32"], present_=2,
                                                          batch=3, D=8, eps=1e-5)
 
 

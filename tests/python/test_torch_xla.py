@@ -13,7 +13,7 @@ import torch
 torch_xla = pytest.importorskip("torch_xla")
 
 import opgen_ops.torch as ops
-from opgen_ops import _opaque
+from opgen_ops import _opaque, _ops
 from opgen_ops import _torch_runtime
 
 
@@ -61,7 +61,7 @@ def test_hlo_holds_the_custom_call(rng, n):
     assert target == "opgen_ops_simple_add_legacy_v3"
     assert api_version == "API_VERSION_STATUS_RETURNING_UNIFIED"
     assert re.fullmatch(rf"f32\[{n}\]\{{0\}} %\S+, f32\[{n}\]\{{0\}} %\S+", operands), operands
-    assert c_unescape(backend_config) == _opaque.encode_simple_add(N=n, alpha=alpha)
+    assert c_unescape(backend_config) == _opaque.encode(_ops.simple_add.OP, N=n, alpha=alpha)
 
 
 def test_shape_errors_are_raised_before_the_graph_is_built(rng):
@@ -69,6 +69,20 @@ def test_shape_errors_are_raised_before_the_graph_is_built(rng):
     a = torch.from_numpy(rng.standard_normal(8).astype("float32")).to(dev)
     with ops.xla_graph_only(), pytest.raises(RuntimeError, match="dimension 0 must be N = 8"):
         ops.simple_add(a, a[:5])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda x: ops.rms_norm(x, eps=-1.0), r"rms_norm: attribute 'eps' = -1.0 is outside its range \[0.0, \]"),
+    (lambda x: ops.simple_add(x, x, alpha=1e39), r"simple_add: attribute 'alpha' = 1e\+39 does not fit f32"),
+    (lambda x: ops.glu(x, activation="tanh"), r"glu: attribute 'activation' is 'tanh'"),
+    (lambda x: ops.flip(x.view(2, 4), dims=[-1, -1]), r"flip: attribute 'dims' lists -1 twice"),
+    (lambda x: torch.ops.opgen_ops.glu__lowered(x, activation=5), r"glu: attribute 'activation' has index 5"),
+])
+def test_attributes_are_checked_before_the_graph_is_built(rng, call, match):
+    # The XLA kernel checks what the CPU and CUDA kernels check, attributes too.
+    x = torch.from_numpy(rng.standard_normal(8).astype("float32")).to(xla_device())
+    with ops.xla_graph_only(), pytest.raises(RuntimeError, match=match):
+        call(x)
 
 
 def test_torch_xla_2_9_refuses_registration_with_a_plain_reason(monkeypatch):

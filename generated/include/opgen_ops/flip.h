@@ -58,6 +58,11 @@ namespace checks {
 template <typename A>
 std::string attrs(const A& args) {
   for (size_t i = 0; i < args.dims.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (args.dims[j] == args.dims[i]) return opgen::attr_repeated("flip", "dims", args.dims[i], j, i);
+    }
+  }
+  for (size_t i = 0; i < args.dims.size(); ++i) {
     if (!(args.dims[i] >= -2) || !(args.dims[i] <= -1)) {
       return opgen::attr_element_out_of_range("flip", "dims", i, opgen::number_text(args.dims[i]), "-2", "-1");
     }
@@ -66,9 +71,14 @@ std::string attrs(const A& args) {
   return {};
 }
 
-// Exact division and non-negative sizes in the output shapes.
+// The output shapes: each dimension an expression computes divides exactly,
+// fits int64 and is not negative, and each output's element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
+  {
+    const int64_t dims_[] = {args.batch, args.M, args.N};
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("flip", "out");
+  }
   (void)args;
   return {};
 }

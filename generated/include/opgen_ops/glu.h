@@ -65,13 +65,15 @@ std::string attrs(const A& args) {
   return {};
 }
 
-// Exact division and non-negative sizes in the output shapes.
+// The output shapes: each dimension an expression computes divides exactly,
+// fits int64 and is not negative, and each output's element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
-  if (args.D % 2 != 0) {
-    return opgen::inexact_division("glu", "out", "[..., D/2]", args.D, 2);
+  if (std::string e_ = opgen::dim_error("glu", "out", "[..., D/2]", "D/2", (opgen::CheckedDim(args.D) / 2)); !e_.empty()) return e_;
+  {
+    const int64_t dims_[] = {args.batch, (args.D / 2)};
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("glu", "out");
   }
-  if ((args.D / 2) < 0) return opgen::negative_dim("glu", "out", "D/2", (args.D / 2));
   (void)args;
   return {};
 }

@@ -65,9 +65,14 @@ std::string attrs(const A& args) {
   return {};
 }
 
-// Exact division and non-negative sizes in the output shapes.
+// The output shapes: each dimension an expression computes divides exactly,
+// fits int64 and is not negative, and each output's element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
+  {
+    const int64_t dims_[] = {args.batch, args.D};
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rms_norm", "out");
+  }
   (void)args;
   return {};
 }

@@ -54,7 +54,8 @@ std::string attrs(const A& args) {
   return {};
 }
 
-// Exact division and non-negative sizes in the output shapes.
+// The output shapes: each dimension an expression computes divides exactly,
+// fits int64 and is not negative, and each output's element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   (void)args;

@@ -2,201 +2,44 @@
 """JAX bindings of opgen_ops: one function per op over ``jax.ffi.ffi_call``.
 
 Importing this module registers every custom-call target with JAX (CPU always,
-CUDA where the package was built with CUDA). Each function checks dtypes and
-shapes at trace time and works under ``jax.jit``.
+CUDA where the package was built with CUDA). Each function checks dtypes,
+shapes and attributes at trace time, against the op's description in
+``opgen_ops._ops``, and works under ``jax.jit`` and ``jax.vmap``.
 
 api_version selects the custom-call ABI: 4 (typed XLA FFI, the default) or a
 legacy version listed in the op's spec. XLA:CPU runs only 4 and 3; 1 and 2 are
 GPU-only there (XLA:CPU refuses them).
 """
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+from . import _C, _ops
+from ._jax_runtime import call as _call
+from ._jax_runtime import register_targets as _register_targets
 
-from . import _attrs, _C, _opaque
-from . import _jax_runtime as _rt
-
-_rt.register_targets(_C.targets(), batch_partitionable=['opgen_ops_flip_ffi', 'opgen_ops_glu_ffi', ])
+_register_targets(_C.targets(), _ops.OPS)
 
 __all__ = ['flip', 'glu', 'kv_cache_write', 'rms_norm', 'simple_add']
 
 
 def flip(x, *, dims=(-1,), api_version=4):
     'Reverses x along each axis in dims, counted from the end (-1: the columns, -2: the rows), as jnp.flip(x, dims) and torch.flip(x, dims) do for those axes. Each axis may be listed once; an empty dims copies x.\n\nArgs:\n  x: T[..., M, N] a batch of M x N matrices\n  dims: i64[] = (-1,) the axes to reverse\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., M, N]'
-    _op = 'flip'
-    api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    x = _rt.as_array(_op, 'x', x)
-    _dtypes = _rt.bind_dtypes(_op, (
-        ('x', x.dtype, 'T'),
-    ), {'T': ('float16', 'bfloat16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool')})
-    _shape, _batch = _rt.bind_shapes(_op, (
-        ('x', x.shape, ('M', 'N'), True),
-    ))
-    dims = _attrs.int_list(_op, 'dims', dims, 'int64', minimum=-2, maximum=-1)
-    _results = [
-        jax.ShapeDtypeStruct(_batch + (_shape['M'], _shape['N']), _dtypes['T']),
-    ]
-    if api_version == 4:
-        _out = jax.ffi.ffi_call('opgen_ops_flip_ffi', _results, vmap_method='broadcast_all')(
-            x, dims=np.asarray(dims, dtype=np.int64)        )
-    else:
-        _opaque_bytes = _opaque.encode_flip(dtype_T=_opaque.DTYPE_CODES[_dtypes['T'].name], batch=_rt.product(_batch), M=_shape['M'], N=_shape['N'], dims=dims)
-        _out = jax.ffi.ffi_call(
-            f"opgen_ops_flip_legacy_v{api_version}",
-            _results,
-            # The descriptor fixes the sizes at trace time, so vmap must not
-            # add dimensions behind it: legacy calls always map sequentially.
-            vmap_method="sequential",
-            custom_call_api_version=api_version,
-            legacy_backend_config=_opaque_bytes,
-        )(x)
-    return _out[0]
+    return _call(_ops.flip.OP, (x,), {'dims': dims}, api_version)
 
 
 def glu(x, *, activation='sigmoid', api_version=4):
     "Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.\n\nArgs:\n  x: T[..., D] D must be even\n  activation: one of 'sigmoid', 'gelu', 'silu' = 'sigmoid' the gate's activation\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D/2]"
-    _op = 'glu'
-    api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    x = _rt.as_array(_op, 'x', x)
-    _dtypes = _rt.bind_dtypes(_op, (
-        ('x', x.dtype, 'T'),
-    ), {'T': ('float16', 'bfloat16', 'float32', 'float64')})
-    _shape, _batch = _rt.bind_shapes(_op, (
-        ('x', x.shape, ('D',), True),
-    ))
-    _rt.exact_division(_op, 'out', '[..., D/2]', _shape['D'], 2)
-    _rt.nonnegative(_op, 'out', 'D/2', (_shape['D'] // 2))
-    _activation_index = _attrs.enum_index(_op, 'activation', activation, ('sigmoid', 'gelu', 'silu'))
-    _results = [
-        jax.ShapeDtypeStruct(_batch + ((_shape['D'] // 2),), _dtypes['T']),
-    ]
-    if api_version == 4:
-        _out = jax.ffi.ffi_call('opgen_ops_glu_ffi', _results, vmap_method='broadcast_all')(
-            x, activation=activation        )
-    else:
-        _opaque_bytes = _opaque.encode_glu(dtype_T=_opaque.DTYPE_CODES[_dtypes['T'].name], batch=_rt.product(_batch), D=_shape['D'], activation=_activation_index)
-        _out = jax.ffi.ffi_call(
-            f"opgen_ops_glu_legacy_v{api_version}",
-            _results,
-            # The descriptor fixes the sizes at trace time, so vmap must not
-            # add dimensions behind it: legacy calls always map sequentially.
-            vmap_method="sequential",
-            custom_call_api_version=api_version,
-            legacy_backend_config=_opaque_bytes,
-        )(x)
-    return _out[0]
+    return _call(_ops.glu.OP, (x,), {'activation': activation}, api_version)
 
 
 def kv_cache_write(cache, values, pos, *, api_version=4):
     "Writes values[b] into cache[b, pos[b]] for every sequence b, updating the cache in place. A position outside [0, S) writes nothing for that sequence (as a scatter with mode='drop').\n\nArgs:\n  cache: T[B, S, H] B sequences of S positions of H values (heads times head size)\n  values: T[B, H] the new entry of each sequence\n  pos: i32[B] the position each entry goes to\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  cache_out: T[B, S, H] the cache with the new entries (the same buffer)"
-    _op = 'kv_cache_write'
-    api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    cache = _rt.as_array(_op, 'cache', cache)
-    values = _rt.as_array(_op, 'values', values)
-    pos = _rt.as_array(_op, 'pos', pos)
-    _dtypes = _rt.bind_dtypes(_op, (
-        ('cache', cache.dtype, 'T'),
-        ('values', values.dtype, 'T'),
-        ('pos', pos.dtype, 'int32'),
-    ), {'T': ('float16', 'bfloat16', 'float32')})
-    _shape, _batch = _rt.bind_shapes(_op, (
-        ('cache', cache.shape, ('B', 'S', 'H'), False),
-        ('values', values.shape, ('B', 'H'), False),
-        ('pos', pos.shape, ('B',), False),
-    ))
-    _results = [
-        jax.ShapeDtypeStruct((_shape['B'], _shape['S'], _shape['H']), _dtypes['T']),
-    ]
-    if api_version == 4:
-        _out = jax.ffi.ffi_call('opgen_ops_kv_cache_write_ffi', _results, vmap_method='sequential', input_output_aliases={0: 0})(
-            cache, values, pos        )
-    else:
-        _opaque_bytes = _opaque.encode_kv_cache_write(dtype_T=_opaque.DTYPE_CODES[_dtypes['T'].name], B=_shape['B'], S=_shape['S'], H=_shape['H'])
-        _out = jax.ffi.ffi_call(
-            f"opgen_ops_kv_cache_write_legacy_v{api_version}",
-            _results,
-            # The descriptor fixes the sizes at trace time, so vmap must not
-            # add dimensions behind it: legacy calls always map sequentially.
-            vmap_method="sequential",
-            custom_call_api_version=api_version,
-            input_output_aliases={0: 0},
-            legacy_backend_config=_opaque_bytes,
-        )(cache, values, pos)
-    return _out[0]
+    return _call(_ops.kv_cache_write.OP, (cache, values, pos), {}, api_version)
 
 
 def rms_norm(x, weight=None, bias=None, *, eps=1e-06, api_version=4):
     'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
-    _op = 'rms_norm'
-    api_version = _rt.check_api_version(_op, api_version, (4, 3))
-    x = _rt.as_array(_op, 'x', x)
-    weight = None if weight is None else _rt.as_array(_op, 'weight', weight)
-    bias = None if bias is None else _rt.as_array(_op, 'bias', bias)
-    _dtypes = _rt.bind_dtypes(_op, (
-        ('x', x.dtype, 'T'),
-        *(() if weight is None else (('weight', weight.dtype, 'T'),)),
-        *(() if bias is None else (('bias', bias.dtype, 'T'),)),
-    ), {'T': ('float16', 'bfloat16', 'float32')})
-    _shape, _batch = _rt.bind_shapes(_op, (
-        ('x', x.shape, ('D',), True),
-        *(() if weight is None else (('weight', weight.shape, ('D',), False),)),
-        *(() if bias is None else (('bias', bias.shape, ('D',), False),)),
-    ))
-    _operands = [x] + [t for t in (weight, bias,) if t is not None]
-    _present = (weight is not None) << 0 | (bias is not None) << 1
-    eps = _rt.check_attr(_op, 'eps', eps, 'float32', minimum=0.0)
-    _results = [
-        jax.ShapeDtypeStruct(_batch + (_shape['D'],), _dtypes['T']),
-        jax.ShapeDtypeStruct(_batch + (), jnp.dtype('float32')),
-    ]
-    if api_version == 4:
-        _out = jax.ffi.ffi_call('opgen_ops_rms_norm_ffi', _results, vmap_method='sequential')(
-            *_operands, eps=eps, present_=np.int64(_present)        )
-    else:
-        _opaque_bytes = _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES[_dtypes['T'].name], present_=_present, batch=_rt.product(_batch), D=_shape['D'], eps=eps)
-        _out = jax.ffi.ffi_call(
-            f"opgen_ops_rms_norm_legacy_v{api_version}",
-            _results,
-            # The descriptor fixes the sizes at trace time, so vmap must not
-            # add dimensions behind it: legacy calls always map sequentially.
-            vmap_method="sequential",
-            custom_call_api_version=api_version,
-            legacy_backend_config=_opaque_bytes,
-        )(*_operands)
-    return tuple(_out)
+    return _call(_ops.rms_norm.OP, (x, weight, bias), {'eps': eps}, api_version)
 
 
 def simple_add(a, b, *, alpha=1.0, api_version=4):
     'Elementwise `a + alpha * b` of two vectors of equal length.\n\nArgs:\n  a: f32[N] first addend\n  b: f32[N] second addend, scaled by alpha\n  alpha: f32 = 1.0 scale applied to b\n  api_version: custom-call ABI, one of 4, 3, 2, 1 (4: typed XLA FFI).\n\nReturns:\n  out: f32[N] the sum'
-    _op = 'simple_add'
-    api_version = _rt.check_api_version(_op, api_version, (4, 3, 2, 1))
-    a = _rt.as_array(_op, 'a', a)
-    b = _rt.as_array(_op, 'b', b)
-    _dtypes = _rt.bind_dtypes(_op, (
-        ('a', a.dtype, 'float32'),
-        ('b', b.dtype, 'float32'),
-    ), {})
-    _shape, _batch = _rt.bind_shapes(_op, (
-        ('a', a.shape, ('N',), False),
-        ('b', b.shape, ('N',), False),
-    ))
-    alpha = _rt.check_attr(_op, 'alpha', alpha, 'float32')
-    _results = [
-        jax.ShapeDtypeStruct((_shape['N'],), jnp.dtype('float32')),
-    ]
-    if api_version == 4:
-        _out = jax.ffi.ffi_call('opgen_ops_simple_add_ffi', _results, vmap_method='sequential')(
-            a, b, alpha=alpha        )
-    else:
-        _opaque_bytes = _opaque.encode_simple_add(N=_shape['N'], alpha=alpha)
-        _out = jax.ffi.ffi_call(
-            f"opgen_ops_simple_add_legacy_v{api_version}",
-            _results,
-            # The descriptor fixes the sizes at trace time, so vmap must not
-            # add dimensions behind it: legacy calls always map sequentially.
-            vmap_method="sequential",
-            custom_call_api_version=api_version,
-            legacy_backend_config=_opaque_bytes,
-        )(a, b)
-    return _out[0]
+    return _call(_ops.simple_add.OP, (a, b), {'alpha': alpha}, api_version)

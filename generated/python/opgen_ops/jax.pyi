@@ -4,45 +4,45 @@
 from collections.abc import Sequence
 from typing import Literal
 
-import jax
+import jax as _jax  # private: an op may be named jax
 
 __all__ = ['flip', 'glu', 'kv_cache_write', 'rms_norm', 'simple_add']
 
 def flip(
-    x: jax.typing.ArrayLike,
+    x: _jax.typing.ArrayLike,
     *,
     dims: Sequence[int] = (-1,),
     api_version: int = 4,
-) -> jax.Array: ...
+) -> _jax.Array: ...
 
 def glu(
-    x: jax.typing.ArrayLike,
+    x: _jax.typing.ArrayLike,
     *,
     activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',
     api_version: int = 4,
-) -> jax.Array: ...
+) -> _jax.Array: ...
 
 def kv_cache_write(
-    cache: jax.typing.ArrayLike,
-    values: jax.typing.ArrayLike,
-    pos: jax.typing.ArrayLike,
+    cache: _jax.typing.ArrayLike,
+    values: _jax.typing.ArrayLike,
+    pos: _jax.typing.ArrayLike,
     *,
     api_version: int = 4,
-) -> jax.Array: ...
+) -> _jax.Array: ...
 
 def rms_norm(
-    x: jax.typing.ArrayLike,
-    weight: jax.typing.ArrayLike | None = None,
-    bias: jax.typing.ArrayLike | None = None,
+    x: _jax.typing.ArrayLike,
+    weight: _jax.typing.ArrayLike | None = None,
+    bias: _jax.typing.ArrayLike | None = None,
     *,
     eps: float = 1e-06,
     api_version: int = 4,
-) -> tuple[jax.Array, jax.Array]: ...
+) -> tuple[_jax.Array, _jax.Array]: ...
 
 def simple_add(
-    a: jax.typing.ArrayLike,
-    b: jax.typing.ArrayLike,
+    a: _jax.typing.ArrayLike,
+    b: _jax.typing.ArrayLike,
     *,
     alpha: float = 1.0,
     api_version: int = 4,
-) -> jax.Array: ...
+) -> _jax.Array: ...

@@ -4,7 +4,8 @@
 Importing this module loads the kernels (CPU and CUDA, registered in C++
 through the LibTorch stable ABI) and registers, in Python, each op's fake
 kernel (computed from the spec's shapes, for torch.compile and FakeTensor)
-and its XLA kernel (a custom call through torch_xla, which is optional).
+and its XLA kernel (a custom call through torch_xla, which is optional); each
+checks a call against the op's description in ``opgen_ops._ops``.
 
 Inputs must be contiguous, of the declared dtype, and on one device; anything
 else is a RuntimeError that names the argument (nothing is cast or copied).
@@ -13,278 +14,40 @@ torch_xla cannot register the target (torch_xla 2.9, or any CPU run) calling
 the op raises and says why, unless inside xla_graph_only().
 """
 
-import torch
-
-from . import _attrs, _C, _opaque
-from . import _torch_runtime as _rt
+from . import _C, _ops
+from ._torch_runtime import call as _call
+from ._torch_runtime import load_library as _load_library
+from ._torch_runtime import register as _register
 from ._torch_runtime import xla_graph_only
 
-_rt.load_library()
+_load_library()
 _CAPSULES = _C.targets()
-_XLA = torch.library.Library('opgen_ops', "IMPL", "XLA")
-# Ops with str or int[] attributes, which torch 2.9's stable ABI cannot pass to
-# the C++ kernels: defined here with the spec's schema, lowered to <op>__lowered.
-_DEF = torch.library.Library('opgen_ops', "FRAGMENT")
+for _op in _ops.OPS:
+    _register(_op, _CAPSULES)
 
 __all__ = ['flip', 'glu', 'kv_cache_write', 'rms_norm', 'simple_add', "xla_graph_only"]
 
 
-_DEF.define('flip(Tensor x, *, int[] dims=[-1]) -> Tensor')
-
-
-def _flip_lower(x, *, dims=(-1,)):
-    """Lowers the spec's attributes to what the stable-ABI kernels take."""
-    return torch.ops.opgen_ops.flip__lowered(x, dims=torch.tensor(_attrs.int_list('flip', 'dims', dims, 'int64', minimum=-2, maximum=-1), dtype=torch.int64))
-
-
-_DEF.impl('flip', _flip_lower, "CompositeImplicitAutograd")
-
-
-@torch.library.register_fake("opgen_ops::flip__lowered")
-def _flip_fake(x, *, dims):
-    _dtypes = _rt.bind_dtypes('flip', (
-        ('x', x, 'T'),
-    ), {'T': ('float16', 'bfloat16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool')})
-    _shape, _batch = _rt.bind_shapes('flip', (
-        ('x', x, ('M', 'N'), True),
-    ))
-
-    return x.new_empty(_batch + (_shape['M'], _shape['N']), dtype=_dtypes['T'])
-
-
-def _flip_xla(x, *, dims):
-    _dtypes = _rt.bind_dtypes('flip', (
-        ('x', x, 'T'),
-    ), {'T': ('float16', 'bfloat16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool')})
-    _shape, _batch = _rt.bind_shapes('flip', (
-        ('x', x, ('M', 'N'), True),
-    ))
-
-    _opaque_bytes = _opaque.encode_flip(dtype_T=_opaque.DTYPE_CODES[str(_dtypes['T']).removeprefix("torch.")], batch=_rt.product(_batch), M=int(_shape['M']), N=int(_shape['N']), dims=dims.tolist())
-    _outs = _rt.xla_custom_call(
-        'flip',
-        "opgen_ops_flip_legacy_v3",
-        _CAPSULES,
-        3,
-        [x],
-        [_batch + (_shape['M'], _shape['N'])],
-        [_dtypes['T']],
-        _opaque_bytes,
-    )
-    return _outs[0]
-
-
-_XLA.impl('flip__lowered', _flip_xla)
-
-
 def flip(x, *, dims=(-1,)):
     'Reverses x along each axis in dims, counted from the end (-1: the columns, -2: the rows), as jnp.flip(x, dims) and torch.flip(x, dims) do for those axes. Each axis may be listed once; an empty dims copies x.\n\nArgs:\n  x: T[..., M, N] a batch of M x N matrices\n  dims: i64[] = (-1,) the axes to reverse\n\nReturns:\n  out: T[..., M, N]'
-    return torch.ops.opgen_ops.flip(x, dims=dims)
-
-
-_DEF.define('glu(Tensor x, *, str activation="sigmoid") -> Tensor')
-
-
-def _glu_lower(x, *, activation='sigmoid'):
-    """Lowers the spec's attributes to what the stable-ABI kernels take."""
-    return torch.ops.opgen_ops.glu__lowered(x, activation=_attrs.enum_index('glu', 'activation', activation, ('sigmoid', 'gelu', 'silu')))
-
-
-_DEF.impl('glu', _glu_lower, "CompositeImplicitAutograd")
-
-
-@torch.library.register_fake("opgen_ops::glu__lowered")
-def _glu_fake(x, *, activation):
-    _dtypes = _rt.bind_dtypes('glu', (
-        ('x', x, 'T'),
-    ), {'T': ('float16', 'bfloat16', 'float32', 'float64')})
-    _shape, _batch = _rt.bind_shapes('glu', (
-        ('x', x, ('D',), True),
-    ))
-    _rt.exact_division('glu', 'out', '[..., D/2]', _shape['D'], 2)
-    _rt.nonnegative('glu', 'out', 'D/2', (_shape['D'] // 2))
-
-    return x.new_empty(_batch + ((_shape['D'] // 2),), dtype=_dtypes['T'])
-
-
-def _glu_xla(x, *, activation):
-    _dtypes = _rt.bind_dtypes('glu', (
-        ('x', x, 'T'),
-    ), {'T': ('float16', 'bfloat16', 'float32', 'float64')})
-    _shape, _batch = _rt.bind_shapes('glu', (
-        ('x', x, ('D',), True),
-    ))
-    _rt.exact_division('glu', 'out', '[..., D/2]', _shape['D'], 2)
-    _rt.nonnegative('glu', 'out', 'D/2', (_shape['D'] // 2))
-
-    _opaque_bytes = _opaque.encode_glu(dtype_T=_opaque.DTYPE_CODES[str(_dtypes['T']).removeprefix("torch.")], batch=_rt.product(_batch), D=int(_shape['D']), activation=activation)
-    _outs = _rt.xla_custom_call(
-        'glu',
-        "opgen_ops_glu_legacy_v3",
-        _CAPSULES,
-        3,
-        [x],
-        [_batch + ((_shape['D'] // 2),)],
-        [_dtypes['T']],
-        _opaque_bytes,
-    )
-    return _outs[0]
-
-
-_XLA.impl('glu__lowered', _glu_xla)
+    return _call(_ops.flip.OP, (x,), {'dims': dims}, _CAPSULES)
 
 
 def glu(x, *, activation='sigmoid'):
     "Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.\n\nArgs:\n  x: T[..., D] D must be even\n  activation: one of 'sigmoid', 'gelu', 'silu' = 'sigmoid' the gate's activation\n\nReturns:\n  out: T[..., D/2]"
-    return torch.ops.opgen_ops.glu(x, activation=activation)
-
-
-@torch.library.register_fake("opgen_ops::kv_cache_write")
-def _kv_cache_write_fake(cache, values, pos):
-    _dtypes = _rt.bind_dtypes('kv_cache_write', (
-        ('cache', cache, 'T'),
-        ('values', values, 'T'),
-        ('pos', pos, 'int32'),
-    ), {'T': ('float16', 'bfloat16', 'float32')})
-    _shape, _batch = _rt.bind_shapes('kv_cache_write', (
-        ('cache', cache, ('B', 'S', 'H'), False),
-        ('values', values, ('B', 'H'), False),
-        ('pos', pos, ('B',), False),
-    ))
-
-    return None
-
-
-def _kv_cache_write_xla(cache, values, pos):
-    _dtypes = _rt.bind_dtypes('kv_cache_write', (
-        ('cache', cache, 'T'),
-        ('values', values, 'T'),
-        ('pos', pos, 'int32'),
-    ), {'T': ('float16', 'bfloat16', 'float32')})
-    _shape, _batch = _rt.bind_shapes('kv_cache_write', (
-        ('cache', cache, ('B', 'S', 'H'), False),
-        ('values', values, ('B', 'H'), False),
-        ('pos', pos, ('B',), False),
-    ))
-
-    _opaque_bytes = _opaque.encode_kv_cache_write(dtype_T=_opaque.DTYPE_CODES[str(_dtypes['T']).removeprefix("torch.")], B=int(_shape['B']), S=int(_shape['S']), H=int(_shape['H']))
-    _outs = _rt.xla_custom_call(
-        'kv_cache_write',
-        "opgen_ops_kv_cache_write_legacy_v3",
-        _CAPSULES,
-        3,
-        [cache, values, pos],
-        [(_shape['B'], _shape['S'], _shape['H'])],
-        [_dtypes['T']],
-        _opaque_bytes,
-    )
-    # The custom call returns the updated tensor; the op's contract is in place.
-    cache.copy_(_outs[0])
-    return None
-
-
-# torch_xla's eager functionalization refuses custom ops that mutate an input,
-# so XLA tensors take this path from the wrapper below, not the dispatcher.
+    return _call(_ops.glu.OP, (x,), {'activation': activation}, _CAPSULES)
 
 
 def kv_cache_write(cache, values, pos):
     "Writes values[b] into cache[b, pos[b]] for every sequence b, updating the cache in place. A position outside [0, S) writes nothing for that sequence (as a scatter with mode='drop').\n\nArgs:\n  cache: T[B, S, H] B sequences of S positions of H values (heads times head size)\n  values: T[B, H] the new entry of each sequence\n  pos: i32[B] the position each entry goes to\n\nReturns:\n  cache_out: T[B, S, H] the cache with the new entries (the same buffer)"
-    # cache updated in place; returned where the spec lists cache_out.
-    _kv_cache_write_xla(cache, values, pos) if cache.device.type == "xla" else torch.ops.opgen_ops.kv_cache_write(cache, values, pos)
-    return cache
-
-
-@torch.library.register_fake("opgen_ops::rms_norm")
-def _rms_norm_fake(x, weight=None, bias=None, *, eps=1e-06):
-    _dtypes = _rt.bind_dtypes('rms_norm', (
-        ('x', x, 'T'),
-        *(() if weight is None else (('weight', weight, 'T'),)),
-        *(() if bias is None else (('bias', bias, 'T'),)),
-    ), {'T': ('float16', 'bfloat16', 'float32')})
-    _shape, _batch = _rt.bind_shapes('rms_norm', (
-        ('x', x, ('D',), True),
-        *(() if weight is None else (('weight', weight, ('D',), False),)),
-        *(() if bias is None else (('bias', bias, ('D',), False),)),
-    ))
-
-    return x.new_empty(_batch + (_shape['D'],), dtype=_dtypes['T']), x.new_empty(_batch + (), dtype=_rt.dtype('float32'))
-
-
-def _rms_norm_xla(x, weight=None, bias=None, *, eps=1e-06):
-    _dtypes = _rt.bind_dtypes('rms_norm', (
-        ('x', x, 'T'),
-        *(() if weight is None else (('weight', weight, 'T'),)),
-        *(() if bias is None else (('bias', bias, 'T'),)),
-    ), {'T': ('float16', 'bfloat16', 'float32')})
-    _shape, _batch = _rt.bind_shapes('rms_norm', (
-        ('x', x, ('D',), True),
-        *(() if weight is None else (('weight', weight, ('D',), False),)),
-        *(() if bias is None else (('bias', bias, ('D',), False),)),
-    ))
-
-    _opaque_bytes = _opaque.encode_rms_norm(dtype_T=_opaque.DTYPE_CODES[str(_dtypes['T']).removeprefix("torch.")], present_=(weight is not None) << 0 | (bias is not None) << 1, batch=_rt.product(_batch), D=int(_shape['D']), eps=eps)
-    _outs = _rt.xla_custom_call(
-        'rms_norm',
-        "opgen_ops_rms_norm_legacy_v3",
-        _CAPSULES,
-        3,
-        [x] + [t for t in (weight, bias,) if t is not None],
-        [_batch + (_shape['D'],), _batch + ()],
-        [_dtypes['T'], _rt.dtype('float32')],
-        _opaque_bytes,
-    )
-    return tuple(_outs)
-
-
-_XLA.impl('rms_norm', _rms_norm_xla)
+    return _call(_ops.kv_cache_write.OP, (cache, values, pos), {}, _CAPSULES)
 
 
 def rms_norm(x, weight=None, bias=None, *, eps=1e-06):
     'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
-    return torch.ops.opgen_ops.rms_norm(x, weight, bias, eps=eps)
-
-
-@torch.library.register_fake("opgen_ops::simple_add")
-def _simple_add_fake(a, b, *, alpha=1.0):
-    _dtypes = _rt.bind_dtypes('simple_add', (
-        ('a', a, 'float32'),
-        ('b', b, 'float32'),
-    ), {})
-    _shape, _batch = _rt.bind_shapes('simple_add', (
-        ('a', a, ('N',), False),
-        ('b', b, ('N',), False),
-    ))
-
-    return a.new_empty((_shape['N'],), dtype=_rt.dtype('float32'))
-
-
-def _simple_add_xla(a, b, *, alpha=1.0):
-    _dtypes = _rt.bind_dtypes('simple_add', (
-        ('a', a, 'float32'),
-        ('b', b, 'float32'),
-    ), {})
-    _shape, _batch = _rt.bind_shapes('simple_add', (
-        ('a', a, ('N',), False),
-        ('b', b, ('N',), False),
-    ))
-
-    _opaque_bytes = _opaque.encode_simple_add(N=int(_shape['N']), alpha=alpha)
-    _outs = _rt.xla_custom_call(
-        'simple_add',
-        "opgen_ops_simple_add_legacy_v3",
-        _CAPSULES,
-        3,
-        [a, b],
-        [(_shape['N'],)],
-        [_rt.dtype('float32')],
-        _opaque_bytes,
-    )
-    return _outs[0]
-
-
-_XLA.impl('simple_add', _simple_add_xla)
+    return _call(_ops.rms_norm.OP, (x, weight, bias), {'eps': eps}, _CAPSULES)
 
 
 def simple_add(a, b, *, alpha=1.0):
     'Elementwise `a + alpha * b` of two vectors of equal length.\n\nArgs:\n  a: f32[N] first addend\n  b: f32[N] second addend, scaled by alpha\n  alpha: f32 = 1.0 scale applied to b\n\nReturns:\n  out: f32[N] the sum'
-    return torch.ops.opgen_ops.simple_add(a, b, alpha=alpha)
+    return _call(_ops.simple_add.OP, (a, b), {'alpha': alpha}, _CAPSULES)

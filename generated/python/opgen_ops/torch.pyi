@@ -2,44 +2,44 @@
 """Type stubs of opgen_ops.torch."""
 
 from collections.abc import Sequence
-import contextlib
+import contextlib as _contextlib  # private: an op may be named contextlib
 from typing import Literal
 
-import torch
+import torch as _torch  # private: an op may be named torch
 
 __all__ = ['flip', 'glu', 'kv_cache_write', 'rms_norm', 'simple_add', "xla_graph_only"]
 
-def xla_graph_only() -> contextlib.AbstractContextManager[None]: ...
+def xla_graph_only() -> _contextlib.AbstractContextManager[None]: ...
 
 def flip(
-    x: torch.Tensor,
+    x: _torch.Tensor,
     *,
     dims: Sequence[int] = (-1,),
-) -> torch.Tensor: ...
+) -> _torch.Tensor: ...
 
 def glu(
-    x: torch.Tensor,
+    x: _torch.Tensor,
     *,
     activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',
-) -> torch.Tensor: ...
+) -> _torch.Tensor: ...
 
 def kv_cache_write(
-    cache: torch.Tensor,
-    values: torch.Tensor,
-    pos: torch.Tensor,
-) -> torch.Tensor: ...
+    cache: _torch.Tensor,
+    values: _torch.Tensor,
+    pos: _torch.Tensor,
+) -> _torch.Tensor: ...
 
 def rms_norm(
-    x: torch.Tensor,
-    weight: torch.Tensor | None = None,
-    bias: torch.Tensor | None = None,
+    x: _torch.Tensor,
+    weight: _torch.Tensor | None = None,
+    bias: _torch.Tensor | None = None,
     *,
     eps: float = 1e-06,
-) -> tuple[torch.Tensor, torch.Tensor]: ...
+) -> tuple[_torch.Tensor, _torch.Tensor]: ...
 
 def simple_add(
-    a: torch.Tensor,
-    b: torch.Tensor,
+    a: _torch.Tensor,
+    b: _torch.Tensor,
     *,
     alpha: float = 1.0,
-) -> torch.Tensor: ...
+) -> _torch.Tensor: ...

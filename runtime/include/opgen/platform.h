@@ -3,6 +3,7 @@
 //
 //   platform.run(args)               the op's run_cpu(args) or launch_cuda(stream, args)
 //   platform.copy(dst, src, bytes)   the copy behind an output that aliases an input
+//   platform.poison(dst, bytes)      fills a refused legacy call's output with kPoisonByte
 //
 // run() finds the op's body by argument-dependent lookup on its Args type
 // (namespace opgen is searched too, for Args<opgen::f16>: it must never
@@ -19,6 +20,12 @@
 
 namespace opgen {
 
+// What a refused legacy call (api_version 1-3) leaves in its outputs, whose
+// failure jaxlib and torch_xla cannot see: every byte 0xFF, which is NaN in
+// f16, bf16, f32 and f64, -1 in the signed integers, 255 in u8 and 0xFF (not
+// a valid bool, so a refusal shows) in bool.
+inline constexpr int kPoisonByte = 0xFF;
+
 // XLA gives an output that aliases an input the input's own buffer, and the
 // body updates it in place. Where a runtime does not (torch_xla's custom call
 // has no aliasing), the binding first copies the input into the output, so
@@ -31,6 +38,9 @@ struct Cpu {
   Status copy(void* dst, const void* src, size_t bytes) const {
     if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
     return Status::Ok();
+  }
+  void poison(void* dst, size_t bytes) const {
+    if (dst != nullptr && bytes > 0) std::memset(dst, kPoisonByte, bytes);
   }
 };
 
@@ -47,6 +57,10 @@ struct Cuda {
     if (dst == src || bytes == 0) return Status::Ok();
     return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
                        "cudaMemcpyAsync (aliased output)");
+  }
+  void poison(void* dst, size_t bytes) const {
+    // Nothing more can be reported if this fails too: the call has failed already.
+    if (dst != nullptr && bytes > 0) (void)cudaMemsetAsync(dst, kPoisonByte, bytes, stream);
   }
 };
 #endif

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "opgen/checked_dim.h"
+
 namespace opgen {
 
 // "[8, 3]"
@@ -22,7 +24,8 @@ std::string dim_mismatch(const char* op, const char* role, const char* tensor,
                          const int64_t* dims, size_t rank, size_t axis, int64_t expected,
                          const char* expected_because, const char* declared);
 
-// Product of the dimensions, or -1 when it overflows int64.
+// Product of the dimensions: 0 when any is 0 (whatever the others are), -1
+// when one is negative or the product overflows int64.
 int64_t element_count(const int64_t* dims, size_t rank);
 
 // Whether two dimension lists are equal.
@@ -33,10 +36,6 @@ bool same_dims(const int64_t* a, size_t a_rank, const int64_t* b, size_t b_rank)
 std::string batch_mismatch(const char* op, const char* role, const char* tensor,
                            const int64_t* dims, size_t rank, size_t lead, const int64_t* batch,
                            size_t batch_rank, const char* batch_source);
-
-// "glu: output 'out' is declared [..., D/2], but 7 is not divisible by 2"
-std::string inexact_division(const char* op, const char* tensor, const char* declared,
-                             int64_t numerator, int64_t denominator);
 
 // An attribute value in a message: integers exactly, reals to 17 digits.
 std::string number_text(int64_t v);
@@ -51,6 +50,9 @@ std::string attr_out_of_range(const char* op, const char* attr, const std::strin
 // "pool: attribute 'window' element 1 = 9 is outside its range [1, 8]"
 std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, const std::string& value,
                                       const char* min, const char* max);
+
+// "flip: attribute 'dims' lists -1 twice (element 0 and element 1); its elements must differ"
+std::string attr_repeated(const char* op, const char* attr, int64_t value, size_t first, size_t again);
 
 // "pool: attribute 'window' has 3 elements; the spec fixes its size at 2"
 std::string attr_size_mismatch(const char* op, const char* attr, size_t size, int64_t expected);
@@ -70,7 +72,15 @@ std::string presence_error(const char* op, int64_t present, size_t optional_coun
 // The number of optional inputs a presence mask names (its set bits).
 size_t present_count(int64_t present);
 
-// "glu: output 'out' has a dimension D-5 = -2 < 0"
-std::string negative_dim(const char* op, const char* tensor, const char* expression, int64_t value);
+// "" when `d`, the value of dimension `expression` of output `tensor`
+// (declared `declared`), is a valid size; else why not: "glu: output 'out'
+// is declared [..., D/2], but 7 is not divisible by 2", "glu: output 'out'
+// has a dimension D*D*D that overflows int64", "glu: output 'out' has a
+// dimension D-5 = -2 < 0".
+std::string dim_error(const char* op, const char* tensor, const char* declared, const char* expression,
+                      const CheckedDim& d);
+
+// "glu: output 'out' would have more than 2^63 - 1 elements"
+std::string too_many_elements(const char* op, const char* tensor);
 
 }  // namespace opgen

@@ -45,7 +45,12 @@ struct TensorView {
   const int64_t* strides = nullptr;
   void* data = nullptr;
 
-  explicit TensorView(const Tensor& t) : handle(t.get()) {
+  // `what` names the argument ("simple_add: input 'a'") in the error that an
+  // undefined tensor (None passed for a Tensor) earns.
+  TensorView(const Tensor& t, const std::string& what) : handle(t.get()) {
+    bool defined = false;
+    check_shim(aoti_torch_is_defined(handle, &defined), "is_defined");
+    if (!defined) fail(what + " is None (an undefined tensor); it must be a tensor");
     check_shim(aoti_torch_get_dtype(handle, &dtype), "get_dtype");
     check_shim(aoti_torch_get_device_type(handle, &device_type), "get_device_type");
     check_shim(aoti_torch_get_device_index(handle, &device_index), "get_device_index");
@@ -60,6 +65,14 @@ struct TensorView {
   }
 
   int64_t numel() const { return element_count(sizes, static_cast<size_t>(dim)); }
+
+  // The bytes from the first element to one past the last (0 when empty).
+  uint64_t byte_extent() const {
+    if (numel() == 0) return 0;
+    uint64_t last = 0;
+    for (int64_t i = 0; i < dim; ++i) last += static_cast<uint64_t>(sizes[i] - 1) * static_cast<uint64_t>(strides[i]);
+    return (last + 1) * aoti_torch_dtype_element_size(dtype);
+  }
   bool is_cuda() const { return device_type == aoti_torch_device_type_cuda(); }
   bool is_cpu() const { return device_type == aoti_torch_device_type_cpu(); }
 
@@ -131,6 +144,18 @@ inline void check_tensor(const char* op, const char* role, const char* name, con
   if (!t.is_contiguous()) {
     fail(who + " is not contiguous; the kernel reads dense row-major memory (call .contiguous())");
   }
+}
+
+// An input that the op updates in place must share no memory with another
+// input: the body would read what it is overwriting (torch's own in-place
+// ops refuse this too).
+inline void check_no_overlap(const char* op, const char* updated, const TensorView& a, const char* other,
+                             const TensorView& b) {
+  const auto begin_a = reinterpret_cast<uintptr_t>(a.data), begin_b = reinterpret_cast<uintptr_t>(b.data);
+  const uint64_t size_a = a.byte_extent(), size_b = b.byte_extent();
+  if (size_a == 0 || size_b == 0 || begin_a >= begin_b + size_b || begin_b >= begin_a + size_a) return;
+  fail(std::string(op) + ": input '" + other + "' shares memory with input '" + updated +
+       "', which the op updates in place; pass a tensor of its own (e.g. " + other + ".clone())");
 }
 
 // The leading (batch) dimensions of `t` must equal those of the batch source.

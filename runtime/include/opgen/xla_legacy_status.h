@@ -6,8 +6,9 @@
 // in the process at run time; where it is found, a failure becomes an XLA
 // error status that the framework raises. Where it is not (and always for
 // api_version 1, which has no status argument) the failure is printed to
-// stderr and the kernel is not run. The typed FFI (api_version 4) has none of
-// these limits: prefer it.
+// stderr, and the generated shim fills the outputs with poison (opgen/platform.h)
+// so that the caller never reads stale memory. The typed FFI (api_version 4)
+// has none of these limits: prefer it.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,75 @@
+// Output dimensions computed from shape symbols (`D/2`, `N*H`, `D-5`) without
+// silent overflow. The generated checks spell a spec's expression with
+// CheckedDim operands, so that it reads as written:
+//
+//   const opgen::CheckedDim d_ = opgen::CheckedDim(args.D) / 2;
+//
+// Each operation keeps the first failure in evaluation order: a result
+// outside int64, a division by zero or one that leaves a remainder (output
+// sizes divide exactly). opgen's Python runtime evaluates the same
+// expressions with the same rules, so every entry point agrees on them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace opgen {
+
+class CheckedDim {
+ public:
+  enum class Failure { kNone, kOverflow, kInexact };
+
+  constexpr CheckedDim(int64_t value) : value_(value) {}  // NOLINT: implicit, so `2 * d` reads as written
+
+  constexpr bool ok() const { return failure_ == Failure::kNone; }
+  constexpr Failure failure() const { return failure_; }
+  constexpr int64_t value() const { return value_; }
+  // For kInexact: the division that failed (a zero denominator included).
+  constexpr int64_t numerator() const { return numerator_; }
+  constexpr int64_t denominator() const { return denominator_; }
+
+  friend constexpr CheckedDim operator+(CheckedDim a, CheckedDim b) {
+    if (!a.ok()) return a;
+    if (!b.ok()) return b;
+    int64_t r = 0;
+    return __builtin_add_overflow(a.value_, b.value_, &r) ? overflow() : CheckedDim(r);
+  }
+  friend constexpr CheckedDim operator-(CheckedDim a, CheckedDim b) {
+    if (!a.ok()) return a;
+    if (!b.ok()) return b;
+    int64_t r = 0;
+    return __builtin_sub_overflow(a.value_, b.value_, &r) ? overflow() : CheckedDim(r);
+  }
+  friend constexpr CheckedDim operator*(CheckedDim a, CheckedDim b) {
+    if (!a.ok()) return a;
+    if (!b.ok()) return b;
+    int64_t r = 0;
+    return __builtin_mul_overflow(a.value_, b.value_, &r) ? overflow() : CheckedDim(r);
+  }
+  friend constexpr CheckedDim operator/(CheckedDim a, CheckedDim b) {
+    if (!a.ok()) return a;
+    if (!b.ok()) return b;
+    if (b.value_ == 0 || a.value_ % (b.value_ == -1 ? 1 : b.value_) != 0) {
+      CheckedDim r(0);
+      r.failure_ = Failure::kInexact;
+      r.numerator_ = a.value_;
+      r.denominator_ = b.value_;
+      return r;
+    }
+    if (a.value_ == INT64_MIN && b.value_ == -1) return overflow();
+    return CheckedDim(a.value_ / b.value_);
+  }
+
+ private:
+  static constexpr CheckedDim overflow() {
+    CheckedDim r(0);
+    r.failure_ = Failure::kOverflow;
+    return r;
+  }
+
+  int64_t value_ = 0;
+  Failure failure_ = Failure::kNone;
+  int64_t numerator_ = 0, denominator_ = 0;
+};
+
+}  // namespace opgen

@@ -1,0 +1,476 @@
+"""An op's rules, and the one checker that every Python entry point runs.
+
+opgen writes each op's description (``<package>/_ops/<op>.py``) from its spec:
+the dtypes, shapes, attributes and outputs as the spec states them. Every
+Python entry point -- the JAX wrapper, the PyTorch fake (meta) kernel, the
+torch_xla kernel, the documented torch functions -- checks a call by handing
+this module the description and the call's shapes, dtypes and attributes, so
+they cannot disagree. The C++ handlers check the same rules again (their
+messages name shapes as C++ does, ``[8, 3]``; these name them as Python does,
+``(8, 3)``).
+
+Framework-free (numpy only): a shape is a tuple of sizes (ints, or torch's
+symbolic sizes under ``torch.compile``), a dtype is its numpy/torch name
+(``"float32"``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class OpTypeError(TypeError, RuntimeError):
+    """A wrong kind of argument: a dtype, a Python type. A TypeError for JAX
+    users, a RuntimeError as PyTorch's own kernels raise."""
+
+
+class OpValueError(ValueError, RuntimeError):
+    """A wrong value: a shape, a size, an attribute out of range."""
+
+
+REQUIRED = object()  # the default of an attribute without one
+
+
+@dataclass(frozen=True)
+class Expr:
+    """An output dimension computed from shape symbols: ``text`` as the spec
+    writes it (``D/2``), ``tree`` as nested ``(operator, lhs, rhs)`` tuples
+    over symbol names and ints."""
+
+    text: str
+    tree: object
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dtype: str  # a dtype as numpy and PyTorch name it (float32), or a type variable (T)
+    shape: tuple = ()  # the dimensions after '...': ints, symbols, Exprs
+    batch: bool = False  # the shape starts with '...'
+    optional: bool = False  # inputs: may be None
+    alias: str | None = None  # outputs: the input it updates in place
+    doc: str = ""
+
+    @property
+    def declared(self) -> str:
+        """The shape as the spec writes it: ``[..., D/2]``."""
+        dims = (["..."] if self.batch else []) + [d.text if isinstance(d, Expr) else str(d) for d in self.shape]
+        return "[" + ", ".join(dims) + "]"
+
+
+@dataclass(frozen=True)
+class Attr:
+    name: str
+    type: str  # bool, i32, i64, f32, f64, enum, i32[], i64[]
+    default: object = REQUIRED
+    min: float | int | None = None
+    max: float | int | None = None
+    values: tuple = ()  # enum: the names, in index order
+    size: int | None = None  # arrays: the fixed length, if any
+    unique: bool = False  # arrays: no element twice
+    doc: str = ""
+
+    @property
+    def is_array(self) -> bool:
+        return self.type.endswith("[]")
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """The legacy descriptor's layout (opgen/opaque.h): the fixed fields in
+    order as ``(name, kind, struct code)`` -- kind one of dtype, present,
+    batch, symbol, attr, enum, array -- then the elements of each array
+    attribute. A dtype field (``dtype_<V>``) carries its type variable's dtype
+    as its index in opgen's dtype table, ``codes``."""
+
+    fingerprint: int
+    fields: tuple
+    codes: Mapping = field(default_factory=dict)  # dtype name -> code
+    layout_version: int = 1
+
+
+@dataclass(frozen=True, eq=False)  # one description per op: compared and hashed by identity
+class Op:
+    package: str
+    name: str
+    inputs: tuple
+    outputs: tuple
+    attrs: tuple = ()
+    type_vars: Mapping = field(default_factory=dict)  # name -> the dtypes it ranges over
+    api_versions: tuple = (4,)
+    platforms: tuple = ("cuda", "cpu")
+    vmap_method: str = "sequential"
+    batch_partitionable: bool = False
+    torch_namespace: str = ""
+    torch_schema: str = ""  # the spec's schema: "simple_add(Tensor a, ...) -> Tensor"
+    torch_lowered: bool = False  # the C++ kernels register <name>__lowered
+    opaque: Opaque | None = None
+    doc: str = ""
+
+    @property
+    def required_inputs(self) -> tuple:
+        return tuple(t for t in self.inputs if not t.optional)
+
+    @property
+    def optional_inputs(self) -> tuple:
+        return tuple(t for t in self.inputs if t.optional)
+
+    @property
+    def aliased_outputs(self) -> tuple:
+        return tuple(t for t in self.outputs if t.alias)
+
+    @property
+    def ffi_target(self) -> str:
+        return f"{self.package}_{self.name}_ffi"
+
+    def legacy_target(self, api_version: int) -> str:
+        return f"{self.package}_{self.name}_legacy_v{api_version}"
+
+    @property
+    def torch_kernel(self) -> str:
+        """The name the C++ kernels register: the op's, or <op>__lowered."""
+        return self.name + ("__lowered" if self.torch_lowered else "")
+
+
+def dtype_names(op: Op, t: Tensor) -> tuple:
+    """The dtypes `t` may have."""
+    return tuple(op.type_vars.get(t.dtype, (t.dtype,)))
+
+
+def _require(condition, message: Callable[[], str]) -> None:
+    if not condition:
+        raise OpValueError(message())
+
+
+def shape_text(shape) -> str:
+    return str(tuple(int(d) if isinstance(d, int) else d for d in shape))
+
+
+# --- The checked call --------------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    """A call that passed every rule: what the bindings need to build it."""
+
+    op: Op
+    inputs: tuple  # as given, None for an absent optional input
+    dtypes: dict  # type variable -> framework dtype name
+    symbols: dict  # shape symbol -> size
+    batch: tuple  # the leading dimensions ('...')
+    attrs: dict  # attribute -> checked value (enum: its name; array: a tuple of ints)
+    output_shapes: tuple
+    output_dtypes: tuple  # framework dtype names
+
+    @property
+    def present(self) -> int:
+        """Bit i: the i-th optional input is given."""
+        mask = 0
+        for i, t in enumerate(self.op.optional_inputs):
+            if self.inputs[self.op.inputs.index(t)] is not None:
+                mask |= 1 << i
+        return mask
+
+    @property
+    def operands(self) -> list:
+        """The custom call's operands: the required inputs, then the given optional ones."""
+        required = [x for x, t in zip(self.inputs, self.op.inputs) if not t.optional]
+        return required + [x for x, t in zip(self.inputs, self.op.inputs) if t.optional and x is not None]
+
+    def enum_index(self, name: str) -> int:
+        attr = next(a for a in self.op.attrs if a.name == name)
+        return attr.values.index(self.attrs[name])
+
+
+def check(op: Op, inputs: Sequence, attrs: Mapping | None, *, hint: str = "jax",
+          dtype_name: Callable = lambda x: x.dtype.name, require: Callable = _require) -> Call:
+    """Checks a call against every rule of `op` and returns it bound.
+
+    ``inputs`` holds, per input of the spec, an array (anything with
+    ``.shape`` and ``.dtype``) or None (an absent optional input);
+    ``dtype_name(x)`` is its dtype's numpy/torch name. ``attrs`` maps each
+    attribute to its value, or is None to leave the attributes unchecked (a
+    fake kernel whose attributes were checked where they were lowered).
+    ``hint`` names the framework whose conversion a dtype message suggests.
+    ``require(condition, message)`` asserts a condition on sizes (PyTorch
+    passes torch._check, for symbolic sizes).
+    """
+    if len(inputs) != len(op.inputs):
+        raise OpTypeError(f"{op.name}: takes {len(op.inputs)} input(s), not {len(inputs)}")
+    for t, x in zip(op.inputs, inputs):
+        if x is None and not t.optional:
+            raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
+    described = [None if x is None else (tuple(x.shape), dtype_name(x)) for x in inputs]
+    dtypes = _bind_dtypes(op, described, hint)
+    symbols, batch = _bind_shapes(op, described, require)
+    checked = {} if attrs is None else check_attrs(op, attrs)
+    shapes = tuple(_output_shape(op, t, symbols, batch, require) for t in op.outputs)
+    out_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.outputs)
+    return Call(op, tuple(inputs), dtypes, symbols, batch, checked, shapes, out_dtypes)
+
+
+def _result_dtype(op: Op, t: Tensor, dtypes: Mapping) -> str:
+    source = t
+    if t.alias:
+        source = next(i for i in op.inputs if i.name == t.alias)
+    return dtypes[source.dtype] if source.dtype in op.type_vars else source.dtype
+
+
+def _bind_dtypes(op: Op, inputs: Sequence, hint: str) -> dict:
+    bound: dict = {}
+    by: dict = {}
+
+    def convert(name: str) -> str:
+        return f"x.astype(jnp.{name})" if hint == "jax" else f"x.to(torch.{name})"
+
+    for t, given in zip(op.inputs, inputs):
+        if given is None:
+            continue
+        got = given[1]
+        if t.dtype in op.type_vars:
+            allowed = dtype_names(op, t)
+            if t.dtype in bound:
+                if got != bound[t.dtype]:
+                    raise OpTypeError(f"{op.name}: input '{t.name}' has dtype {got}, but its dtype {t.dtype} is "
+                                      f"{bound[t.dtype]} (bound by input '{by[t.dtype]}')")
+            elif got not in allowed:
+                raise OpTypeError(f"{op.name}: input '{t.name}' has dtype {got}; {t.dtype} must be one of "
+                                  f"{', '.join(allowed)} (convert it explicitly, e.g. {convert(allowed[-1])})")
+            else:
+                bound[t.dtype], by[t.dtype] = got, t.name
+        elif got != t.dtype:
+            raise OpTypeError(f"{op.name}: input '{t.name}' has dtype {got}; the spec declares "
+                              f"{t.dtype} (convert it explicitly, e.g. {convert(t.dtype)})")
+    return bound
+
+
+def _bind_shapes(op: Op, inputs: Sequence, require: Callable) -> tuple:
+    values: dict = {}
+    origin: dict = {}
+    batch_dims = None
+    batch_source = None
+    for t, given in zip(op.inputs, inputs):
+        if given is None:
+            continue
+        shape = tuple(given[0])
+        rank = len(t.shape)
+        if len(shape) != rank and not (t.batch and len(shape) >= rank):
+            raise OpValueError(f"{op.name}: input '{t.name}' has rank {len(shape)} (shape {shape_text(shape)}); "
+                               f"the spec declares {t.declared}")
+        lead = len(shape) - rank
+        if t.batch:
+            if batch_dims is None:
+                batch_dims, batch_source = shape[:lead], t.name
+            else:
+                require(lead == len(batch_dims) and all(a == b for a, b in zip(shape[:lead], batch_dims)),
+                        lambda: f"{op.name}: input '{t.name}' has shape {shape_text(shape)}; its leading "
+                        f"dimensions {shape_text(shape[:lead])} (the spec's '...') must equal those of input "
+                        f"'{batch_source}', {shape_text(batch_dims)}")
+        for axis, dim in enumerate(t.shape):
+            size = shape[lead + axis]
+            at = lead + axis
+            if isinstance(dim, int):
+                require(size == dim, lambda: f"{op.name}: input '{t.name}' has shape {shape_text(shape)}; "
+                        f"dimension {at} must be {dim}; the spec declares {t.declared}")
+            elif dim in values:
+                by, by_axis = origin[dim]
+                require(size == values[dim], lambda: f"{op.name}: input '{t.name}' has shape "
+                        f"{shape_text(shape)}; dimension {at} must be {dim} = {values[dim]} (bound by input "
+                        f"'{by}' dimension {by_axis}); the spec declares {t.declared}")
+            else:
+                values[dim] = size
+                origin[dim] = (t.name, at)
+    return values, (batch_dims if batch_dims is not None else ())
+
+
+# --- Output shapes: checked int64 arithmetic, as opgen/checked_dim.h ---------------------------
+
+
+class _Inexact(Exception):
+    def __init__(self, numerator, denominator):
+        self.numerator, self.denominator = numerator, denominator
+
+
+class _Overflow(Exception):
+    pass
+
+
+def _evaluate(tree, symbols: Mapping, require: Callable):
+    if isinstance(tree, int):
+        return tree
+    if isinstance(tree, str):
+        return symbols[tree]
+    operator, lhs, rhs = tree
+    a = _evaluate(lhs, symbols, require)
+    b = _evaluate(rhs, symbols, require)
+    if operator == "/":
+        if _is_static(b) and b == 0:
+            raise _Inexact(a, b)
+        if _is_static(a) and _is_static(b):
+            if a % b:
+                raise _Inexact(a, b)
+        else:
+            require(b != 0 and a % b == 0, lambda: f"{a} is not divisible by {b}")
+        r = a // b
+    else:
+        r = a + b if operator == "+" else a - b if operator == "-" else a * b
+    if _is_static(r):
+        if not INT64_MIN <= r <= INT64_MAX:
+            raise _Overflow()
+    else:
+        require(r <= INT64_MAX, lambda: "overflows int64")
+    return r
+
+
+def _is_static(v) -> bool:
+    return isinstance(v, int)
+
+
+def _output_shape(op: Op, t: Tensor, symbols: Mapping, batch: tuple, require: Callable) -> tuple:
+    if t.alias:
+        source = next(i for i in op.inputs if i.name == t.alias)
+        return _output_shape(op, Tensor(t.name, source.dtype, source.shape, source.batch), symbols, batch, require)
+    dims = []
+    for d in t.shape:
+        if isinstance(d, Expr):
+            try:
+                v = _evaluate(d.tree, symbols, require)
+            except _Inexact as e:
+                raise OpValueError(f"{op.name}: output '{t.name}' is declared {t.declared}, but {e.numerator} is "
+                                   f"not divisible by {e.denominator}") from None
+            except _Overflow:
+                raise OpValueError(f"{op.name}: output '{t.name}' has a dimension {d.text} that overflows "
+                                   "int64") from None
+            require(v >= 0, lambda: f"{op.name}: output '{t.name}' has a dimension {d.text} = {v} < 0")
+            dims.append(v)
+        elif isinstance(d, int):
+            dims.append(d)
+        else:
+            dims.append(symbols[d])
+    shape = (tuple(batch) if t.batch else ()) + tuple(dims)
+    count = math.prod(shape)
+    if all(_is_static(v) for v in shape):
+        if count > INT64_MAX:
+            raise OpValueError(f"{op.name}: output '{t.name}' would have more than 2^63 - 1 elements")
+    else:
+        require(count <= INT64_MAX, lambda: f"{op.name}: output '{t.name}' would have more than 2^63 - 1 elements")
+    return shape
+
+
+# --- Attributes --------------------------------------------------------------------------------
+
+_INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (INT64_MIN, INT64_MAX)}
+_F32_MAX = 3.4028234663852886e38
+
+
+def check_attrs(op: Op, attrs: Mapping) -> dict:
+    """Each attribute's value checked (type, range, size, enum values); the
+    defaults fill in the ones not given."""
+    unknown = set(attrs) - {a.name for a in op.attrs}
+    if unknown:
+        raise OpTypeError(f"{op.name}: no attribute named {', '.join(sorted(unknown))}")
+    out = {}
+    for a in op.attrs:
+        if a.name in attrs:
+            value = attrs[a.name]
+        elif a.default is not REQUIRED:
+            value = a.default
+        else:
+            raise OpTypeError(f"{op.name}: attribute '{a.name}' is required")
+        out[a.name] = check_attr(op.name, a, value)
+    return out
+
+
+def check_attr(op: str, a: Attr, value):
+    who = f"{op}: attribute '{a.name}'"
+    if a.type == "enum":
+        if not isinstance(value, str):
+            raise OpTypeError(f"{who} must be a str, one of {', '.join(a.values)}; not {type(value).__name__}")
+        if value not in a.values:
+            raise OpValueError(f"{who} is {value!r}; it must be one of {', '.join(a.values)}")
+        return value
+    if a.is_array:
+        return _check_array(who, a, value)
+    return _check_scalar(who, a, a.type, value)
+
+
+def _is_bool(v) -> bool:
+    return isinstance(v, (bool, np.bool_))
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not _is_bool(v)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not _is_bool(v)
+
+
+def _is_symbolic(v) -> bool:
+    """A size or scalar that torch.compile traces symbolically: the C++
+    kernel checks its value when the graph runs."""
+    return type(v).__name__ in ("SymInt", "SymFloat", "SymBool")
+
+
+def _check_scalar(who: str, a: Attr, kind: str, value):
+    if _is_symbolic(value):
+        return value
+    if kind == "bool":
+        if not _is_bool(value):
+            raise OpTypeError(f"{who} must be a bool, not {type(value).__name__}")
+        return bool(value)
+    if kind in _INT_RANGES:
+        if not _is_int(value):
+            raise OpTypeError(f"{who} must be an int, not {type(value).__name__}")
+        value = int(value)
+        low, high = _INT_RANGES[kind]
+        if not low <= value <= high:
+            raise OpValueError(f"{who} = {value} does not fit {kind}")
+    else:
+        if not _is_real(value):
+            raise OpTypeError(f"{who} must be a float, not {type(value).__name__}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise OpValueError(f"{who} = {value} is not finite")
+        if kind == "f32" and abs(value) > _F32_MAX:
+            raise OpValueError(f"{who} = {value} does not fit f32")
+    _check_range(who, a, value)
+    return value
+
+
+def _check_range(who: str, a: Attr, value) -> None:
+    if (a.min is not None and not value >= a.min) or (a.max is not None and not value <= a.max):
+        raise OpValueError(f"{who} = {value} is outside its range "
+                           f"[{'' if a.min is None else a.min}, {'' if a.max is None else a.max}]")
+
+
+def _check_array(who: str, a: Attr, value) -> tuple:
+    if isinstance(value, (str, bytes)) or not (isinstance(value, Sequence) or hasattr(value, "__array__")):
+        raise OpTypeError(f"{who} must be a sequence of ints, not {type(value).__name__}")
+    if getattr(value, "ndim", 1) != 1:
+        raise OpTypeError(f"{who} must be one-dimensional, not of shape {value.shape}")
+    element = a.type[:-2]
+    out = []
+    for i, v in enumerate(value):
+        if not _is_int(v):
+            raise OpTypeError(f"{who} element {i} must be an int, not {type(v).__name__}")
+        out.append(int(v))
+    if a.size is not None and len(out) != a.size:
+        raise OpValueError(f"{who} has {len(out)} elements; the spec fixes its size at {a.size}")
+    low, high = _INT_RANGES[element]
+    for i, v in enumerate(out):
+        if not low <= v <= high:
+            raise OpValueError(f"{who} element {i} = {v} does not fit {element}")
+        _check_range(f"{who} element {i}", a, v)
+    if a.unique:
+        for i, v in enumerate(out):
+            if v in out[:i]:
+                raise OpValueError(f"{who} lists {v} twice (element {out.index(v)} and element {i}); its "
+                                   "elements must differ")
+    return tuple(out)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The package built with AddressSanitizer and UndefinedBehaviorSanitizer (CPU
+# only: the sanitizers do not see into CUDA kernels) and the CPU test suite
+# run against it. Any report fails the run. scripts/test.sh runs it; alone:
+#
+#   bash scripts/sanitize.sh [PYTEST_ARGS...]
+#
+# jaxlib, torch and Python are not built with the sanitizers, so ASan's
+# runtime is preloaded, with libstdc++ after it (else ASan's __cxa_throw
+# interceptor fails inside jaxlib), and leak detection is off (the
+# interpreter's own allocations at exit are not opgen's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || bash scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+
+start=$(date +%s)
+flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+cmake -S . -B build/sanitize -G Ninja -DPython_EXECUTABLE="$PWD/.venv/bin/python" -DOPGEN_REGENERATE=OFF \
+  -DOPGEN_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_SHARED_LINKER_FLAGS="$flags" -DCMAKE_MODULE_LINKER_FLAGS="$flags" >/dev/null
+# The build imports _C once to prove it loads, before the runtime is preloaded.
+ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 cmake --build build/sanitize
+echo "sanitize: built in $(( $(date +%s) - start )) s"
+
+export LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)"
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export PYTHONPATH="$PWD/build/sanitize/python" PJRT_DEVICE=CPU JAX_PLATFORMS=cpu
+# The GPU tests skip; test_outside_project and test_injection build with the
+# compiler (not under the sanitizers) and are left to the main run.
+(cd tests/python && python -m pytest -q -p no:cacheprovider --ignore=test_outside_project.py \
+  --ignore=test_injection.py "$@" .)
+echo "sanitize: passed in $(( $(date +%s) - start )) s"
