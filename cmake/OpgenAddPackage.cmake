@@ -11,7 +11,7 @@
 #     [OUTPUT <dir>]           # where the package is staged (default: <build>/python)
 #     [INSTALL_DESTINATION <dir>] [INSTALL_COMPONENT <name>])
 #
-# Needs OpgenToolchain.cmake, OPGEN_RUNTIME_DIR, OPGEN_TEMPLATES_DIR and
+# Needs OpgenToolchain.cmake, OPGEN_RUNTIME_DIR, OPGEN_TEMPLATES_DIR, OPGEN_RENDER_DIR and
 # OPGEN_COMMAND (the opgen target to run at build time); OPGEN_EXECUTABLE_FILE,
 # where set (an installed opgen), also runs at configure time. Sets, in the
 # caller's scope, OPGEN_PACKAGE_NAME and OPGEN_PACKAGE_OPS.
@@ -48,7 +48,10 @@ function(opgen_add_package)
   endif()
 
   file(GLOB specs CONFIGURE_DEPENDS "${specs_dir}/*.yaml")
-  file(GLOB templates CONFIGURE_DEPENDS "${OPGEN_TEMPLATES_DIR}/*.j2" "${OPGEN_TEMPLATES_DIR}/*/*.j2")
+  # What a regeneration depends on besides the specs: the templates and the
+  # renderer's Python.
+  file(GLOB templates CONFIGURE_DEPENDS "${OPGEN_TEMPLATES_DIR}/*.j2" "${OPGEN_TEMPLATES_DIR}/*/*.j2"
+       "${OPGEN_RENDER_DIR}/opgen_render/*.py")
   list(SORT specs)
   if(NOT specs)
     message(FATAL_ERROR "opgen_add_package: no *.yaml specs in ${specs_dir}")
@@ -75,24 +78,13 @@ function(opgen_add_package)
     set(ARG_GENERATE_TARGET "${pkg}_generate")
   endif()
 
-  # Every file opgen writes, by convention from the op names.
+  # Every file opgen writes, by what the build does with it (opgen_package.cmake).
   set(python_dir "${generated}/python/${pkg}")
-  set(python_files __init__.py jax.py torch.py jax.pyi torch.pyi _C.pyi py.typed)
-  list(TRANSFORM python_files PREPEND "${python_dir}/")
-  # Each op's description, which the Python entry points check calls against.
-  set(ops_python_files "${python_dir}/_ops/__init__.py")
-  set(xla_sources "${generated}/src/module.cc")
-  set(torch_sources)
-  set(outputs "${generated}/opgen_package.cmake" "${generated}/opgen_manifest.txt" "${generated}/docs/README.md"
-      ${python_files})
-  foreach(op IN LISTS OPGEN_PACKAGE_OPS)
-    list(APPEND xla_sources "${generated}/src/${op}_xla_ffi.cc" "${generated}/src/${op}_xla_legacy.cc")
-    list(APPEND torch_sources "${generated}/src/${op}_torch.cc")
-    list(APPEND ops_python_files "${python_dir}/_ops/${op}.py")
-    list(APPEND outputs "${generated}/include/${pkg}/${op}.h" "${generated}/include/${pkg}/${op}_opaque.h"
-         "${generated}/docs/${op}.md")
+  foreach(kind XLA TORCH PYTHON HEADER DOC BUILD)
+    set(${kind}_files ${OPGEN_FILES_${kind}})
+    list(TRANSFORM ${kind}_files PREPEND "${generated}/")
   endforeach()
-  list(APPEND outputs ${xla_sources} ${torch_sources} ${ops_python_files})
+  set(outputs ${XLA_files} ${TORCH_files} ${PYTHON_files} ${HEADER_files} ${DOC_files} ${BUILD_files})
 
   if(ARG_REGENERATE)
     # opgen writes only files whose bytes change (Ninja restats the
@@ -146,7 +138,7 @@ function(opgen_add_package)
 
   # <package>._C: the XLA handlers and their capsules (no framework linked in).
   set(stage "${ARG_OUTPUT}/${pkg}")
-  pybind11_add_module(${pkg}_C MODULE ${xla_sources})
+  pybind11_add_module(${pkg}_C MODULE ${XLA_files})
   set_target_properties(${pkg}_C PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY "${stage}")
   target_include_directories(${pkg}_C SYSTEM PRIVATE "${OPGEN_XLA_FFI_INCLUDE_DIR}")
   target_link_libraries(${pkg}_C PRIVATE ${pkg}_kernels)
@@ -155,7 +147,7 @@ function(opgen_add_package)
   # <package>/_torch_ops.so: the PyTorch kernels, a plain shared library that
   # torch.ops.load_library loads; it uses only torch's stable C shim.
   if(OPGEN_WITH_TORCH)
-    add_library(${pkg}_torch_ops SHARED ${torch_sources})
+    add_library(${pkg}_torch_ops SHARED ${TORCH_files})
     # One translation unit: torch 2.9's stable tensor header defines a member
     # function out of line without `inline`, so two files that include it
     # cannot be linked together.
@@ -182,27 +174,37 @@ function(opgen_add_package)
     list(APPEND package_targets ${pkg}_torch_ops)
   endif()
 
-  # The package: the extensions, the generated Python and the runtime's
-  # Python, staged on every build (copy_if_different keeps it cheap) so that
-  # PYTHONPATH=<OUTPUT> imports it without installing.
+  # The package: the extensions, the generated Python (with its folders under
+  # python/<package>/) and the runtime's Python, staged on every build (only
+  # what changed is copied) so that PYTHONPATH=<OUTPUT> imports it without
+  # installing.
   file(GLOB runtime_python CONFIGURE_DEPENDS "${OPGEN_RUNTIME_DIR}/python/*.py")
+  set(stage_script "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_stage.cmake")
+  set(copies "")
+  foreach(file IN LISTS PYTHON_files runtime_python)
+    if(file IN_LIST runtime_python)
+      get_filename_component(relative "${file}" NAME)
+    else()
+      file(RELATIVE_PATH relative "${python_dir}" "${file}")
+    endif()
+    get_filename_component(relative_dir "${relative}" DIRECTORY)
+    string(APPEND copies "file(MAKE_DIRECTORY \"${stage}/${relative_dir}\")\n"
+           "file(COPY_FILE \"${file}\" \"${stage}/${relative}\" ONLY_IF_DIFFERENT)\n")
+    install(FILES "${file}" DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}/${relative_dir}"
+            COMPONENT ${ARG_INSTALL_COMPONENT})
+  endforeach()
+  file(CONFIGURE OUTPUT "${stage_script}" CONTENT "${copies}" @ONLY)
   # Importing _C right after the build turns a missing kernel instantiation
   # (an undefined symbol, which a Python module may legally have until it is
   # loaded) into a build error.
   add_custom_target(${pkg}_stage_python ALL
-    COMMAND "${CMAKE_COMMAND}" -E copy_if_different ${python_files} ${runtime_python} "${stage}/"
-    COMMAND "${CMAKE_COMMAND}" -E make_directory "${stage}/_ops"
-    COMMAND "${CMAKE_COMMAND}" -E copy_if_different ${ops_python_files} "${stage}/_ops/"
+    COMMAND "${CMAKE_COMMAND}" -P "${stage_script}"
     COMMAND "${Python_EXECUTABLE}" -c "import sys; sys.path.insert(0, sys.argv[1]); import ${pkg}._C"
             "${ARG_OUTPUT}"
     DEPENDS ${package_targets}
     COMMENT "opgen: staging the ${pkg} package in ${ARG_OUTPUT} and importing ${pkg}._C"
     VERBATIM)
   install(TARGETS ${package_targets} LIBRARY DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
-          COMPONENT ${ARG_INSTALL_COMPONENT})
-  install(FILES ${python_files} ${runtime_python} DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
-          COMPONENT ${ARG_INSTALL_COMPONENT})
-  install(FILES ${ops_python_files} DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}/_ops"
           COMPONENT ${ARG_INSTALL_COMPONENT})
 
   set(OPGEN_PACKAGE_NAME "${pkg}" PARENT_SCOPE)

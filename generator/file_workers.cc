@@ -50,16 +50,16 @@ static_assert(std::atomic<size_t>::is_always_lock_free, "the counter must work a
 std::string run_share(Renderer& renderer, OutputFolder& folder, SharedCounter& next,
                       std::vector<FileOutcome>& outcomes, std::vector<size_t>& done) {
   for (size_t i; (i = next.take()) < renderer.file_count();) {
-    RenderedFile file;
+    std::string contents;
     try {
-      file = renderer.render(i);
+      contents = renderer.render(i);
     } catch (const std::exception& e) {
       next.stop();
       return e.what();
     }
     FileOutcome& out = outcomes[i];
     std::string error;
-    const WriteResult r = folder.write_if_changed(renderer.path(i), file.contents, error);
+    const WriteResult r = folder.write_if_changed(renderer.path(i), contents, error);
     if (r == WriteResult::kFailed) {
       next.stop();
       return error;
@@ -68,16 +68,6 @@ std::string run_share(Renderer& renderer, OutputFolder& folder, SharedCounter& n
     done.push_back(i);
   }
   return "";
-}
-
-bool write_all(int fd, const std::string& bytes) {
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // A worker's report: one record per file it handled ("W" or "U" and the

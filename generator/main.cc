@@ -1,60 +1,30 @@
-// opgen: YAML op specs in, framework glue out.
+// opgen: YAML op specs in, framework glue out. The command line (CLI11):
 //
 //   opgen check SPEC...                 read and check specs; report every error
 //   opgen generate SPEC... -o DIR       also render the templates into DIR
+//   opgen new OP                        a spec and kernel skeletons
 //
 // Exit status: 0 success, 1 spec (or generation) errors, 2 usage errors.
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdio>
+#include <CLI/CLI.hpp>
+
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <optional>
-#include <set>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "diagnostics.h"
+#include "commands.h"
 #include "file_workers.h"
-#include "names.h"
-#include "output_writer.h"
-#include "renderer.h"
-#include "spec_reader.h"
-
-namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: opgen check SPEC...\n"
-    "       opgen generate SPEC... -o OUTPUT_DIR [--templates DIR] [--root DIR] [--jobs N] [--quiet]\n"
-    "       opgen new OP [--specs DIR] [--kernels DIR] [--templates DIR]\n"
-    "\n"
-    "SPEC is an op spec (<op>.yaml) or the package settings (package.yaml); a folder\n"
-    "stands for every *.yaml file in it. 'generate' needs exactly one package.yaml.\n"
-    "  -o DIR           where generated files go (written only when their bytes change;\n"
-    "                   files that the last run listed in DIR/opgen_manifest.txt and this\n"
-    "                   run no longer writes are removed; one run at a time per DIR)\n"
-    "  --templates DIR  the Jinja2 templates (default: <prefix>/share/opgen/templates beside an\n"
-    "                   installed opgen, else " OPGEN_DEFAULT_TEMPLATES_DIR ")\n"
-    "  --root DIR       spec paths in stamps and messages are shown relative to DIR\n"
-    "                   (default: the current folder)\n"
-    "  --jobs N, -j N   render in N processes (default: the CPUs available, at most 8;\n"
-    "                   packages of fewer than 200 files render in one)\n"
-    "  --quiet          print nothing on success\n"
-    "'new' writes a commented spec (DIR/OP.yaml, default specs/) and CPU and CUDA kernel\n"
-    "skeletons (default kernels/) that build as they are; it never overwrites a file.\n"
-    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds;\n"
-    "OPGEN_CACHE_DIR where compiled templates are kept (default ~/.cache/opgen; empty: none).\n";
+namespace fs = std::filesystem;
 
-int usage_error(const std::string& message) {
-  std::cerr << "opgen: error: " << message << "\n" << kUsage;
-  return 2;
-}
+constexpr const char* kDescription =
+    "opgen turns YAML specs of GPU ops into the glue that calls hand-written kernel bodies from\n"
+    "JAX (XLA custom calls, typed FFI and legacy), PyTorch and torch_xla. SPEC is an op spec\n"
+    "(<op>.yaml) or the package settings (package.yaml); a folder stands for every *.yaml in it.\n"
+    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds (default: the\n"
+    "active virtualenv's, else the one opgen was built with); OPGEN_CACHE_DIR where compiled\n"
+    "templates are kept (default ~/.cache/opgen; empty: none).";
 
 // The templates beside an installed opgen (<prefix>/share/opgen/templates),
 // else those of the source tree it was built from.
@@ -68,317 +38,97 @@ std::string default_templates_dir() {
   return OPGEN_DEFAULT_TEMPLATES_DIR;
 }
 
-struct Options {
-  std::string command;
-  std::string new_op;
-  std::string specs_dir = "specs";
-  std::string kernels_dir = "kernels";
-  std::vector<std::string> specs;
-  std::string output_dir;
-  std::string templates_dir = default_templates_dir();
-  std::string root = ".";
-  bool quiet = false;
-  size_t jobs = opgen::default_workers();
-};
-
-// Returns an error message, or "" when the arguments are good.
-std::string parse_arguments(int argc, char** argv, Options& o) {
-  if (argc < 2) return "no command given";
-  o.command = argv[1];
-  if (o.command != "check" && o.command != "generate" && o.command != "new") {
-    return "unknown command '" + o.command + "'";
-  }
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](std::string& into) -> bool {
-      if (i + 1 >= argc) return false;
-      into = argv[++i];
-      return true;
-    };
-    if (a == "-o" || a == "--output") {
-      if (!value(o.output_dir)) return a + " needs a folder";
-    } else if (a == "--templates") {
-      if (!value(o.templates_dir)) return a + " needs a folder";
-    } else if (a == "--root") {
-      if (!value(o.root)) return a + " needs a folder";
-    } else if (a == "--specs" && o.command == "new") {
-      if (!value(o.specs_dir)) return a + " needs a folder";
-    } else if (a == "--kernels" && o.command == "new") {
-      if (!value(o.kernels_dir)) return a + " needs a folder";
-    } else if (a == "--quiet" || a == "-q") {
-      o.quiet = true;
-    } else if (a == "--jobs" || a == "-j") {
-      std::string n;
-      if (!value(n)) return a + " needs a number";
-      char* end = nullptr;
-      const unsigned long v = std::strtoul(n.c_str(), &end, 10);
-      if (n.empty() || *end != '\0' || v < 1 || v > 64) return a + " takes a number of processes from 1 to 64, not '" + n + "'";
-      o.jobs = v;
-    } else if (!a.empty() && a[0] == '-') {
-      return "unknown option '" + a + "'";
-    } else {
-      o.specs.push_back(a);
-    }
-  }
-  if (o.command == "new") {
-    if (o.specs.size() != 1) return "new takes one op name";
-    o.new_op = o.specs.front();
-    o.specs.clear();
-    if (!o.output_dir.empty()) return "new writes into --specs and --kernels, not -o";
-    return "";
-  }
-  if (o.specs.empty()) return "no spec files given";
-  if (o.command == "generate" && o.output_dir.empty()) return "generate needs -o OUTPUT_DIR";
-  if (o.command == "check" && !o.output_dir.empty()) return "check writes nothing; drop -o";
-  return "";
-}
-
-// Folders expand to their *.yaml files, sorted, so output order never
-// depends on the file system.
-std::vector<std::string> expand_specs(const std::vector<std::string>& args, std::string& error) {
-  std::vector<std::string> out;
-  for (const std::string& a : args) {
-    std::error_code ec;
-    if (fs::is_directory(a, ec)) {
-      std::vector<std::string> found;
-      for (const auto& entry : fs::directory_iterator(a, ec)) {
-        if (entry.path().extension() == ".yaml") found.push_back(entry.path().string());
-      }
-      std::sort(found.begin(), found.end());
-      out.insert(out.end(), found.begin(), found.end());
-    } else if (fs::exists(a, ec)) {
-      out.push_back(a);
-    } else {
-      error = "no such spec file or folder: " + a;
-      return {};
-    }
-  }
-  return out;
-}
-
-std::string display_path(const std::string& path, const std::string& root) {
-  std::error_code ec;
-  fs::path rel = fs::relative(fs::absolute(path, ec), fs::absolute(root, ec), ec);
-  if (ec || rel.empty() || *rel.begin() == "..") return fs::path(path).lexically_normal().string();
-  return rel.generic_string();
+// "usage: ..." lines of every command, after a usage error.
+std::string usage_lines() {
+  return "usage: opgen check SPEC... [--root DIR] [--jobs N] [--quiet]\n"
+         "       opgen generate SPEC... -o OUTPUT_DIR [--templates DIR] [--root DIR] [--jobs N] [--quiet]\n"
+         "       opgen new OP [--specs DIR] [--kernels DIR] [--templates DIR]\n"
+         "       opgen COMMAND --help\n";
 }
 
 }  // namespace
 
-// `opgen new OP`: a spec and kernel skeletons that build as they are.
-int new_op(const Options& o) {
-  if (!opgen::is_snake_identifier(o.new_op)) {
-    std::cerr << "opgen: error: '" << o.new_op
-              << "' is not a valid op name (lower case letters, digits and '_', starting with a "
-                 "letter, with no '__' and no trailing '_')\n";
-    return 1;
-  }
-  if (opgen::is_reserved_name(o.new_op)) {
-    std::cerr << "opgen: error: '" << o.new_op
-              << "' is not a valid op name: it is reserved in C++, Python or the generated code\n";
-    return 1;
-  }
-  opgen::Diagnostics diags;
-  const std::string package_path = (fs::path(o.specs_dir) / opgen::kPackageSpecFileName).string();
-  std::optional<opgen::Package> package;
-  if (fs::exists(package_path)) package = opgen::read_package_spec(package_path, package_path, diags);
-  diags.print(std::cerr);
-  if (!package) {
-    if (!diags.has_errors()) {
-      std::cerr << "opgen: error: " << package_path
-                << " is missing: 'new' takes the package name from it (see docs/spec.md)\n";
-    }
-    return 1;
-  }
-  const std::vector<std::pair<std::string, std::string>> files = {
-      {"new_op/spec.yaml.j2", (fs::path(o.specs_dir) / (o.new_op + ".yaml")).string()},
-      {"new_op/kernel.cc.j2", (fs::path(o.kernels_dir) / (o.new_op + ".cc")).string()},
-      {"new_op/kernel.cu.j2", (fs::path(o.kernels_dir) / (o.new_op + ".cu")).string()},
-  };
-  for (const auto& [tmpl, path] : files) {
-    if (fs::exists(path)) {
-      std::cerr << "opgen: error: " << path << " exists; 'new' never overwrites a file\n";
-      return 1;
-    }
-  }
-  try {
-    opgen::Renderer renderer(o.templates_dir);
-    for (const auto& [tmpl, path] : files) {
-      std::string error;
-      const std::string text = renderer.render_one(tmpl, {{"name", o.new_op}, {"package", package->name}});
-      if (opgen::write_if_changed(path, text, error) == opgen::WriteResult::kFailed) {
-        std::cerr << "opgen: error: " << error << "\n";
-        return 1;
-      }
-      std::cout << "opgen: wrote " << path << "\n";
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "opgen: error: " << e.what() << "\n";
-    return 1;
-  }
-  std::cout << "opgen: next: edit the three files, then rebuild (cmake --build build); the op is "
-            << package->name << ".jax." << o.new_op << " and torch.ops." << package->torch_namespace
-            << "." << o.new_op << "\n";
-  return 0;
+namespace opgen {
+
+int usage_error(const std::string& message) {
+  std::cerr << "opgen: error: " << message << "\n" << usage_lines();
+  return 2;
 }
 
+}  // namespace opgen
+
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << kUsage;
-    return 0;
-  }
-  Options o;
-  if (std::string error = parse_arguments(argc, argv, o); !error.empty()) return usage_error(error);
-  if (o.command == "new") return new_op(o);
-  std::string error;
-  const std::vector<std::string> spec_files = expand_specs(o.specs, error);
-  if (!error.empty()) return usage_error(error);
-  if (spec_files.empty()) return usage_error("no *.yaml files in the given folders");
+  CLI::App app(kDescription, "opgen");
+  app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
 
-  const auto start = std::chrono::steady_clock::now();
-  // Specs are read on several threads (each file alone: the reader shares
-  // no state), then taken in file order, so messages and ops keep one order.
-  struct Read {
-    std::optional<opgen::Op> op;
-    std::optional<opgen::Package> package;
-    opgen::Diagnostics diags;
-  };
-  std::vector<Read> read(spec_files.size());
-  // Starting Python and loading Jinja2 takes as long as reading a few hundred
-  // specs, so `generate` does it on this thread while the others read.
-  std::optional<opgen::Renderer> renderer;
-  std::string renderer_error;
-  std::atomic<size_t> next{0};
-  auto read_some = [&] {
-    for (size_t i; (i = next++) < spec_files.size();) {
-      const std::string shown = display_path(spec_files[i], o.root);
-      if (fs::path(spec_files[i]).filename() == opgen::kPackageSpecFileName) {
-        read[i].package = opgen::read_package_spec(spec_files[i], shown, read[i].diags);
-      } else {
-        read[i].op = opgen::read_op_spec(spec_files[i], shown, read[i].diags);
-      }
-    }
-  };
-  {
-    std::vector<std::thread> threads;
-    const size_t readers = std::max<size_t>(o.command == "generate" ? 2 : 1, std::min(o.jobs, spec_files.size() / 64 + 1));
-    for (size_t t = 1; t < readers; ++t) threads.emplace_back(read_some);
-    if (o.command == "generate") {
-      try {
-        renderer.emplace(o.templates_dir);
-      } catch (const std::exception& e) {
-        renderer_error = e.what();
-      }
-    }
-    read_some();
-    for (std::thread& t : threads) t.join();
+  opgen::GenerateOptions check_options, generate_options;
+  opgen::NewOptions new_options;
+  const std::string templates = default_templates_dir();
+  for (opgen::GenerateOptions* o : {&check_options, &generate_options}) {
+    o->templates_dir = templates;
+    o->jobs = opgen::default_workers();
   }
-  opgen::Diagnostics diags;
-  std::vector<opgen::Op> ops;
-  std::vector<opgen::Package> packages;
-  std::map<std::string, std::string> op_owner;
-  for (size_t i = 0; i < spec_files.size(); ++i) {
-    diags.append(read[i].diags);
-    if (read[i].package) packages.push_back(*read[i].package);
-    if (!read[i].op) continue;
-    const opgen::Op& op = *read[i].op;
-    auto [it, inserted] = op_owner.emplace(op.name, op.spec_path);
-    if (!inserted) {
-      diags.error({op.spec_path, 0, 0}, "op '" + op.name + "' is also defined in " + it->second);
-    } else {
-      ops.push_back(op);
-    }
-  }
-  // Two ops must not write the same file (op 'x_opaque' beside op 'x' would).
-  std::map<std::string, const opgen::Op*> path_owner;
-  for (const opgen::Op& op : ops) {
-    for (const std::string& path : opgen::op_output_paths("PKG", op.name)) {
-      auto [it, inserted] = path_owner.emplace(path, &op);
-      if (!inserted) {
-        diags.error({op.spec_path, 0, 0},
-                    "op '" + op.name + "' would write the file " + path + ", which op '" +
-                        it->second->name + "' (" + it->second->spec_path +
-                        ") also writes; rename one of them");
-      }
-    }
-  }
-  if (o.command == "generate" && !diags.has_errors()) {
-    if (packages.size() != 1) {
-      diags.error({o.specs.front(), 0, 0},
-                  packages.empty() ? "generate needs the package settings (package.yaml) among the specs"
-                                   : "more than one package.yaml given");
-    } else if (ops.empty()) {
-      diags.error({packages.front().spec_path, 0, 0}, "no op specs given beside the package settings");
-    }
-  }
-  diags.print(std::cerr);
-  if (diags.has_errors()) {
-    std::cerr << "opgen: " << diags.error_count() << (diags.error_count() == 1 ? " error" : " errors")
-              << " in " << spec_files.size() << " spec file(s)\n";
-    return 1;
-  }
-  if (o.command == "check") {
-    if (!o.quiet) std::cout << "opgen: " << spec_files.size() << " spec file(s) OK\n";
-    return 0;
-  }
+  new_options.templates_dir = templates;
 
-  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  auto common = [](CLI::App* cmd, opgen::GenerateOptions& o) {
+    cmd->add_option("SPEC", o.specs, "op specs and package.yaml, or folders of them")->required();
+    cmd->add_option("--root", o.root, "show spec paths in stamps and messages relative to DIR")
+        ->type_name("DIR")
+        ->capture_default_str();
+    cmd->add_option("-j,--jobs", o.jobs,
+                    "read (and render) in N threads (processes); packages of fewer than 200 files render "
+                    "in one")
+        ->type_name("N")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    cmd->add_flag("-q,--quiet", o.quiet, "print nothing on success");
   };
-  const double read_s = seconds_since(start);
-  double plan_s = 0, render_s = 0;
-  size_t workers = 1;
-  std::vector<opgen::FileOutcome> outcomes;
-  // Opened (locked for this run), checked and listed before the workers fork.
-  std::optional<opgen::OutputFolder> output;
-  std::set<std::string> produced;
-  error = renderer_error;
-  if (error.empty()) {
-    try {
-      auto phase = std::chrono::steady_clock::now();
-      renderer->plan(packages.front(), ops);
-      std::vector<std::string> planned;
-      for (size_t i = 0; i < renderer->file_count(); ++i) planned.push_back(renderer->path(i));
-      produced.insert(planned.begin(), planned.end());
-      plan_s = seconds_since(phase);
-      output.emplace(o.output_dir, planned);
-      error = output->error();
-      if (error.empty()) {
-        phase = std::chrono::steady_clock::now();
-        // A fork costs more than a few renders: small packages render in-process.
-        workers = renderer->file_count() < 200 ? 1 : o.jobs;
-        error = opgen::render_and_write(*renderer, *output, workers, outcomes);
-        render_s = seconds_since(phase);
-      }
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+  CLI::App* check = app.add_subcommand("check", "read and check specs; report every error (exit 1 when any)");
+  common(check, check_options);
+
+  CLI::App* generate = app.add_subcommand("generate", "check, then render the package into OUTPUT_DIR");
+  generate->footer(
+      "Needs exactly one package.yaml among the specs. Files are written only when their bytes change;\n"
+      "files that the last run listed in OUTPUT_DIR/opgen_manifest.txt and this run no longer writes\n"
+      "are removed, and nothing else; one run at a time writes into OUTPUT_DIR.");
+  common(generate, generate_options);
+  generate->add_option("-o,--output", generate_options.output_dir, "where generated files go")
+      ->type_name("OUTPUT_DIR")
+      ->required();
+  generate->add_option("--templates", generate_options.templates_dir, "the Jinja2 templates")
+      ->type_name("DIR")
+      ->capture_default_str();
+
+  CLI::App* create = app.add_subcommand("new", "write a commented spec and kernel skeletons for a new op");
+  create->footer(
+      "Writes SPECS/OP.yaml, KERNELS/OP.cc and KERNELS/OP.cu, which build and run as they are (out = x * scale);\n"
+      "never overwrites a file.");
+  create->add_option("OP", new_options.op, "the op's name (snake_case)")->required();
+  create->add_option("--specs", new_options.specs_dir, "where the spec goes (it holds package.yaml)")
+      ->type_name("DIR")
+      ->capture_default_str();
+  create->add_option("--kernels", new_options.kernels_dir, "where the kernel skeletons go")
+      ->type_name("DIR")
+      ->capture_default_str();
+  create->add_option("--templates", new_options.templates_dir, "the Jinja2 templates")
+      ->type_name("DIR")
+      ->capture_default_str();
+
+  // CLI11 would answer both with "A subcommand is required".
+  if (argc < 2) return opgen::usage_error("no command given; the commands are check, generate and new");
+  const std::string command = argv[1];
+  if (command != "check" && command != "generate" && command != "new" && command[0] != '-') {
+    return opgen::usage_error("unknown command '" + command + "'; the commands are check, generate and new");
   }
-  if (!error.empty()) {
-    std::cerr << "opgen: error: " << error << "\n";
-    return 1;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // the help of the command asked about
+  } catch (const CLI::ParseError& e) {
+    return opgen::usage_error(e.what());
   }
-  int written = 0, unchanged = 0;
-  for (const opgen::FileOutcome& f : outcomes) {
-    if (f.written) {
-      ++written;
-      if (!o.quiet) std::cout << "opgen: wrote " << f.path << "\n";
-    } else {
-      ++unchanged;
-    }
-  }
-  // Only files that the last run's manifest lists, and this run no longer writes.
-  const std::vector<std::string> stale = output->remove_stale(produced);
-  if (!o.quiet) {
-    for (const std::string& path : stale) std::cout << "opgen: removed stale " << path << "\n";
-  }
-  const size_t removed = stale.size();
-  const double seconds = seconds_since(start);
-  if (!o.quiet) {
-    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %zu removed (%.2f s: read (and start "
-                "Python) %.2f, plan %.2f, render and write %.2f in %zu process%s)\n",
-                ops.size(), outcomes.size(), written, unchanged, removed, seconds, read_s, plan_s, render_s,
-                workers, workers == 1 ? "" : "es");
-  }
-  return 0;
+  if (*check) return opgen::check_or_generate(check_options);
+  if (*generate) return opgen::check_or_generate(generate_options);
+  return opgen::new_op(new_options);
 }

@@ -159,6 +159,32 @@ inline constexpr size_t kMaxInstantiations = 64;
 // The name of the flattened batch count in Args when a shape uses `...`.
 inline constexpr const char* kBatchField = "batch";
 
+// The legacy opaque descriptor of an op (opgen/opaque.h): a 16-byte header
+// (magic, layout version, reserved, fingerprint), then the fixed fields in
+// this order -- a u8 dtype code per type variable, the presence mask (u32)
+// when the op has optional inputs, the batch count (i64) when a shape has
+// '...', the shape symbols (i64), the attributes (an enum as its i32 index,
+// an array as its u32 length) -- then the elements of each array attribute.
+// Little-endian and unpadded. One layout feeds the C++ decoder and the
+// Python encoder.
+struct OpaqueField {
+  std::string name;
+  enum class Kind { kDtype, kPresent, kBatch, kSymbol, kAttr, kEnum, kArray } kind;
+  const char* cpp;           // the field's C++ type (an array's: its length's, uint32_t)
+  int size;                  // bytes
+  int offset;                // from the start of the descriptor
+  const char* struct_code;   // Python struct code
+  std::string type_var;      // kDtype: the type variable
+  AttrType element = AttrType::kI64;  // kArray: the element type
+};
+
+struct OpaqueLayout {
+  static constexpr int kHeaderSize = 16;  // magic[4], layout u16, reserved u16, fingerprint u64
+  std::vector<OpaqueField> fields;
+  int size = kHeaderSize;  // of the header and the fixed fields
+  uint64_t fingerprint = 0;
+};
+
 struct Op {
   std::string name;
   std::string doc;
@@ -187,6 +213,7 @@ struct Op {
   // Identifies the opaque layout of this op: two ops (or two revisions of
   // one) whose descriptors differ in any field get different fingerprints.
   uint64_t opaque_fingerprint(const std::string& package) const;
+  OpaqueLayout opaque_layout(const std::string& package) const;
 };
 
 struct Package {

@@ -31,16 +31,6 @@ mode_t new_file_mode() {
 
 std::string errno_text() { return std::strerror(errno); }
 
-bool write_all(int fd, const std::string& bytes) {
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // Whether `path` is a regular file (not a link to one) holding exactly `contents`.
 bool holds(const std::string& path, const std::string& contents) {
   struct stat st;
@@ -100,6 +90,16 @@ bool plain_relative(const std::string& entry) {
 }
 
 }  // namespace
+
+bool write_all(int fd, const std::string& bytes) {
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
 
 WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error) {
   if (holds(path, contents)) return WriteResult::kUnchanged;

@@ -29,6 +29,9 @@ inline constexpr const char* kManifestFileName = "opgen_manifest.txt";
 // already holds exactly these bytes. On failure, `error` says why.
 WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error);
 
+// Writes all of `bytes` to `fd` (retrying short writes and EINTR); false on failure.
+bool write_all(int fd, const std::string& bytes);
+
 // The paths a manifest lists: the lines that are not comments.
 std::vector<std::string> manifest_entries(const std::string& text);
 

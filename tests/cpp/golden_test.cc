@@ -137,22 +137,47 @@ TEST(Golden, AWorkersRenderErrorFailsTheRun) {
   EXPECT_NE(r.output.find("'no_such_variable' is undefined"), std::string::npos) << r.output;
 }
 
+// Generates a package of one op (spec `spec_text` named `op`) into
+// `dir`/out, builds `program` (a main() over the generated header) with the
+// runtime's shape_check.cc, `flags` and `sources`, and runs it; the run's
+// result, with exit code -1 (and the failure recorded) when a step before failed.
+CommandResult generate_build_and_run(const opgen_test::TempDir& dir, const std::string& package,
+                                     const std::string& op, const std::string& spec_text, const std::string& program,
+                                     const std::string& flags = "", const std::string& sources = "") {
+  fs::create_directories(dir / "specs");
+  opgen_test::write_file(dir / "specs" / "package.yaml",
+                         "opgen: 1\npackage: {name: " + package + ", torch_namespace: " + package + "}\n");
+  opgen_test::write_file(dir / "specs" / (op + ".yaml"), spec_text);
+  const CommandResult gen = run_command(opgen("generate " + shell_quote((dir / "specs").string()) + " -o " +
+                                              shell_quote((dir / "out").string()) + " --templates " + repo("templates")));
+  if (gen.exit_code != 0) {
+    ADD_FAILURE() << gen.output;
+    return {};
+  }
+  opgen_test::write_file(dir / "t.cc", program);
+  const CommandResult build = run_command(shell_quote(OPGEN_CXX) + " -std=c++17 -Wall -Werror " + flags + " -I " +
+                                          shell_quote((dir / "out" / "include").string()) + " -I " +
+                                          repo("runtime/include") + " " + shell_quote((dir / "t.cc").string()) + " " +
+                                          sources + " " + repo("runtime/src/shape_check.cc") + " -o " +
+                                          shell_quote((dir / "t").string()));
+  if (build.exit_code != 0) {
+    ADD_FAILURE() << build.output;
+    return {};
+  }
+  return run_command(shell_quote((dir / "t").string()));
+}
+
 // The generated attribute checks compare integer bounds exactly, up to the
 // ends of int64 (a double would round 2^63 - 1 and 2^53 + 1), and -2^63,
 // which has no C++ literal, compiles as a bound.
 TEST(Golden, GeneratedAttributeChecksAreExactAtTheInt64Limits) {
   opgen_test::TempDir dir;
-  fs::create_directories(dir / "specs");
-  opgen_test::write_file(dir / "specs" / "package.yaml", "opgen: 1\npackage: {name: lim, torch_namespace: lim}\n");
-  opgen_test::write_file(dir / "specs" / "edge.yaml",
-                         "opgen: 1\nname: edge\ninputs:\n  x: {dtype: f32, shape: [N]}\n"
-                         "outputs:\n  out: {dtype: f32, shape: [N]}\nattrs:\n"
-                         "  n: {type: i64, min: -9223372036854775808, max: 9007199254740992}\n"
-                         "  dims: {type: \"i64[]\", max: 9223372036854775806, default: [9223372036854775806]}\n");
-  const CommandResult gen = run_command(opgen("generate " + shell_quote((dir / "specs").string()) + " -o " +
-                                              shell_quote((dir / "out").string()) + " --templates " + repo("templates")));
-  ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  opgen_test::write_file(dir / "t.cc", R"(#include <cstdint>
+  const std::string spec =
+      "opgen: 1\nname: edge\ninputs:\n  x: {dtype: f32, shape: [N]}\n"
+      "outputs:\n  out: {dtype: f32, shape: [N]}\nattrs:\n"
+      "  n: {type: i64, min: -9223372036854775808, max: 9007199254740992}\n"
+      "  dims: {type: \"i64[]\", max: 9223372036854775806, default: [9223372036854775806]}\n";
+  const CommandResult run = generate_build_and_run(dir, "lim", "edge", spec, R"(#include <cstdint>
 #include <cstdio>
 #include "lim/edge.h"
 int main() {
@@ -169,12 +194,6 @@ int main() {
   a.dims = opgen::Span<const int64_t>(bad_dims, 2);
   std::printf("[%s]\n", e::checks::attrs(a).c_str());
 })");
-  const CommandResult build = run_command(
-      shell_quote(OPGEN_CXX) + " -std=c++17 -Wall -Werror -I " + shell_quote((dir / "out" / "include").string()) + " -I " +
-      repo("runtime/include") + " " + shell_quote((dir / "t.cc").string()) + " " + repo("runtime/src/shape_check.cc") +
-      " -o " + shell_quote((dir / "t").string()));
-  ASSERT_EQ(build.exit_code, 0) << build.output;
-  const CommandResult run = run_command(shell_quote((dir / "t").string()));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output,
             "[]\n"
@@ -187,17 +206,12 @@ int main() {
 // 2^63 - 1 elements are refused, with the same words as the Python runtime.
 TEST(Golden, GeneratedOutputShapeChecksRefuseOverflow) {
   opgen_test::TempDir dir;
-  fs::create_directories(dir / "specs");
-  opgen_test::write_file(dir / "specs" / "package.yaml", "opgen: 1\npackage: {name: big, torch_namespace: big}\n");
-  opgen_test::write_file(dir / "specs" / "grow.yaml",
-                         "opgen: 1\nname: grow\ninputs:\n  x: {dtype: f32, shape: [..., D]}\noutputs:\n"
-                         "  huge: {dtype: f32, shape: [D*D*D*D*D]}\n  less: {dtype: f32, shape: [D-5]}\n"
-                         "  wide: {dtype: f32, shape: [..., 2*D]}\n  half: {dtype: f32, shape: [(D+1)/(D-4)]}\n"
-                         "  consts: {dtype: f32, shape: [3*4, D]}\n");
-  const CommandResult gen = run_command(opgen("generate " + shell_quote((dir / "specs").string()) + " -o " +
-                                              shell_quote((dir / "out").string()) + " --templates " + repo("templates")));
-  ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  opgen_test::write_file(dir / "t.cc", R"(#include <cstdint>
+  const std::string spec =
+      "opgen: 1\nname: grow\ninputs:\n  x: {dtype: f32, shape: [..., D]}\noutputs:\n"
+      "  huge: {dtype: f32, shape: [D*D*D*D*D]}\n  less: {dtype: f32, shape: [D-5]}\n"
+      "  wide: {dtype: f32, shape: [..., 2*D]}\n  half: {dtype: f32, shape: [(D+1)/(D-4)]}\n"
+      "  consts: {dtype: f32, shape: [3*4, D]}\n";
+  const CommandResult run = generate_build_and_run(dir, "big", "grow", spec, R"(#include <cstdint>
 #include <cstdio>
 #include "big/grow.h"
 int main() {
@@ -209,14 +223,7 @@ int main() {
     a.D = c.D;
     std::printf("[%s]\n", big::grow::checks::output_dims(a).c_str());
   }
-})");
-  const CommandResult build = run_command(
-      shell_quote(OPGEN_CXX) + " -std=c++17 -Wall -Werror -fsanitize=undefined -fno-sanitize-recover=all -I " +
-      shell_quote((dir / "out" / "include").string()) + " -I " + repo("runtime/include") + " " +
-      shell_quote((dir / "t.cc").string()) + " " + repo("runtime/src/shape_check.cc") + " -o " +
-      shell_quote((dir / "t").string()));
-  ASSERT_EQ(build.exit_code, 0) << build.output;
-  const CommandResult run = run_command(shell_quote((dir / "t").string()));
+})", "-fsanitize=undefined -fno-sanitize-recover=all");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output,
             "[grow: output 'half' is declared [(D+1)/(D-4)], but 9 is not divisible by 4]\n"
@@ -235,16 +242,11 @@ int main() {
 // every combination: the body must see exactly the types the codes name.
 TEST(Golden, TheDtypesSelectTheirInstantiationWithSeveralTypeVariables) {
   opgen_test::TempDir dir;
-  fs::create_directories(dir / "specs");
-  opgen_test::write_file(dir / "specs" / "package.yaml", "opgen: 1\npackage: {name: mix, torch_namespace: mix}\n");
-  opgen_test::write_file(dir / "specs" / "pair.yaml",
-                         "opgen: 1\nname: pair\ntypes:\n  T: [f32, f64, i32]\n  U: [u8, i64]\n  V: [f16, bool]\n"
-                         "inputs:\n  a: {dtype: T, shape: [N]}\n  b: {dtype: U, shape: [N]}\n  c: {dtype: V, shape: [N]}\n"
-                         "outputs:\n  out: {dtype: i64, shape: [N]}\nplatforms: [cpu]\nxla:\n  api_versions: [3]\n");
-  const CommandResult gen = run_command(opgen("generate " + shell_quote((dir / "specs").string()) + " -o " +
-                                              shell_quote((dir / "out").string()) + " --templates " + repo("templates")));
-  ASSERT_EQ(gen.exit_code, 0) << gen.output;
-  opgen_test::write_file(dir / "t.cc", R"(#include <cstdint>
+  const std::string spec =
+      "opgen: 1\nname: pair\ntypes:\n  T: [f32, f64, i32]\n  U: [u8, i64]\n  V: [f16, bool]\n"
+      "inputs:\n  a: {dtype: T, shape: [N]}\n  b: {dtype: U, shape: [N]}\n  c: {dtype: V, shape: [N]}\n"
+      "outputs:\n  out: {dtype: i64, shape: [N]}\nplatforms: [cpu]\nxla:\n  api_versions: [3]\n";
+  const CommandResult run = generate_build_and_run(dir, "mix", "pair", spec, R"(#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <type_traits>
@@ -315,15 +317,9 @@ int main() {
   std::string error;
   const int seen = run(2, 7, 0, &error);  // u = bool: not an instantiation
   std::printf("%d [%s]\n", seen, error.c_str());
-})");
-  const CommandResult build = run_command(
-      shell_quote(OPGEN_CXX) + " -std=c++17 -Wall -Werror -rdynamic -I " + shell_quote((dir / "out" / "include").string()) +
-      " -I " + repo("runtime/include") + " " + shell_quote((dir / "t.cc").string()) + " " +
-      shell_quote((dir / "out" / "src" / "pair_xla_legacy.cc").string()) + " " + repo("runtime/src/shape_check.cc") +
-      " " + repo("runtime/src/xla_legacy_status.cc") + " " + repo("runtime/src/opaque.cc") + " -ldl -o " +
-      shell_quote((dir / "t").string()));
-  ASSERT_EQ(build.exit_code, 0) << build.output;
-  const CommandResult run = run_command(shell_quote((dir / "t").string()));
+})", "-rdynamic",
+      shell_quote((dir / "out" / "src" / "pair_xla_legacy.cc").string()) + " " + repo("runtime/src/xla_legacy_status.cc") +
+          " " + repo("runtime/src/opaque.cc") + " -ldl");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output, "-1 [mix_pair_legacy_v3: pair: the opaque descriptor names dtypes this op was not built for]\n");
 }
@@ -332,7 +328,7 @@ TEST(Golden, JobsMustBeANumber) {
   for (const char* bad : {"0", "x", "65", ""}) {
     const CommandResult r = run_command(opgen("generate " + repo("specs") + " -o /tmp/unused --jobs '" + bad + "'"));
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
-    EXPECT_NE(r.output.find("takes a number of processes from 1 to 64"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("opgen: error: --jobs:"), std::string::npos) << r.output;
   }
 }
 
@@ -383,14 +379,15 @@ TEST(Golden, UsageErrorsExitTwo) {
     const char* args;
     const char* message;
   } cases[] = {
-      {"", "opgen: error: no command given"},
-      {"check --frobnicate specs", "opgen: error: unknown option '--frobnicate'"},
-      {"frobnicate specs", "opgen: error: unknown command 'frobnicate'"},
-      {"check", "opgen: error: no spec files given"},
-      {"generate specs", "opgen: error: generate needs -o OUTPUT_DIR"},
-      {"check specs -o /tmp", "opgen: error: check writes nothing; drop -o"},
+      {"", "opgen: error: no command given; the commands are check, generate and new"},
+      {"check --frobnicate specs", "opgen: error: The following argument was not expected: --frobnicate"},
+      {"frobnicate specs", "opgen: error: unknown command 'frobnicate'; the commands are check, generate and new"},
+      {"check", "opgen: error: SPEC is required"},
+      {"generate specs", "opgen: error: --output is required"},
+      {"check specs -o /tmp", "opgen: error: The following argument was not expected: -o"},
       {"check specs/no_such_op.yaml", "opgen: error: no such spec file or folder"},
-      {"generate specs -o", "opgen: error: -o needs a folder"},
+      {"generate specs -o", "opgen: error: --output: 1 required OUTPUT_DIR missing"},
+      {"new", "opgen: error: OP is required"},
   };
   for (const auto& c : cases) {
     // The tests run in the repository root, where specs/ is.
@@ -401,7 +398,13 @@ TEST(Golden, UsageErrorsExitTwo) {
   }
   const CommandResult help = run_command(opgen("--help"));
   EXPECT_EQ(help.exit_code, 0) << help.output;
-  EXPECT_NE(help.output.find("usage: opgen check SPEC..."), std::string::npos);
+  EXPECT_NE(help.output.find("Usage: opgen [OPTIONS] SUBCOMMAND"), std::string::npos) << help.output;
+  // Each command has its own help.
+  for (const char* command : {"check", "generate", "new"}) {
+    const CommandResult r = run_command(opgen(std::string(command) + " --help"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("Usage: opgen ") + command + " [OPTIONS]"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,215 @@
+// `opgen check` and `opgen generate`: read every spec (on several threads),
+// check what lies between files, then render and write the package.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "commands.h"
+#include "diagnostics.h"
+#include "file_workers.h"
+#include "output_writer.h"
+#include "outputs.h"
+#include "renderer.h"
+#include "spec_reader.h"
+
+namespace opgen {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Folders expand to their *.yaml files, sorted, so output order never
+// depends on the file system.
+std::vector<std::string> expand_specs(const std::vector<std::string>& args, std::string& error) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    std::error_code ec;
+    if (fs::is_directory(a, ec)) {
+      std::vector<std::string> found;
+      for (const auto& entry : fs::directory_iterator(a, ec)) {
+        if (entry.path().extension() == ".yaml") found.push_back(entry.path().string());
+      }
+      std::sort(found.begin(), found.end());
+      out.insert(out.end(), found.begin(), found.end());
+    } else if (fs::exists(a, ec)) {
+      out.push_back(a);
+    } else {
+      error = "no such spec file or folder: " + a;
+      return {};
+    }
+  }
+  return out;
+}
+
+std::string display_path(const std::string& path, const std::string& root) {
+  std::error_code ec;
+  fs::path rel = fs::relative(fs::absolute(path, ec), fs::absolute(root, ec), ec);
+  if (ec || rel.empty() || *rel.begin() == "..") return fs::path(path).lexically_normal().string();
+  return rel.generic_string();
+}
+
+}  // namespace
+
+int check_or_generate(const GenerateOptions& o) {
+  const bool generating = !o.output_dir.empty();
+  std::string error;
+  const std::vector<std::string> spec_files = expand_specs(o.specs, error);
+  if (!error.empty()) return usage_error(error);
+  if (spec_files.empty()) return usage_error("no *.yaml files in the given folders");
+
+  const auto start = std::chrono::steady_clock::now();
+  // Specs are read on several threads (each file alone: the reader shares
+  // no state), then taken in file order, so messages and ops keep one order.
+  struct Read {
+    std::optional<Op> op;
+    std::optional<Package> package;
+    Diagnostics diags;
+  };
+  std::vector<Read> read(spec_files.size());
+  // Starting Python and loading Jinja2 takes as long as reading a few hundred
+  // specs, so `generate` does it on this thread while the others read.
+  std::optional<Renderer> renderer;
+  std::string renderer_error;
+  std::atomic<size_t> next{0};
+  auto read_some = [&] {
+    for (size_t i; (i = next++) < spec_files.size();) {
+      const std::string shown = display_path(spec_files[i], o.root);
+      if (fs::path(spec_files[i]).filename() == kPackageSpecFileName) {
+        read[i].package = read_package_spec(spec_files[i], shown, read[i].diags);
+      } else {
+        read[i].op = read_op_spec(spec_files[i], shown, read[i].diags);
+      }
+    }
+  };
+  {
+    std::vector<std::thread> threads;
+    const size_t readers = std::max<size_t>(generating ? 2 : 1, std::min(o.jobs, spec_files.size() / 64 + 1));
+    for (size_t t = 1; t < readers; ++t) threads.emplace_back(read_some);
+    if (generating) {
+      try {
+        renderer.emplace(o.templates_dir);
+      } catch (const std::exception& e) {
+        renderer_error = e.what();
+      }
+    }
+    read_some();
+    for (std::thread& t : threads) t.join();
+  }
+  Diagnostics diags;
+  std::vector<Op> ops;
+  std::vector<Package> packages;
+  std::map<std::string, std::string> op_owner;
+  for (size_t i = 0; i < spec_files.size(); ++i) {
+    diags.append(read[i].diags);
+    if (read[i].package) packages.push_back(*read[i].package);
+    if (!read[i].op) continue;
+    const Op& op = *read[i].op;
+    auto [it, inserted] = op_owner.emplace(op.name, op.spec_path);
+    if (!inserted) {
+      diags.error({op.spec_path, 0, 0}, "op '" + op.name + "' is also defined in " + it->second);
+    } else {
+      ops.push_back(op);
+    }
+  }
+  // Two ops must not write the same file (op 'x_opaque' beside op 'x' would).
+  std::map<std::string, const Op*> path_owner;
+  for (const Op& op : ops) {
+    for (const OutputFile& file : op_outputs("PKG", op.name)) {
+      const std::string& path = file.path;
+      auto [it, inserted] = path_owner.emplace(path, &op);
+      if (!inserted) {
+        diags.error({op.spec_path, 0, 0},
+                    "op '" + op.name + "' would write the file " + path + ", which op '" +
+                        it->second->name + "' (" + it->second->spec_path +
+                        ") also writes; rename one of them");
+      }
+    }
+  }
+  if (generating && !diags.has_errors()) {
+    if (packages.size() != 1) {
+      diags.error({o.specs.front(), 0, 0},
+                  packages.empty() ? "generate needs the package settings (package.yaml) among the specs"
+                                   : "more than one package.yaml given");
+    } else if (ops.empty()) {
+      diags.error({packages.front().spec_path, 0, 0}, "no op specs given beside the package settings");
+    }
+  }
+  diags.print(std::cerr);
+  if (diags.has_errors()) {
+    std::cerr << "opgen: " << diags.error_count() << (diags.error_count() == 1 ? " error" : " errors")
+              << " in " << spec_files.size() << " spec file(s)\n";
+    return 1;
+  }
+  if (!generating) {
+    if (!o.quiet) std::cout << "opgen: " << spec_files.size() << " spec file(s) OK\n";
+    return 0;
+  }
+
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  const double read_s = seconds_since(start);
+  double plan_s = 0, render_s = 0;
+  size_t workers = 1;
+  std::vector<FileOutcome> outcomes;
+  // Opened (locked for this run), checked and listed before the workers fork.
+  std::optional<OutputFolder> output;
+  std::set<std::string> produced;
+  error = renderer_error;
+  if (error.empty()) {
+    try {
+      auto phase = std::chrono::steady_clock::now();
+      renderer->plan(packages.front(), ops);
+      std::vector<std::string> planned;
+      for (size_t i = 0; i < renderer->file_count(); ++i) planned.push_back(renderer->path(i));
+      produced.insert(planned.begin(), planned.end());
+      plan_s = seconds_since(phase);
+      output.emplace(o.output_dir, planned);
+      error = output->error();
+      if (error.empty()) {
+        phase = std::chrono::steady_clock::now();
+        // A fork costs more than a few renders: small packages render in-process.
+        workers = renderer->file_count() < 200 ? 1 : o.jobs;
+        error = render_and_write(*renderer, *output, workers, outcomes);
+        render_s = seconds_since(phase);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!error.empty()) {
+    std::cerr << "opgen: error: " << error << "\n";
+    return 1;
+  }
+  int written = 0, unchanged = 0;
+  for (const FileOutcome& f : outcomes) {
+    if (f.written) {
+      ++written;
+      if (!o.quiet) std::cout << "opgen: wrote " << f.path << "\n";
+    } else {
+      ++unchanged;
+    }
+  }
+  // Only files that the last run's manifest lists, and this run no longer writes.
+  const std::vector<std::string> stale = output->remove_stale(produced);
+  if (!o.quiet) {
+    for (const std::string& path : stale) std::cout << "opgen: removed stale " << path << "\n";
+  }
+  const size_t removed = stale.size();
+  const double seconds = seconds_since(start);
+  if (!o.quiet) {
+    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %zu removed (%.2f s: read (and start "
+                "Python) %.2f, plan %.2f, render and write %.2f in %zu process%s)\n",
+                ops.size(), outcomes.size(), written, unchanged, removed, seconds, read_s, plan_s, render_s,
+                workers, workers == 1 ? "" : "es");
+  }
+  return 0;
+}
+
+}  // namespace opgen

@@ -1,0 +1,36 @@
+#include "outputs.h"
+
+namespace opgen {
+
+std::vector<OutputFile> package_outputs(const std::string& package) {
+  const std::string python = "python/" + package + "/";
+  // The Python modules are the largest renders: first, so that render workers
+  // (which take the next file as they finish one) start them at once.
+  return {
+      {"jax.py.j2", python + "jax.py", "python"},
+      {"torch.py.j2", python + "torch.py", "python"},
+      {"module.cc.j2", "src/module.cc", "xla"},
+      {"package.cmake.j2", "opgen_package.cmake", "build"},
+      {"package_init.py.j2", python + "__init__.py", "python"},
+      {"ops_init.py.j2", python + "_ops/__init__.py", "python"},
+      {"jax.pyi.j2", python + "jax.pyi", "python"},
+      {"torch.pyi.j2", python + "torch.pyi", "python"},
+      {"module.pyi.j2", python + "_C.pyi", "python"},
+      {"py.typed.j2", python + "py.typed", "python"},
+      {"docs_index.md.j2", "docs/README.md", "doc"},
+  };
+}
+
+std::vector<OutputFile> op_outputs(const std::string& package, const std::string& op) {
+  return {
+      {"kernel_interface.h.j2", "include/" + package + "/" + op + ".h", "header"},
+      {"opaque_layout.h.j2", "include/" + package + "/" + op + "_opaque.h", "header"},
+      {"xla_ffi.cc.j2", "src/" + op + "_xla_ffi.cc", "xla"},
+      {"xla_legacy.cc.j2", "src/" + op + "_xla_legacy.cc", "xla"},
+      {"torch_ops.cc.j2", "src/" + op + "_torch.cc", "torch"},
+      {"op_spec.py.j2", "python/" + package + "/_ops/" + op + ".py", "python"},
+      {"op_doc.md.j2", "docs/" + op + ".md", "doc"},
+  };
+}
+
+}  // namespace opgen

@@ -1,0 +1,205 @@
+"""The templates' data: the model's facts as opgen's C++ reader resolved them
+(plain dicts and lists, template_data.cc), with the views and spellings the
+templates read added once per op (derived here, spelled by spelling.py).
+Every value stays a dict, list, str, int or bool, so that a template's
+`x.key` is one dict lookup (environment.CodeGenerator)."""
+
+from . import spelling as sp
+
+
+def package_data(package, dtypes):
+    return {
+        'name': package['name'],
+        'torch_namespace': package['torch_namespace'],
+        'opaque_layout_version': package['opaque_layout_version'],
+        'dtypes': dtypes,
+    }
+
+
+def op_data(op, package, dtypes, attr_types):
+    """The context of one op: `op` is its facts (template_data.cc)."""
+    by_name = {d['name']: d for d in dtypes}
+    inputs = [_tensor(op, t, i, True, by_name) for i, t in enumerate(op['inputs'])]
+    outputs = [_tensor(op, t, i, False, by_name) for i, t in enumerate(op['outputs'])]
+    for t in outputs:
+        if t['alias']:
+            t['alias_index'] = next(i for i, x in enumerate(op['inputs']) if x['name'] == t['alias'])
+    for t in inputs:
+        t['aliased_by'] = next((o['name'] for o in op['outputs'] if o['alias'] == t['name']), None)
+    attrs = [_attr(a, attr_types) for a in op['attrs']]
+    required = [t for t in inputs if not t['optional']]
+    type_vars = []
+    for v in op['type_vars']:
+        type_vars.append({
+            'name': v['name'],
+            'dtypes': [by_name[d] for d in v['dtypes']],
+            'names': ', '.join(v['dtypes']),
+            # The first required input whose dtype the variable is: it binds the variable.
+            'bound_by': next(t['name'] for t in required if t['type_var'] == v['name']),
+        })
+    lowered = any(a['type'] == 'enum' or a['array'] for a in op['attrs'])
+    legacy = [v for v in op['api_versions'] if v != 4]
+    out = {
+        'name': op['name'],
+        'doc': op['doc'],
+        'spec_path': op['spec_path'],
+        'namespace': package['name'] + '::' + op['name'],
+        'inputs': inputs,
+        'required_inputs': required,
+        'optional_inputs': [t for t in inputs if t['optional']],
+        'outputs': outputs,
+        'fresh_outputs': [t for t in outputs if not t['alias']],  # allocated by the binding
+        'aliased_outputs': [t for t in outputs if t['alias']],  # an input's buffer, updated in place
+        'attrs': attrs,
+        'symbols': [dict(s, input_name=op['inputs'][s['input']]['name'], where=sp.binding_place(op, s))
+                    for s in op['symbols']],
+        'platforms': op['platforms'],
+        'cuda': 'cuda' in op['platforms'],
+        'cpu': 'cpu' in op['platforms'],
+        'api_versions': op['api_versions'],
+        'ffi': 4 in op['api_versions'],
+        'legacy_versions': legacy,
+        'command_buffer_compatible': op['command_buffer_compatible'],
+        'opaque': _opaque(op),
+        'ffi_target': package['name'] + '_' + op['name'] + '_ffi',
+        'torch_schema': sp.torch_schema(op, False, attr_types),
+        'torch_lowered': lowered,
+        'torch_kernel_schema': sp.torch_schema(op, lowered, attr_types),
+        'torch_kernel_name': op['name'] + ('__lowered' if lowered else ''),
+        'has_batch': any(t['batch'] for t in op['inputs'] + op['outputs']),
+        # The input whose leading dimensions define the batch.
+        'batch_source': next((t['name'] for t in op['inputs'] if t['batch'] and not t['optional']), None),
+        'vmap_method': op['vmap_method'],
+        'batch_partitionable': op['batch_partitionable'],
+        'type_vars': type_vars,
+        # torch_xla passes attributes only through the opaque backend_config, so
+        # its custom call uses the first legacy version the spec lists.
+        'torch_xla_api_version': legacy[0] if legacy else 0,
+        'targets': _targets(op, package),
+    }
+    out.update(_cpp_templates(op, by_name))
+    return out
+
+
+def _tensor(op, t, index, is_input, dtypes):
+    dims = []
+    for axis, d in enumerate(t['dims']):
+        dim = {'axis': axis, 'text': d['text'], 'size': d['size'], 'symbol': d['symbol'], 'kind': d['kind']}
+        # `rule`: why the dimension must have its size, in a shape error.
+        if d['kind'] == 'fixed':
+            dim['rule'] = 'a fixed size'
+        elif d['kind'] == 'expr':
+            dim['rule'] = d['text']
+            dim['tree'] = d['tree']
+        else:
+            s = next(s for s in op['symbols'] if s['name'] == d['symbol'])
+            binds = is_input and s['input'] == index and s['axis'] == axis
+            dim['kind'] = 'bind' if binds else 'symbol'
+            dim['rule'] = d['symbol'] + ', bound by ' + sp.binding_place(op, s)
+        dims.append(dim)
+    return {
+        'name': t['name'],
+        'index': index,
+        'doc': t['doc'],
+        'type_var': t['type_var'],
+        'dtype': None if t['type_var'] else dtypes[t['dtype']],
+        'dtype_text': t['type_var'] or t['dtype'],
+        'batch': t['batch'],
+        'optional': t['optional'],
+        'alias': t['alias'],
+        'alias_index': None,
+        'aliased_by': None,
+        'py_param': t['name'] + '=None' if t['optional'] else t['name'],
+        # How the typed-FFI handler reaches the buffer's members: an output is a
+        # Result and an optional input a std::optional, both through '->'.
+        'ffi_member': '->' if not is_input or t['optional'] else '.',
+        'rank': len(dims),
+        'declared': sp.declared_shape(t),
+        'dims': dims,
+    }
+
+
+def _attr(a, attr_types):
+    info = attr_types[a['type']]
+    enum = a['type'] == 'enum'
+    array = a['array']
+    element = attr_types[a['element_type']]
+    quoted = ', '.join("'" + v + "'" for v in a['values'])
+    literal = sp.attr_literal(a['type'], a['default']) if a['has_default'] else ('', '')
+    cpp = a['enum_type'] if enum else 'opgen::Span<const ' + info['cpp'] + '>' if array else info['cpp']
+    ffi_cpp = 'std::string_view' if enum else '::xla::ffi::Span<const ' + info['cpp'] + '>' if array else info['cpp']
+    return {
+        'name': a['name'],
+        'doc': a['doc'],
+        'kind': 'enum' if enum else 'array' if array else 'scalar',
+        'type': {'cpp': info['cpp'], 'numpy': info['numpy']},  # of the value, or of one element of an array
+        'type_name': a['type'],
+        'enum_type': a['enum_type'],
+        'cpp': cpp,  # the type of the Args field the kernel reads
+        'ffi_cpp': ffi_cpp,  # the type the typed XLA FFI decodes the attribute as
+        'values': a['values'],
+        'values_text': ', '.join(a['values']),
+        'type_text': 'one of ' + quoted if enum else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
+        'py_annotation': 'Literal[' + quoted + ']' if enum else info['py_type'],
+        'size': a['size'],
+        'unique': a['unique'],
+        'has_default': a['has_default'],
+        'default_py': literal[0],
+        'py_param': a['name'] + '=' + literal[0] if a['has_default'] else a['name'],
+        'ffi_param': ffi_cpp + ' ' + a['name'],
+        'min': sp.bound_text(a['min']),
+        'max': sp.bound_text(a['max']),
+        'min_cpp': sp.bound_cpp(a['min']),
+        'max_cpp': sp.bound_cpp(a['max']),
+    }
+
+
+def _opaque(op):
+    o = op['opaque']
+    return dict(o, fingerprint=sp.hex64(o['fingerprint']))
+
+
+def _targets(op, package):
+    """Every (platform, api_version) pair that gets a handler. XLA:CPU runs
+    only api_version 3 of the legacy ABI (1 and 2 are refused there), so a CPU
+    handler exists for 4 and 3 alone."""
+    out = []
+    for p in op['platforms']:
+        for v in op['api_versions']:
+            if p == 'cpu' and v in (1, 2):
+                continue
+            kind = '_ffi' if v == 4 else '_legacy_v%d' % v
+            out.append({
+                'platform': p,
+                'api_version': v,
+                'target': package['name'] + '_' + op['name'] + kind,
+                'symbol': package['name'] + '_' + op['name'] + '_' + p + kind,
+            })
+    return out
+
+
+def _cpp_templates(op, dtypes):
+    """The C++ spellings of the type variables: the template parameters, the
+    Args type, each instantiation, and the index of an instantiation in the
+    header's Instantiations from each variable's position <V>_i_ among its
+    dtypes (the first varies slowest)."""
+    names = [v['name'] for v in op['type_vars']]
+    params = ', '.join('typename ' + n for n in names)
+    index, stride = '', 1
+    for v in reversed(op['type_vars']):
+        term = v['name'] + '_i_' + ('' if stride == 1 else ' * %d' % stride)
+        index = term if not index else term + ' + ' + index
+        stride *= len(v['dtypes'])
+    assignments = [[]]
+    for v in op['type_vars']:
+        assignments = [a + [d] for a in assignments for d in v['dtypes']]
+    template_args = ['<' + ', '.join(dtypes[d]['cpp'] for d in a) + '>' if names else '' for a in assignments]
+    return {
+        'template_params': params,
+        # `template <typename T>` before a declaration over Args, and its Args type.
+        'template_decl': 'template <' + params + '>\n' if names else '',
+        'args_type': 'Args<' + ', '.join(names) + '>' if names else 'Args',
+        'instantiation_index': index or '0',
+        'instantiations': [{'template_args': t} for t in template_args],
+        'instantiation_types': ', '.join('Args' + t for t in template_args),
+    }

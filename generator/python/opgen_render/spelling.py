@@ -1,0 +1,112 @@
+"""How the model's facts are spelled in the languages opgen writes: C++
+types and expressions, Python literals and parameters, the torch schema.
+The templates read these through the context (context.py); each spelling
+has one home here."""
+
+
+def comma_list(items):
+    return ', '.join(items)
+
+
+def py_tuple(items):
+    """Python source of a tuple of the given item sources: (), (a,), (a, b)."""
+    items = list(items)
+    return '(' + items[0] + ',)' if len(items) == 1 else '(' + comma_list(items) + ')'
+
+
+def float_literal(v, single):
+    """A literal that reads back to exactly `v` (in f32 when `single`), in C++ and Python."""
+    s = '%.9g' % v if single else '%.17g' % v
+    return s if any(c in s for c in '.en') else s + '.0'
+
+
+INT64_MIN = -(2**63)
+
+
+def bound_text(v):
+    """A range bound as Python and docs spell it."""
+    return None if v is None else str(v) if isinstance(v, int) else float_literal(v, False)
+
+
+def bound_cpp(v):
+    """A range bound as a C++ literal: -2^63 has none (2^63 does not fit), so it is an expression."""
+    if v is None:
+        return None
+    if isinstance(v, int):
+        return '(-9223372036854775807 - 1)' if v == INT64_MIN else str(v)
+    return float_literal(v, False)
+
+
+def attr_literal(attr_type, v):
+    """An attribute value as (Python source, torch schema default)."""
+    if isinstance(v, bool):
+        t = 'True' if v else 'False'
+        return t, t
+    if isinstance(v, int):
+        return str(v), str(v)
+    if isinstance(v, float):
+        t = float_literal(v, attr_type == 'f32')
+        return t, t
+    if isinstance(v, str):
+        # Enum values are snake_case names: nothing to escape.
+        return "'" + v + "'", '"' + v + '"'
+    items = [str(x) for x in v]
+    # A tuple, so that a default is never a shared mutable list.
+    return py_tuple(items), '[' + comma_list(items) + ']'
+
+
+def torch_schema(op, lowered, attr_types):
+    """The torch.library schema: tensors positional, attributes keyword-only
+    with their defaults, e.g. "simple_add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor".
+    A tensor updated in place is a mutable alias, `Tensor(a!)`; torch custom ops
+    may not return it, so only the other outputs are returned. The lowered
+    schema is what the stable-ABI kernel registers when the op has attributes
+    that ABI cannot carry on torch 2.9 (str, int[]): an enum as its index, an
+    array as a CPU tensor."""
+    s = op['name'] + ('__lowered(' if lowered else '(')
+    alias_set = ord('a')
+    mutated = {o['alias'] for o in op['outputs'] if o['alias']}
+    params = []
+    for t in op['inputs']:
+        if t['optional']:
+            kind = 'Tensor?'
+        elif t['name'] in mutated:
+            kind = 'Tensor(%s!)' % chr(alias_set)
+            alias_set += 1
+        else:
+            kind = 'Tensor'
+        params.append(kind + ' ' + t['name'] + ('=None' if t['optional'] else ''))
+    s += ', '.join(params)
+    if op['attrs']:
+        s += ', *'
+    for a in op['attrs']:
+        if lowered and a['type'] == 'enum':
+            s += ', int ' + a['name']
+        elif lowered and a['array']:
+            s += ', Tensor ' + a['name']
+        else:
+            s += ', ' + attr_types[a['type']]['torch_schema'] + ' ' + a['name']
+            if a['has_default']:
+                s += '=' + attr_literal(a['type'], a['default'])[1]
+    s += ') -> '
+    fresh = sum(1 for o in op['outputs'] if not o['alias'])
+    return s + ('Tensor' if fresh == 1 else '(' + ', '.join(['Tensor'] * fresh) + ')')
+
+
+def declared_shape(t):
+    """A tensor's shape as the spec writes it: [..., N, 2*D]."""
+    out = '['
+    if t['batch']:
+        out += '...' if not t['dims'] else '..., '
+    return out + ', '.join(d['text'] for d in t['dims']) + ']'
+
+
+def binding_place(op, symbol):
+    """Where a shape symbol gets its value, as messages say it: "input 'x'
+    dimension 0 after its '...'"."""
+    t = op['inputs'][symbol['input']]
+    return "input '%s' dimension %d%s" % (t['name'], symbol['axis'], " after its '...'" if t['batch'] else '')
+
+
+def hex64(v):
+    return '0x%016x' % v

@@ -1,0 +1,32 @@
+// The section readers of the first stage, "read": each turns one part of a
+// spec's YAML into the model's entries, checking every key and value where
+// it stands. The rules between entries are the next stage's (resolve.h).
+// Internal to the reader (read_spec.cc is its entry point).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "spec_file.h"
+
+namespace opgen {
+
+// The spec spelling of a dtype written as numpy, C or torch names it, or "".
+std::string dtype_alias(const std::string& s);
+
+// `types:`: each type variable with the dtypes it ranges over.
+bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& out);
+
+// `inputs:` or `outputs:` (`section`), whose entries are each a `role`.
+bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& section, const std::string& role,
+                  const std::vector<TypeVar>& type_vars, std::vector<Tensor>& out);
+
+// One entry of `attrs:`.
+std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::Node& node,
+                              const Location& name_at);
+
+}  // namespace opgen

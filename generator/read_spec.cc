@@ -1,0 +1,272 @@
+// The reader's entry points: a spec's top-level keys read section by
+// section (read_sections.h), then checked and resolved (resolve.h) into the
+// model (model.h); and the package settings.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "names.h"
+#include "read_sections.h"
+#include "resolve.h"
+#include "spec_file.h"
+#include "spec_reader.h"
+
+namespace opgen {
+namespace {
+
+std::string platform_alias(const std::string& s) {
+  static const std::map<std::string, std::string> aliases = {
+      {"gpu", "cuda"}, {"GPU", "cuda"}, {"CUDA", "cuda"}, {"nvidia", "cuda"},
+      {"host", "cpu"}, {"Host", "cpu"}, {"CPU", "cpu"}};
+  auto it = aliases.find(s);
+  if (it != aliases.end()) return it->second;
+  return closest_match(s, {"cuda", "cpu"});
+}
+
+// The `opgen:` format version, which every spec carries.
+bool check_format_version(SpecFile& f, const YAML::Node& root) {
+  const YAML::Node v = root["opgen"];
+  if (!v) return false;  // reported by require()
+  std::optional<int64_t> version = f.integer(v, "the format version 'opgen'");
+  if (!version) return false;
+  if (*version > kSpecFormatVersion) {
+    f.error(f.at(v), "spec format version " + std::to_string(*version) +
+                         " is newer than this opgen reads (" + std::to_string(kSpecFormatVersion) +
+                         "); update opgen");
+    return false;
+  }
+  if (*version < 1) {
+    // Version 1 is the first; when a later one changes the format, older
+    // specs will be upgraded here (with a warning) or refused with the
+    // command that migrates them.
+    f.error(f.at(v), "spec format version " + std::to_string(*version) + " does not exist; the first, and the one this opgen reads, is " +
+                         std::to_string(kSpecFormatVersion));
+    return false;
+  }
+  return true;
+}
+
+void read_xla(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
+  if (!f.expect_map(node, "'xla'")) {
+    ok = false;
+    return;
+  }
+  for (const auto& [key, value] : f.entries(node, "'xla'", {"api_versions", "command_buffer_compatible",
+                                                            "vmap_method", "batch_partitionable"})) {
+    if (key == "api_versions") {
+      if (!f.expect_sequence(value, "'api_versions'")) {
+        ok = false;
+        continue;
+      }
+      op.api_versions.clear();
+      for (const YAML::Node& v : value) {
+        std::optional<int64_t> version = f.integer(v, "an api_version");
+        if (!version) {
+          ok = false;
+        } else if (*version < 1 || *version > 4) {
+          f.error(f.at(v), "unsupported api_version " + std::to_string(*version) +
+                               " (1, 2, 3: legacy custom call with an opaque descriptor; "
+                               "4: typed XLA FFI)");
+          ok = false;
+        } else if (op.has_api_version(static_cast<int>(*version))) {
+          f.error(f.at(v), "api_version " + std::to_string(*version) + " is listed twice");
+          ok = false;
+        } else {
+          op.api_versions.push_back(static_cast<int>(*version));
+        }
+      }
+      if (value.size() == 0) {
+        f.error(f.at(value), "'api_versions' must list at least one version");
+        ok = false;
+      }
+    } else if (key == "command_buffer_compatible") {
+      std::optional<bool> b = f.boolean(value, "'command_buffer_compatible'");
+      if (b) op.command_buffer_compatible = *b;
+      else ok = false;
+    } else if (key == "batch_partitionable") {
+      std::optional<bool> b = f.boolean(value, "'batch_partitionable'");
+      if (b) op.batch_partitionable = *b;
+      else ok = false;
+    } else if (key == "vmap_method") {
+      std::optional<std::string> m = f.string(value, "'vmap_method'");
+      const auto& methods = vmap_methods();
+      if (m && std::find(methods.begin(), methods.end(), *m) != methods.end()) {
+        op.vmap_method = *m;
+      } else {
+        if (m) {
+          std::string fix = closest_match(*m, methods);
+          f.error(f.at(value), "unknown vmap_method '" + *m + "'" +
+                                   (fix.empty() ? std::string(" (one of: sequential, sequential_unrolled, expand_dims, broadcast_all)")
+                                                : "; did you mean '" + fix + "'?"));
+        }
+        ok = false;
+      }
+    }
+  }
+}
+
+void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
+  if (!f.expect_sequence(node, "'platforms'")) {
+    ok = false;
+    return;
+  }
+  op.platforms.clear();
+  for (const YAML::Node& p : node) {
+    std::optional<std::string> s = f.string(p, "a platform");
+    if (!s) {
+      ok = false;
+      continue;
+    }
+    std::optional<Platform> platform;
+    if (*s == "cuda") platform = Platform::kCuda;
+    if (*s == "cpu") platform = Platform::kCpu;
+    if (!platform) {
+      std::string fix = platform_alias(*s);
+      f.error(f.at(p), "unknown platform '" + *s + "'" +
+                           (fix.empty() ? " (supported: cuda, cpu)" : "; did you mean '" + fix + "'?"));
+      ok = false;
+    } else if (op.has_platform(*platform)) {
+      f.error(f.at(p), "platform '" + *s + "' is listed twice");
+      ok = false;
+    } else {
+      op.platforms.push_back(*platform);
+    }
+  }
+  if (node.size() == 0) {
+    f.error(f.at(node), "'platforms' must list at least one platform");
+    ok = false;
+  }
+}
+
+}  // namespace
+
+std::optional<Op> read_op_spec(const std::string& path, const std::string& display_path,
+                               Diagnostics& diags) {
+  SpecFile f(display_path, diags);
+  std::optional<YAML::Node> loaded = f.load(path);
+  if (!loaded) return std::nullopt;
+  const YAML::Node& root = *loaded;
+
+  Op op;
+  op.spec_path = display_path;
+  op.platforms = {Platform::kCuda, Platform::kCpu};
+  op.api_versions = {4};
+  bool ok = true;
+
+  const int errors_before = diags.error_count();
+  const auto top = f.entries(
+      root, "the spec", {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "platforms", "xla"});
+  f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
+  if (!check_format_version(f, root)) ok = false;
+  // Type variables first: tensors refer to them wherever `types:` stands.
+  for (const auto& [key, value] : top) {
+    if (key != "types") continue;
+    ok = read_type_vars(f, value, op.type_vars) && ok;
+    // Every combination is compiled into every binding: keep their number sane.
+    size_t combinations = 1;
+    for (const TypeVar& v : op.type_vars) combinations *= std::max<size_t>(1, v.dtypes.size());
+    if (combinations > kMaxInstantiations) {
+      f.error(f.at(value), "the type variables give " + std::to_string(combinations) +
+                               " dtype combinations; at most " + std::to_string(kMaxInstantiations) +
+                               " are compiled into each binding");
+      ok = false;
+    }
+  }
+  for (const auto& [key, value] : top) {
+    if (key == "name") {
+      std::optional<std::string> name = f.snake_name(value, "op name");
+      if (!name) {
+        ok = false;
+        continue;
+      }
+      op.name = *name;
+      const std::string stem = std::filesystem::path(display_path).stem().string();
+      if (stem != op.name) {
+        f.error(f.at(value), "op name '" + op.name + "' does not match the file name '" +
+                                 std::filesystem::path(display_path).filename().string() +
+                                 "' (an op's spec is <name>.yaml)");
+        ok = false;
+      }
+    } else if (key == "doc") {
+      std::optional<std::string> s = f.string(value, "'doc'");
+      if (s) op.doc = *s;
+      else ok = false;
+    } else if (key == "inputs") {
+      ok = read_tensors(f, value, "inputs", "input", op.type_vars, op.inputs) && ok;
+    } else if (key == "outputs") {
+      ok = read_tensors(f, value, "outputs", "output", op.type_vars, op.outputs) && ok;
+    } else if (key == "attrs") {
+      if (!f.expect_map(value, "'attrs'")) {
+        ok = false;
+        continue;
+      }
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        if (!it->first.IsScalar()) {
+          f.error(f.at(it->first), "attribute names must be plain names");
+          ok = false;
+          continue;
+        }
+        std::optional<Attr> a = read_attr(f, it->first.Scalar(), it->second, f.at(it->first));
+        if (a) op.attrs.push_back(*a);
+        else ok = false;
+      }
+    } else if (key == "platforms") {
+      read_platforms(f, value, op, ok);
+    } else if (key == "xla") {
+      read_xla(f, value, op, ok);
+    }
+  }
+  if (!ok || op.name.empty() || op.inputs.empty() || op.outputs.empty()) return std::nullopt;
+  if (!resolve(f, op, root["xla"] ? f.at(root["xla"]) : f.at(root))) return std::nullopt;
+  // Any error reported on the way (an unknown or duplicate key, say) fails the spec.
+  if (diags.error_count() > errors_before) return std::nullopt;
+  return op;
+}
+
+std::optional<Package> read_package_spec(const std::string& path, const std::string& display_path,
+                                         Diagnostics& diags) {
+  SpecFile f(display_path, diags);
+  std::optional<YAML::Node> loaded = f.load(path);
+  if (!loaded) return std::nullopt;
+  const YAML::Node& root = *loaded;
+  Package pkg;
+  pkg.spec_path = display_path;
+  bool ok = true;
+  const int errors_before = diags.error_count();
+  const auto top = f.entries(root, "the package settings", {"opgen", "package"});
+  f.require(root, "the package settings", {"opgen", "package"});
+  if (!check_format_version(f, root)) ok = false;
+  for (const auto& [key, value] : top) {
+    if (key != "package" || !f.expect_map(value, "'package'")) {
+      ok = ok && key != "package";
+      continue;
+    }
+    const auto fields = f.entries(value, "'package'", {"name", "torch_namespace"});
+    f.require(value, "'package'", {"name", "torch_namespace"});
+    for (const auto& [k, v] : fields) {
+      std::optional<std::string> s = f.snake_name(v, k == "name" ? "package name" : "torch namespace");
+      if (!s) {
+        ok = false;
+      } else if (k == "name") {
+        // Importable beside everything else: a package named json would hide
+        // the standard json module from every import on the path.
+        if (const std::string hidden = shadowed_module(*s); !hidden.empty()) {
+          f.error(f.at(v), "package name '" + *s + "' would hide " + hidden + " from every import; choose another name");
+          ok = false;
+        }
+        pkg.name = *s;
+      } else {
+        if (is_reserved_torch_namespace(*s)) {
+          f.error(f.at(v), "torch namespace '" + *s + "' is PyTorch's own; choose another name");
+          ok = false;
+        }
+        pkg.torch_namespace = *s;
+      }
+    }
+  }
+  if (!ok || pkg.name.empty() || pkg.torch_namespace.empty()) return std::nullopt;
+  if (diags.error_count() > errors_before) return std::nullopt;
+  return pkg;
+}
+
+}  // namespace opgen

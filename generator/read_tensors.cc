@@ -1,0 +1,271 @@
+// Reading `types:`, `inputs:` and `outputs:`: type variables, tensors, and
+// the dimensions of their shapes.
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+
+#include "names.h"
+#include "read_sections.h"
+#include "shape_expr.h"
+
+namespace opgen {
+
+// The spec spelling of a dtype written as numpy, C or torch names it, or "".
+std::string dtype_alias(const std::string& s) {
+  static const std::map<std::string, std::string> aliases = {
+      {"float16", "f16"}, {"half", "f16"},     {"fp16", "f16"},     {"bfloat16", "bf16"},
+      {"float32", "f32"}, {"float", "f32"},    {"fp32", "f32"},     {"float64", "f64"},
+      {"double", "f64"},  {"fp64", "f64"},     {"int32", "i32"},    {"int", "i32"},
+      {"int64", "i64"},   {"long", "i64"},     {"uint8", "u8"},     {"byte", "u8"},
+      {"bool_", "bool"},  {"pred", "bool"},    {"s32", "i32"},      {"s64", "i64"},
+      {"F16", "f16"},     {"BF16", "bf16"},    {"F32", "f32"},      {"F64", "f64"},
+      {"I32", "i32"},     {"I64", "i64"},      {"U8", "u8"},        {"S32", "i32"},
+      {"S64", "i64"},     {"PRED", "bool"}};
+  auto it = aliases.find(s);
+  return it == aliases.end() ? "" : it->second;
+}
+
+namespace {
+
+// Reads one dimension of `t`'s shape. `first` says whether it is the
+// shape's first entry (where `...` may stand).
+bool read_dim(SpecFile& f, const YAML::Node& dim, const std::string& what, bool is_output,
+              bool first, Tensor& t) {
+  Dim d;
+  d.where = f.at(dim);
+  if (dim.IsNull()) {
+    f.error(d.where, "a dimension of " + what +
+                         " is empty or null in YAML (null, ~ and NULL read as null); "
+                         "give a size or a shape symbol");
+    return false;
+  }
+  // A quoted dimension reads like a plain one: quotes help an expression
+  // that YAML would otherwise misread (one starting with '*', say).
+  if (!dim.IsScalar()) {
+    f.error(d.where, "a dimension of " + what + " must be a size, a shape symbol or an expression");
+    return false;
+  }
+  const std::string& text = dim.Scalar();
+  d.text = text;
+  if (text == "...") {
+    if (!first) {
+      f.error(d.where, "'...' (the batch dimensions) may only lead the shape of " + what);
+      return false;
+    }
+    t.batch = true;
+    return true;
+  }
+  if (!text.empty() && (is_ascii_digit(text[0]) || text[0] == '-') &&
+      text.find_first_of("+*/() ") == std::string::npos && text.find('-', 1) == std::string::npos) {
+    errno = 0;
+    char* end = nullptr;
+    const long long parsed = std::strtoll(text.c_str(), &end, 10);
+    if (*end != '\0' || errno == ERANGE) {
+      f.error(d.where, "a fixed dimension of " + what + " must be an integer, not '" + text + "'");
+      return false;
+    }
+    const std::optional<int64_t> size = parsed;
+    if (*size < 1) {
+      f.error(d.where, "a fixed dimension of " + what + " must be at least 1, not " + std::to_string(*size));
+      return false;
+    }
+    d.fixed = *size;
+  } else if (is_symbol_identifier(text)) {
+    if (is_reserved_name(text)) {
+      f.error(d.where, "shape symbol '" + text + "' of " + what +
+                           " is reserved in C++, Python or the generated code");
+      return false;
+    }
+    d.symbol = text;
+  } else if (text.find_first_of("+-*/()") != std::string::npos) {
+    if (!is_output) {
+      f.error(d.where, "the shape of " + what + " has the expression '" + text +
+                           "'; inputs take sizes and symbols, expressions go in outputs");
+      return false;
+    }
+    std::string error;
+    d.expr = parse_shape_expr(text, error);
+    if (!d.expr) {
+      f.error(d.where, "bad shape expression '" + text + "' in " + what + ": " + error);
+      return false;
+    }
+  } else {
+    f.error(d.where, "'" + text + "' in the shape of " + what +
+                         " is neither a size, a shape symbol (a name such as N, with no '__' and "
+                         "no trailing '_'), an expression such as 2*D, nor '...'");
+    return false;
+  }
+  t.shape.push_back(d);
+  return true;
+}
+
+std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YAML::Node& node,
+                                  const std::string& role, const Location& name_at,
+                                  const std::vector<TypeVar>& type_vars) {
+  const std::string what = role + " '" + name + "'";
+  Tensor t;
+  t.name = name;
+  t.where = name_at;
+  bool ok = f.checked_snake_name(name, name_at, role + " name");
+  if (!f.expect_map(node, what)) return std::nullopt;
+  const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional"})
+                                       : f.entries(node, what, {"dtype", "shape", "doc", "alias"});
+  // An output that aliases an input takes that input's dtype and shape.
+  if (role == "output" && node["alias"]) {
+    std::optional<std::string> input = f.snake_name(node["alias"], "the input that " + what + " aliases");
+    if (!input) return std::nullopt;
+    for (const char* key : {"dtype", "shape"}) {
+      if (node[key]) {
+        f.error(f.at(node[key]), what + " aliases input '" + *input + "' and takes its dtype and shape; remove '" + key + "'");
+        ok = false;
+      }
+    }
+    t.alias = *input;
+    if (const YAML::Node doc = node["doc"]) {
+      std::optional<std::string> s = f.string(doc, "the doc of " + what);
+      if (s) t.doc = *s;
+      else ok = false;
+    }
+    if (!ok) return std::nullopt;
+    return t;
+  }
+  f.require(node, what, {"dtype", "shape"});
+  bool have_dtype = false, have_shape = false;
+  for (const auto& [key, value] : fields) {
+    if (key == "dtype") {
+      std::optional<std::string> s = f.string(value, "the dtype of " + what);
+      if (!s) {
+        ok = false;
+        continue;
+      }
+      const auto var = std::find_if(type_vars.begin(), type_vars.end(),
+                                    [&](const TypeVar& v) { return v.name == *s; });
+      if (var != type_vars.end()) {
+        t.type_var = *s;
+        have_dtype = true;
+        continue;
+      }
+      std::optional<DType> d = parse_dtype(*s);
+      if (!d) {
+        std::string message = "unsupported dtype '" + *s + "' for " + what;
+        std::string fix = dtype_alias(*s);
+        message += !fix.empty() ? "; did you mean '" + fix + "'?"
+                   : type_vars.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool, or a type variable declared under 'types')"
+                                       : " (neither a dtype nor a type variable declared under 'types')";
+        f.error(f.at(value), message);
+        ok = false;
+        continue;
+      }
+      t.dtype = *d;
+      have_dtype = true;
+    } else if (key == "shape") {
+      if (!f.expect_sequence(value, "the shape of " + what)) {
+        ok = false;
+        continue;
+      }
+      have_shape = true;
+      bool first = true;
+      for (const YAML::Node& dim : value) {
+        ok = read_dim(f, dim, what, role == "output", first, t) && ok;
+        first = false;
+      }
+    } else if (key == "doc") {
+      std::optional<std::string> s = f.string(value, "the doc of " + what);
+      if (s) t.doc = *s;
+      else ok = false;
+    } else if (key == "optional") {
+      std::optional<bool> b = f.boolean(value, "'optional' of " + what);
+      if (b) t.optional = *b;
+      else ok = false;
+    }
+  }
+  if (!ok || !have_dtype || !have_shape) return std::nullopt;
+  return t;
+}
+
+}  // namespace
+
+// `types:` maps each type variable to the dtypes it ranges over.
+bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& out) {
+  if (!f.expect_map(node, "'types'")) return false;
+  bool ok = true;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    TypeVar v;
+    v.where = f.at(it->first);
+    if (!it->first.IsScalar() || !is_symbol_identifier(it->first.Scalar()) ||
+        is_reserved_name(it->first.Scalar())) {
+      f.error(v.where, "a type variable needs a valid name, such as T");
+      ok = false;
+      continue;
+    }
+    v.name = it->first.Scalar();
+    if (std::any_of(out.begin(), out.end(), [&](const TypeVar& o) { return o.name == v.name; })) {
+      f.error(v.where, "type variable '" + v.name + "' is declared twice");
+      ok = false;
+      continue;
+    }
+    // Also numpy's and torch's names: the Python descriptions name dtypes so.
+    if (parse_dtype(v.name) || !dtype_alias(v.name).empty()) {
+      f.error(v.where, "type variable '" + v.name + "' has the name of a dtype");
+      ok = false;
+      continue;
+    }
+    const std::string what = "the dtypes of type variable '" + v.name + "'";
+    if (!f.expect_sequence(it->second, what)) {
+      ok = false;
+      continue;
+    }
+    const YAML::Node list = it->second;  // a named copy: `it->second` is a temporary
+    for (const YAML::Node& d : list) {
+      std::optional<std::string> s = f.string(d, "a dtype of type variable '" + v.name + "'");
+      std::optional<DType> dtype = s ? parse_dtype(*s) : std::nullopt;
+      if (!dtype) {
+        if (s) {
+          std::string fix = dtype_alias(*s);
+          f.error(f.at(d), "unsupported dtype '" + *s + "' for type variable '" + v.name + "'" +
+                               (fix.empty() ? std::string(" (supported: f16, bf16, f32, f64, i32, i64, u8, bool)")
+                                            : "; did you mean '" + fix + "'?"));
+        }
+        ok = false;
+      } else if (std::find(v.dtypes.begin(), v.dtypes.end(), *dtype) != v.dtypes.end()) {
+        f.error(f.at(d), "dtype '" + *s + "' is listed twice for type variable '" + v.name + "'");
+        ok = false;
+      } else {
+        v.dtypes.push_back(*dtype);
+      }
+    }
+    if (it->second.IsSequence() && it->second.size() == 0) {
+      f.error(f.at(it->second), "type variable '" + v.name + "' must list at least one dtype");
+      ok = false;
+    }
+    out.push_back(v);
+  }
+  return ok;
+}
+
+// Reads `inputs:` or `outputs:`.
+bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& section,
+                  const std::string& role, const std::vector<TypeVar>& type_vars,
+                  std::vector<Tensor>& out) {
+  if (!f.expect_map(node, "'" + section + "'")) return false;
+  if (node.size() == 0) {
+    f.error(f.at(node), "'" + section + "' must name at least one " + role);
+    return false;
+  }
+  bool ok = true;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar()) {
+      f.error(f.at(it->first), role + " names must be plain names");
+      ok = false;
+      continue;
+    }
+    std::optional<Tensor> t =
+        read_tensor(f, it->first.Scalar(), it->second, role, f.at(it->first), type_vars);
+    if (t) out.push_back(*t);
+    else ok = false;
+  }
+  return ok;
+}
+
+}  // namespace opgen

@@ -1,0 +1,209 @@
+#include "resolve.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "names.h"
+#include "shape_expr.h"
+
+namespace opgen {
+namespace {
+
+// Binds every shape symbol to its first required input dimension, gives each
+// aliasing output its input's dtype and shape, and checks that outputs use
+// only bound symbols, that `...` in an output has an input to take its batch
+// dimensions from, and that every type variable is bound by an input.
+bool resolve_symbols(SpecFile& f, Op& op) {
+  bool ok = true;
+  std::map<std::string, bool> bound;
+  bool input_batch = false;
+  // Optional inputs come last, so that the frameworks' argument lists (and
+  // the custom call's operands) are the required inputs, then those given.
+  for (size_t i = 1; i < op.inputs.size(); ++i) {
+    if (op.inputs[i - 1].optional && !op.inputs[i].optional) {
+      f.error(op.inputs[i].where, "required input '" + op.inputs[i].name + "' follows optional input '" +
+                                      op.inputs[i - 1].name + "'; list the optional inputs last");
+      ok = false;
+    }
+  }
+  if (std::all_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.optional; })) {
+    f.error(op.inputs[0].where, "every input is optional; at least the first must be required");
+    return false;
+  }
+  if (!ok) return false;  // the ordering error above says what to fix
+  // The presence mask is a u32 in legacy descriptors.
+  if (op.optional_inputs() > 32) {
+    f.error(op.inputs[op.required_inputs() + 32].where, "an op may have at most 32 optional inputs");
+    return false;
+  }
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const Tensor& t = op.inputs[i];
+    if (t.optional) continue;
+    input_batch = input_batch || t.batch;
+    for (size_t axis = 0; axis < t.shape.size(); ++axis) {
+      const Dim& d = t.shape[axis];
+      if (d.symbol.empty() || bound.count(d.symbol)) continue;
+      bound[d.symbol] = true;
+      op.symbols.push_back({d.symbol, static_cast<int>(i), static_cast<int>(axis)});
+    }
+  }
+  for (const Tensor& t : op.inputs) {
+    if (!t.optional) continue;
+    if (t.batch && !input_batch) {
+      f.error(t.where, "optional input '" + t.name + "' has batch dimensions ('...') but no required input has any to match");
+      ok = false;
+    }
+    for (const Dim& d : t.shape) {
+      if (!d.symbol.empty() && !bound.count(d.symbol)) {
+        f.error(d.where, "shape symbol '" + d.symbol + "' of optional input '" + t.name +
+                             "' is not bound by a required input (an absent input cannot give its size)");
+        ok = false;
+      }
+    }
+  }
+  std::map<std::string, std::string> aliased;  // input -> the output that aliases it
+  for (Tensor& t : op.outputs) {
+    if (t.alias.empty()) continue;
+    const auto input = std::find_if(op.inputs.begin(), op.inputs.end(),
+                                    [&](const Tensor& i) { return i.name == t.alias; });
+    if (input == op.inputs.end()) {
+      std::vector<std::string> names;
+      for (const Tensor& i : op.inputs) names.push_back(i.name);
+      const std::string fix = closest_match(t.alias, names);
+      f.error(t.where, "output '" + t.name + "' aliases '" + t.alias + "', which is not an input" +
+                           (fix.empty() ? std::string() : "; did you mean '" + fix + "'?"));
+      ok = false;
+      continue;
+    }
+    if (input->optional) {
+      f.error(t.where, "output '" + t.name + "' aliases optional input '" + t.alias + "'; an in-place output needs its input in every call");
+      ok = false;
+      continue;
+    }
+    if (!aliased.emplace(t.alias, t.name).second) {
+      f.error(t.where, "output '" + t.name + "' aliases input '" + t.alias + "', which output '" + aliased[t.alias] + "' already aliases");
+      ok = false;
+      continue;
+    }
+    t.dtype = input->dtype;
+    t.type_var = input->type_var;
+    t.batch = input->batch;
+    t.shape = input->shape;
+  }
+  for (const Tensor& t : op.outputs) {
+    if (t.batch && !input_batch) {
+      f.error(t.where, "output '" + t.name + "' has batch dimensions ('...') but no input has any to take them from");
+      ok = false;
+    }
+    for (const Dim& d : t.shape) {
+      std::vector<std::string> used;
+      if (d.expr) expr_symbols(*d.expr, used);
+      else if (!d.symbol.empty()) used.push_back(d.symbol);
+      for (const std::string& s : used) {
+        if (bound.count(s)) continue;
+        f.error(d.where, "shape symbol '" + s + "' of output '" + t.name + "' is not bound by any input's shape");
+        ok = false;
+      }
+    }
+  }
+  for (const TypeVar& v : op.type_vars) {
+    auto uses = [&](const std::vector<Tensor>& ts) {
+      return std::any_of(ts.begin(), ts.end(), [&](const Tensor& t) { return t.type_var == v.name; });
+    };
+    const std::vector<Tensor> required(op.inputs.begin(), op.inputs.begin() + op.required_inputs());
+    if (!uses(required)) {
+      f.error(v.where, "type variable '" + v.name + "' is not the dtype of any " +
+                           (uses(op.inputs) ? "required " : "") + "input, so a call cannot bind it");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// Every name lands in one C++ struct and one Python signature.
+bool check_unique_names(SpecFile& f, const Op& op) {
+  bool ok = true;
+  std::map<std::string, std::pair<std::string, Location>> owner;
+  auto claim = [&](const std::string& name, const std::string& role, const Location& where) {
+    auto [it, inserted] = owner.emplace(name, std::make_pair(role, where));
+    if (!inserted) {
+      const Location& first = it->second.second;
+      f.error(where, "the name '" + name + "' of this " + role + " is already used by the " +
+                         it->second.first + " at line " + std::to_string(first.line) +
+                         "; inputs, outputs, attributes, shape symbols and type variables share one namespace");
+      ok = false;
+    }
+  };
+  for (const Tensor& t : op.inputs) claim(t.name, "input", t.where);
+  for (const Tensor& t : op.outputs) claim(t.name, "output", t.where);
+  for (const Attr& a : op.attrs) claim(a.name, "attribute", a.where);
+  for (const SymbolBinding& s : op.symbols) {
+    const Dim& d = op.inputs[s.input].shape[s.axis];
+    claim(s.symbol, "shape symbol", d.where);
+  }
+  for (const TypeVar& v : op.type_vars) claim(v.name, "type variable", v.where);
+  // Each enum attribute names a C++ type in the op's namespace; it must not
+  // meet another such name, a symbol or type variable (C++ names too), or a
+  // type the generated code uses there.
+  std::map<std::string, std::string> cpp_types;
+  for (const char* taken : {"Args", "Descriptor", "Instantiations", "Tensor", "Span", "Status"}) cpp_types[taken] = "the generated code";
+  for (const SymbolBinding& s : op.symbols) cpp_types.emplace(s.symbol, "shape symbol '" + s.symbol + "'");
+  for (const TypeVar& v : op.type_vars) cpp_types.emplace(v.name, "type variable '" + v.name + "'");
+  for (const Attr& a : op.attrs) {
+    if (a.type != AttrType::kEnum) continue;
+    const std::string type = enum_type_name(a.name);
+    auto [it, inserted] = cpp_types.emplace(type, "enum attribute '" + a.name + "'");
+    if (!inserted) {
+      f.error(a.where, "enum attribute '" + a.name + "' names its C++ type '" + type + "', which " + it->second +
+                           " already uses; rename the attribute");
+      ok = false;
+    }
+  }
+  // torch.compile functionalizes an op that updates an input in place
+  // through a helper whose own parameter is named `mode`.
+  if (std::any_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return !t.alias.empty(); })) {
+    auto refuse_mode = [&](const std::string& name, const Location& where, const std::string& kind) {
+      if (name != "mode") return;
+      f.error(where, "an op with an in-place output cannot have an " + kind + " named 'mode': torch.compile's "
+                     "functionalization passes its own 'mode' argument; rename the " + kind);
+      ok = false;
+    };
+    for (const Attr& a : op.attrs) refuse_mode(a.name, a.where, "attribute");
+    for (const Tensor& t : op.inputs) refuse_mode(t.name, t.where, "input");
+  }
+  if (op.has_batch()) {
+    for (const Tensor& t : op.inputs) {
+      if (t.batch) {
+        claim(kBatchField, "batch count (the '...' of input '" + t.name + "')", t.where);
+        break;
+      }
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
+  if (!resolve_symbols(f, op)) return false;
+  if (!check_unique_names(f, op)) return false;
+  // vmap by expand_dims/broadcast_all, and batch partitioning, add leading
+  // dimensions to every operand and result: each must take them in its '...'.
+  const bool all_batched =
+      std::all_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.batch; }) &&
+      std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.batch; });
+  if ((op.vmap_method == "expand_dims" || op.vmap_method == "broadcast_all") && !all_batched) {
+    f.error(xla_at, "vmap_method '" + op.vmap_method +
+                        "' adds leading dimensions to every operand: every input and output shape must start with '...'");
+    return false;
+  }
+  if (op.batch_partitionable && !all_batched) {
+    f.error(xla_at, "batch_partitionable lets XLA split leading dimensions: every input and output shape must start with '...'");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace opgen

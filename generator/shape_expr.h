@@ -1,0 +1,23 @@
+// The grammar of an output dimension expression: integers and shape symbols
+// joined by + - * / and parentheses (`2*D`, `D/H`, `(N+1)*2`), read into the
+// model's Expr tree. Division must be exact, which the generated code checks
+// at run time; a literal zero divisor is refused here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model.h"
+
+namespace opgen {
+
+// The tree of `text`, or nullptr with `error` saying what is wrong (the
+// caller adds where).
+std::shared_ptr<const Expr> parse_shape_expr(std::string_view text, std::string& error);
+
+// Every symbol `e` uses, in order (with repeats).
+void expr_symbols(const Expr& e, std::vector<std::string>& out);
+
+}  // namespace opgen

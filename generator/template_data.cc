@@ -1,0 +1,219 @@
+#include "template_data.h"
+
+#include <pybind11/stl.h>
+
+#include "names.h"
+
+namespace py = pybind11;
+
+namespace opgen {
+namespace {
+
+py::object text_or_none(const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); }
+
+py::object value(const std::optional<AttrValue>& v) {
+  if (!v) return py::none();
+  return std::visit([](const auto& x) -> py::object { return py::cast(x); }, *v);
+}
+
+// {kind: int, value}, {kind: symbol, symbol}, or {kind: + - * /, lhs, rhs,
+// symbolic: whether a symbol occurs below}.
+py::dict expr_tree(const Expr& e, bool* symbolic) {
+  py::dict node;
+  if (e.kind == Expr::Kind::kInt) {
+    node["kind"] = "int";
+    node["value"] = e.value;
+    *symbolic = false;
+    return node;
+  }
+  if (e.kind == Expr::Kind::kSymbol) {
+    node["kind"] = "symbol";
+    node["symbol"] = e.symbol;
+    *symbolic = true;
+    return node;
+  }
+  bool left = false, right = false;
+  node["kind"] = e.kind == Expr::Kind::kAdd ? "+" : e.kind == Expr::Kind::kSub ? "-" : e.kind == Expr::Kind::kMul ? "*" : "/";
+  node["lhs"] = expr_tree(*e.lhs, &left);
+  node["rhs"] = expr_tree(*e.rhs, &right);
+  *symbolic = left || right;
+  node["symbolic"] = *symbolic;
+  return node;
+}
+
+py::dict tensor_facts(const Tensor& t) {
+  py::dict out;
+  out["name"] = t.name;
+  out["doc"] = t.doc;
+  out["dtype"] = t.type_var.empty() ? py::object(py::str(info(t.dtype).name)) : py::object(py::none());
+  out["type_var"] = text_or_none(t.type_var);
+  out["batch"] = t.batch;
+  out["optional"] = t.optional;
+  out["alias"] = text_or_none(t.alias);
+  py::list dims;
+  for (const Dim& d : t.shape) {
+    py::dict dim;
+    dim["text"] = d.text;
+    dim["size"] = d.fixed ? py::object(py::int_(*d.fixed)) : py::object(py::none());
+    dim["symbol"] = text_or_none(d.symbol);
+    dim["kind"] = d.fixed ? "fixed" : d.expr ? "expr" : "symbol";
+    if (d.expr) {
+      bool symbolic = false;
+      dim["tree"] = expr_tree(*d.expr, &symbolic);
+    }
+    dims.append(dim);
+  }
+  out["dims"] = dims;
+  return out;
+}
+
+py::dict attr_facts(const Attr& a) {
+  py::dict out;
+  out["name"] = a.name;
+  out["doc"] = a.doc;
+  out["type"] = info(a.type).name;
+  out["element_type"] = info(element_type(a.type)).name;
+  out["array"] = is_array(a.type);
+  out["enum_type"] = a.type == AttrType::kEnum ? enum_type_name(a.name) : std::string();
+  out["has_default"] = a.default_value.has_value();
+  out["default"] = value(a.default_value);
+  out["min"] = value(a.min);
+  out["max"] = value(a.max);
+  out["values"] = a.values;
+  out["size"] = a.size ? py::object(py::int_(*a.size)) : py::object(py::none());
+  out["unique"] = a.unique;
+  return out;
+}
+
+const char* kind_name(OpaqueField::Kind k) {
+  switch (k) {
+    case OpaqueField::Kind::kDtype: return "dtype";
+    case OpaqueField::Kind::kPresent: return "present";
+    case OpaqueField::Kind::kBatch: return "batch";
+    case OpaqueField::Kind::kSymbol: return "symbol";
+    case OpaqueField::Kind::kEnum: return "enum";
+    case OpaqueField::Kind::kArray: return "array";
+    case OpaqueField::Kind::kAttr: break;
+  }
+  return "attr";
+}
+
+py::dict opaque_facts(const OpaqueLayout& layout) {
+  py::list fields, tail;
+  std::string format = "<4sHHQ";
+  for (const OpaqueField& f : layout.fields) {
+    py::dict d;
+    d["name"] = f.name;
+    d["kind"] = kind_name(f.kind);
+    d["cpp"] = f.cpp;
+    d["offset"] = f.offset;
+    d["size"] = f.size;
+    d["code"] = f.struct_code;
+    format += f.struct_code;
+    if (f.kind == OpaqueField::Kind::kDtype) d["type_var"] = f.type_var;
+    if (f.kind == OpaqueField::Kind::kArray) {
+      const AttrTypeInfo& e = info(f.element);
+      d["element_cpp"] = e.cpp;
+      d["element_size"] = e.size;
+      d["element_format"] = e.struct_format;
+      tail.append(d);
+    }
+    fields.append(d);
+  }
+  py::dict out;
+  out["fields"] = fields;
+  out["tail"] = tail;  // the array fields, whose elements follow the fixed fields
+  out["size"] = layout.size;
+  out["header_size"] = OpaqueLayout::kHeaderSize;
+  out["struct_format"] = format;
+  out["fingerprint"] = layout.fingerprint;
+  out["layout_version"] = kOpaqueLayoutVersion;
+  return out;
+}
+
+const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "cpu"; }
+
+}  // namespace
+
+py::dict package_facts(const Package& package) {
+  py::dict out;
+  out["name"] = package.name;
+  out["torch_namespace"] = package.torch_namespace;
+  out["spec_path"] = package.spec_path;
+  out["opaque_layout_version"] = kOpaqueLayoutVersion;
+  return out;
+}
+
+py::list dtype_facts() {
+  py::list out;
+  for (const DTypeInfo& i : all_dtypes()) {
+    py::dict d;
+    d["code"] = static_cast<int>(out.size());  // its index in the table: the code descriptors carry
+    d["name"] = i.name;
+    d["cpp"] = i.cpp;
+    d["ffi"] = i.ffi;
+    d["numpy"] = i.numpy;
+    d["torch"] = i.torch;
+    d["torch_scalar"] = i.torch_scalar;
+    d["size"] = i.size;
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict attr_type_facts() {
+  py::dict out;
+  for (const AttrTypeInfo& i : all_attr_types()) {
+    py::dict d;
+    d["name"] = i.name;
+    d["cpp"] = i.cpp;
+    d["numpy"] = i.numpy;
+    d["struct_format"] = i.struct_format;
+    d["torch_schema"] = i.torch_schema;
+    d["py_type"] = i.py_type;
+    d["size"] = i.size;
+    out[i.name] = d;
+  }
+  return out;
+}
+
+py::dict op_facts(const Op& op, const std::string& package) {
+  py::dict out;
+  out["name"] = op.name;
+  out["doc"] = op.doc;
+  out["spec_path"] = op.spec_path;
+  py::list inputs, outputs, attrs, symbols, type_vars, platforms;
+  for (const Tensor& t : op.inputs) inputs.append(tensor_facts(t));
+  for (const Tensor& t : op.outputs) outputs.append(tensor_facts(t));
+  for (const Attr& a : op.attrs) attrs.append(attr_facts(a));
+  for (const SymbolBinding& s : op.symbols) {
+    py::dict d;
+    d["name"] = s.symbol;
+    d["input"] = s.input;
+    d["axis"] = s.axis;
+    symbols.append(d);
+  }
+  for (const TypeVar& v : op.type_vars) {
+    py::dict d;
+    d["name"] = v.name;
+    py::list dtypes;
+    for (DType t : v.dtypes) dtypes.append(info(t).name);
+    d["dtypes"] = dtypes;
+    type_vars.append(d);
+  }
+  for (Platform p : op.platforms) platforms.append(platform_name(p));
+  out["inputs"] = inputs;
+  out["outputs"] = outputs;
+  out["attrs"] = attrs;
+  out["symbols"] = symbols;  // in binding order
+  out["type_vars"] = type_vars;
+  out["platforms"] = platforms;
+  out["api_versions"] = op.api_versions;
+  out["command_buffer_compatible"] = op.command_buffer_compatible;
+  out["vmap_method"] = op.vmap_method;
+  out["batch_partitionable"] = op.batch_partitionable;
+  out["opaque"] = opaque_facts(op.opaque_layout(package));
+  return out;
+}
+
+}  // namespace opgen
