@@ -80,11 +80,12 @@ function(opgen_add_package)
 
   # Every file opgen writes, by what the build does with it (opgen_package.cmake).
   set(python_dir "${generated}/python/${pkg}")
-  foreach(kind XLA TORCH PYTHON HEADER DOC BUILD)
+  foreach(kind XLA TORCH BODY_CPU BODY_CUDA PYTHON HEADER DOC BUILD)
     set(${kind}_files ${OPGEN_FILES_${kind}})
     list(TRANSFORM ${kind}_files PREPEND "${generated}/")
   endforeach()
-  set(outputs ${XLA_files} ${TORCH_files} ${PYTHON_files} ${HEADER_files} ${DOC_files} ${BUILD_files})
+  set(outputs ${XLA_files} ${TORCH_files} ${BODY_CPU_files} ${BODY_CUDA_files} ${PYTHON_files} ${HEADER_files}
+      ${DOC_files} ${BUILD_files})
 
   if(ARG_REGENERATE)
     # opgen writes only files whose bytes change (Ninja restats the
@@ -103,29 +104,30 @@ function(opgen_add_package)
     add_custom_target(${ARG_GENERATE_TARGET} DEPENDS "${stamp}")
   endif()
 
-  # The hand-written bodies, compiled once for every binding that calls them.
-  # Adding or removing a body reconfigures, so a missing one is reported here.
+  # The hand-written bodies, compiled once for every binding that calls them,
+  # each through its generated wrapper, which includes it and instantiates it
+  # for every dtype combination of the spec. Adding or removing a body
+  # reconfigures, so a missing one is reported here.
   file(GLOB kernel_files CONFIGURE_DEPENDS "${kernels_dir}/*.cc" "${kernels_dir}/*.cu")
-  set(kernel_sources)
   foreach(op IN LISTS OPGEN_PACKAGE_OPS)
     foreach(platform IN LISTS OPGEN_OP_${op}_PLATFORMS)
       if(platform STREQUAL "cuda")
-        if(NOT OPGEN_WITH_CUDA)
-          continue()
-        endif()
         set(body "${kernels_dir}/${op}.cu")
       else()
         set(body "${kernels_dir}/${op}.cc")
       endif()
-      if(NOT EXISTS "${body}")
+      if(NOT EXISTS "${body}" AND (platform STREQUAL "cpu" OR OPGEN_WITH_CUDA))
         message(FATAL_ERROR "${body} is missing: the spec of ${op} lists platform ${platform}, "
                             "whose kernel body it holds (opgen new writes a skeleton)")
       endif()
-      list(APPEND kernel_sources "${body}")
     endforeach()
   endforeach()
+  set(kernel_sources ${BODY_CPU_files})
+  if(OPGEN_WITH_CUDA)
+    list(APPEND kernel_sources ${BODY_CUDA_files})
+  endif()
   add_library(${pkg}_kernels STATIC ${kernel_sources})
-  target_include_directories(${pkg}_kernels PUBLIC "${generated}/include")
+  target_include_directories(${pkg}_kernels PUBLIC "${generated}/include" PRIVATE "${kernels_dir}")
   target_link_libraries(${pkg}_kernels PUBLIC opgen_runtime)
   set_target_properties(${pkg}_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
   if(OPGEN_WITH_CUDA)
@@ -147,12 +149,10 @@ function(opgen_add_package)
   # <package>/_torch_ops.so: the PyTorch kernels, a plain shared library that
   # torch.ops.load_library loads; it uses only torch's stable C shim.
   if(OPGEN_WITH_TORCH)
-    add_library(${pkg}_torch_ops SHARED ${TORCH_files})
-    # One translation unit: torch 2.9's stable tensor header defines a member
-    # function out of line without `inline`, so two files that include it
-    # cannot be linked together.
+    # One file per op, and the runtime's boxed kernel and tensor views.
+    add_library(${pkg}_torch_ops SHARED ${TORCH_files} "${OPGEN_RUNTIME_DIR}/src/torch_stable.cc")
     set_target_properties(${pkg}_torch_ops PROPERTIES
-      UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0 OUTPUT_NAME _torch_ops PREFIX ""
+      OUTPUT_NAME _torch_ops PREFIX ""
       CXX_VISIBILITY_PRESET hidden BUILD_RPATH "${OPGEN_TORCH_LIB_DIR}"
       LIBRARY_OUTPUT_DIRECTORY "${stage}")
     target_include_directories(${pkg}_torch_ops SYSTEM PRIVATE "${OPGEN_TORCH_INCLUDE_DIR}")

@@ -78,6 +78,7 @@ message(STATUS "opgen: PyTorch kernels ${OPGEN_WITH_TORCH}")
 # --- The runtime every package links -----------------------------------------
 if(NOT TARGET opgen_runtime)
   add_library(opgen_runtime STATIC
+    "${OPGEN_RUNTIME_DIR}/src/binder.cc"
     "${OPGEN_RUNTIME_DIR}/src/opaque.cc"
     "${OPGEN_RUNTIME_DIR}/src/shape_check.cc"
     "${OPGEN_RUNTIME_DIR}/src/xla_legacy_status.cc")

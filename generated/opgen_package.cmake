@@ -31,6 +31,22 @@ set(OPGEN_FILES_TORCH
     src/rms_norm_torch.cc
     src/simple_add_torch.cc
 )
+# the CPU bodies (kernels/<op>.cc) as compiled
+set(OPGEN_FILES_BODY_CPU
+    src/flip_body_cpu.cc
+    src/glu_body_cpu.cc
+    src/kv_cache_write_body_cpu.cc
+    src/rms_norm_body_cpu.cc
+    src/simple_add_body_cpu.cc
+)
+# the CUDA bodies (kernels/<op>.cu) as compiled
+set(OPGEN_FILES_BODY_CUDA
+    src/flip_body_cuda.cu
+    src/glu_body_cuda.cu
+    src/kv_cache_write_body_cuda.cu
+    src/rms_norm_body_cuda.cu
+    src/simple_add_body_cuda.cu
+)
 # staged into the Python package
 set(OPGEN_FILES_PYTHON
     python/opgen_ops/jax.py
@@ -50,15 +66,15 @@ set(OPGEN_FILES_PYTHON
 # included by the bodies and bindings
 set(OPGEN_FILES_HEADER
     include/opgen_ops/flip.h
-    include/opgen_ops/flip_opaque.h
+    include/opgen_ops/flip_rules.h
     include/opgen_ops/glu.h
-    include/opgen_ops/glu_opaque.h
+    include/opgen_ops/glu_rules.h
     include/opgen_ops/kv_cache_write.h
-    include/opgen_ops/kv_cache_write_opaque.h
+    include/opgen_ops/kv_cache_write_rules.h
     include/opgen_ops/rms_norm.h
-    include/opgen_ops/rms_norm_opaque.h
+    include/opgen_ops/rms_norm_rules.h
     include/opgen_ops/simple_add.h
-    include/opgen_ops/simple_add_opaque.h
+    include/opgen_ops/simple_add_rules.h
 )
 # documentation
 set(OPGEN_FILES_DOC

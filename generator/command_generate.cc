@@ -19,7 +19,7 @@
 #include "renderer.h"
 #include "spec_reader.h"
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 namespace fs = std::filesystem;
@@ -212,4 +212,4 @@ int check_or_generate(const GenerateOptions& o) {
   return 0;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -10,7 +10,7 @@
 #include "renderer.h"
 #include "spec_reader.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 namespace fs = std::filesystem;
 
@@ -71,4 +71,4 @@ int new_op(const NewOptions& o) {
   return 0;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace opgen {
+namespace opgen::gen {
 
 // `check` and `generate` (the latter with an output folder).
 struct GenerateOptions {
@@ -32,4 +32,4 @@ int new_op(const NewOptions& o);
 // later, such as a spec folder that does not exist): exit status 2.
 int usage_error(const std::string& message);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -1,6 +1,6 @@
 #include "diagnostics.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 void Diagnostics::error(const Location& where, std::string message) {
   all_.push_back({Diagnostic::Severity::kError, where, std::move(message)});
@@ -30,4 +30,4 @@ void Diagnostics::print(std::ostream& out) const {
   for (const Diagnostic& d : all_) out << format(d) << "\n";
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

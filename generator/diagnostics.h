@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace opgen {
+namespace opgen::gen {
 
 // A position in a spec file; line and column count from 1. line 0 means the
 // whole file (an error that no single key can be blamed for).
@@ -46,4 +46,4 @@ class Diagnostics {
 
 std::string format(const Diagnostic& d);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -17,7 +17,7 @@
 
 #include "output_writer.h"
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 // The index of the next file to render, shared by the parent and its forked
@@ -172,4 +172,4 @@ std::string render_and_write(Renderer& renderer, OutputFolder& folder, size_t wo
   return error;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -10,7 +10,7 @@
 #include "output_writer.h"
 #include "renderer.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 struct FileOutcome {
   std::string path;  // as written: the output folder joined with the planned path
@@ -27,4 +27,4 @@ size_t default_workers();
 std::string render_and_write(Renderer& renderer, OutputFolder& output, size_t workers,
                              std::vector<FileOutcome>& outcomes);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -48,30 +48,30 @@ std::string usage_lines() {
 
 }  // namespace
 
-namespace opgen {
+namespace opgen::gen {
 
 int usage_error(const std::string& message) {
   std::cerr << "opgen: error: " << message << "\n" << usage_lines();
   return 2;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen
 
 int main(int argc, char** argv) {
   CLI::App app(kDescription, "opgen");
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
 
-  opgen::GenerateOptions check_options, generate_options;
-  opgen::NewOptions new_options;
+  opgen::gen::GenerateOptions check_options, generate_options;
+  opgen::gen::NewOptions new_options;
   const std::string templates = default_templates_dir();
-  for (opgen::GenerateOptions* o : {&check_options, &generate_options}) {
+  for (opgen::gen::GenerateOptions* o : {&check_options, &generate_options}) {
     o->templates_dir = templates;
-    o->jobs = opgen::default_workers();
+    o->jobs = opgen::gen::default_workers();
   }
   new_options.templates_dir = templates;
 
-  auto common = [](CLI::App* cmd, opgen::GenerateOptions& o) {
+  auto common = [](CLI::App* cmd, opgen::gen::GenerateOptions& o) {
     cmd->add_option("SPEC", o.specs, "op specs and package.yaml, or folders of them")->required();
     cmd->add_option("--root", o.root, "show spec paths in stamps and messages relative to DIR")
         ->type_name("DIR")
@@ -116,19 +116,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   // CLI11 would answer both with "A subcommand is required".
-  if (argc < 2) return opgen::usage_error("no command given; the commands are check, generate and new");
+  if (argc < 2) return opgen::gen::usage_error("no command given; the commands are check, generate and new");
   const std::string command = argv[1];
   if (command != "check" && command != "generate" && command != "new" && command[0] != '-') {
-    return opgen::usage_error("unknown command '" + command + "'; the commands are check, generate and new");
+    return opgen::gen::usage_error("unknown command '" + command + "'; the commands are check, generate and new");
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);  // the help of the command asked about
   } catch (const CLI::ParseError& e) {
-    return opgen::usage_error(e.what());
+    return opgen::gen::usage_error(e.what());
   }
-  if (*check) return opgen::check_or_generate(check_options);
-  if (*generate) return opgen::check_or_generate(generate_options);
-  return opgen::new_op(new_options);
+  if (*check) return opgen::gen::check_or_generate(check_options);
+  if (*generate) return opgen::gen::check_or_generate(generate_options);
+  return opgen::gen::new_op(new_options);
 }

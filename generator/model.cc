@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace opgen {
+namespace opgen::gen {
 
 const std::vector<DTypeInfo>& all_dtypes() {
   static const std::vector<DTypeInfo> table = {
@@ -188,4 +188,4 @@ OpaqueLayout Op::opaque_layout(const std::string& package) const {
   return layout;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -14,7 +14,7 @@
 
 #include "diagnostics.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 // The spec format this generator reads (the `opgen:` key of every spec).
 inline constexpr int kSpecFormatVersion = 1;
@@ -225,4 +225,4 @@ struct Package {
 // 64-bit FNV-1a; the same function is used for every fingerprint.
 uint64_t fnv1a64(std::string_view bytes);
 
-}  // namespace opgen
+}  // namespace opgen::gen

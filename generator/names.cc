@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 // Optimal string alignment distance: insertions, deletions, substitutions
@@ -152,4 +152,4 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   return best;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

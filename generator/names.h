@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace opgen {
+namespace opgen::gen {
 
 // ASCII classes, whatever the C locale is (it changes while Python starts,
 // beside the threads that read specs): spec names are ASCII.
@@ -37,4 +37,4 @@ std::string enum_type_name(std::string_view attr_name);
 // enough to be a likely fix.
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <system_error>
 
-namespace opgen {
+namespace opgen::gen {
 namespace fs = std::filesystem;
 
 namespace {
@@ -237,4 +237,4 @@ std::vector<std::string> OutputFolder::remove_stale(const std::set<std::string>&
   return removed;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace opgen {
+namespace opgen::gen {
 
 enum class WriteResult { kUnchanged, kWritten, kFailed };
 
@@ -71,4 +71,4 @@ class OutputFolder {
   std::set<std::string> existing_;     // files of the planned folders, listed once up front
 };
 
-}  // namespace opgen
+}  // namespace opgen::gen

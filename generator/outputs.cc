@@ -1,6 +1,6 @@
 #include "outputs.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 std::vector<OutputFile> package_outputs(const std::string& package) {
   const std::string python = "python/" + package + "/";
@@ -24,7 +24,9 @@ std::vector<OutputFile> package_outputs(const std::string& package) {
 std::vector<OutputFile> op_outputs(const std::string& package, const std::string& op) {
   return {
       {"kernel_interface.h.j2", "include/" + package + "/" + op + ".h", "header"},
-      {"opaque_layout.h.j2", "include/" + package + "/" + op + "_opaque.h", "header"},
+      {"rules.h.j2", "include/" + package + "/" + op + "_rules.h", "header"},
+      {"body_cpu.cc.j2", "src/" + op + "_body_cpu.cc", "body_cpu"},
+      {"body_cuda.cu.j2", "src/" + op + "_body_cuda.cu", "body_cuda"},
       {"xla_ffi.cc.j2", "src/" + op + "_xla_ffi.cc", "xla"},
       {"xla_legacy.cc.j2", "src/" + op + "_xla_legacy.cc", "xla"},
       {"torch_ops.cc.j2", "src/" + op + "_torch.cc", "torch"},
@@ -33,4 +35,4 @@ std::vector<OutputFile> op_outputs(const std::string& package, const std::string
   };
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

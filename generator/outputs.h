@@ -6,16 +6,17 @@
 #include <string>
 #include <vector>
 
-namespace opgen {
+namespace opgen::gen {
 
 struct OutputFile {
   std::string template_name;  // under the templates folder
   std::string path;           // relative to the output folder
   // What the package build does with it (opgen_package.cmake lists each kind
   // for cmake/OpgenAddPackage.cmake): "xla" compiles into <package>._C,
-  // "torch" into the PyTorch kernels, "python" is staged into the package
-  // (its path under python/<package>/ kept); "header", "doc" and "build" are
-  // read where they are.
+  // "torch" into the PyTorch kernels, "body_cpu" and "body_cuda" (which
+  // include the hand-written bodies) into the kernels both link, "python" is
+  // staged into the package (its path under python/<package>/ kept);
+  // "header", "doc" and "build" are read where they are.
   std::string kind;
 };
 
@@ -26,4 +27,4 @@ std::vector<OutputFile> package_outputs(const std::string& package);
 // they are rendered.
 std::vector<OutputFile> op_outputs(const std::string& package, const std::string& op);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -8,7 +8,7 @@
 #include "names.h"
 #include "read_sections.h"
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 // A scalar of `type` (never an enum or an array).
@@ -236,4 +236,4 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
   return a;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

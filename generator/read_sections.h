@@ -13,7 +13,7 @@
 #include "model.h"
 #include "spec_file.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 // The spec spelling of a dtype written as numpy, C or torch names it, or "".
 std::string dtype_alias(const std::string& s);
@@ -29,4 +29,4 @@ bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& sectio
 std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::Node& node,
                               const Location& name_at);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -11,7 +11,7 @@
 #include "spec_file.h"
 #include "spec_reader.h"
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 std::string platform_alias(const std::string& s) {
@@ -269,4 +269,4 @@ std::optional<Package> read_package_spec(const std::string& path, const std::str
   return pkg;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -9,7 +9,7 @@
 #include "read_sections.h"
 #include "shape_expr.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 // The spec spelling of a dtype written as numpy, C or torch names it, or "".
 std::string dtype_alias(const std::string& s) {
@@ -268,4 +268,4 @@ bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& sectio
   return ok;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -13,7 +13,7 @@
 
 namespace py = pybind11;
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 // The Python that opgen embeds should be the one the user works in, so that
@@ -152,4 +152,4 @@ std::string Renderer::render(size_t index) {
   }
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

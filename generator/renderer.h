@@ -11,7 +11,7 @@
 
 #include "model.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 class Renderer {
  public:
@@ -44,4 +44,4 @@ class Renderer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace opgen
+}  // namespace opgen::gen

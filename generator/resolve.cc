@@ -8,7 +8,7 @@
 #include "names.h"
 #include "shape_expr.h"
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 // Binds every shape symbol to its first required input dimension, gives each
@@ -206,4 +206,4 @@ bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   return true;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

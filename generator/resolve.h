@@ -9,11 +9,11 @@
 #include "model.h"
 #include "spec_file.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 // Resolves `op` in place; false (with the errors reported) when a rule
 // fails. `xla_at` is where the spec's `xla:` section stands (the spec itself
 // when it has none).
 bool resolve(SpecFile& f, Op& op, const Location& xla_at);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -2,7 +2,7 @@
 
 #include "names.h"
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 // Parses an output dimension expression: integers and shape symbols joined
@@ -130,4 +130,4 @@ std::shared_ptr<const Expr> parse_shape_expr(std::string_view text, std::string&
   return ExprParser(text).parse(error);
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

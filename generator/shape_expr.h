@@ -11,7 +11,7 @@
 
 #include "model.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 // The tree of `text`, or nullptr with `error` saying what is wrong (the
 // caller adds where).
@@ -20,4 +20,4 @@ std::shared_ptr<const Expr> parse_shape_expr(std::string_view text, std::string&
 // Every symbol `e` uses, in order (with repeats).
 void expr_symbols(const Expr& e, std::vector<std::string>& out);
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -17,7 +17,7 @@
 #include "names.h"
 #include "spec_reader.h"
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 // Where a second, non-empty YAML document starts, if the text has one. It
@@ -227,4 +227,4 @@ bool SpecFile::checked_snake_name(const std::string& s, const Location& where, c
   return true;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -14,7 +14,7 @@
 
 #include "diagnostics.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 class SpecFile {
  public:
@@ -88,4 +88,4 @@ class SpecFile {
   Diagnostics& diags_;
 };
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -9,7 +9,7 @@
 #include "diagnostics.h"
 #include "model.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 // `path` is opened; `display_path` is how the file is named in diagnostics
 // and in the stamps of generated files.
@@ -25,4 +25,4 @@ inline constexpr long kMaxSpecBytes = 1 << 20;
 // The file name that holds the package settings among the specs.
 inline constexpr const char* kPackageSpecFileName = "package.yaml";
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -6,7 +6,7 @@
 
 namespace py = pybind11;
 
-namespace opgen {
+namespace opgen::gen {
 namespace {
 
 py::object text_or_none(const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); }
@@ -216,4 +216,4 @@ py::dict op_facts(const Op& op, const std::string& package) {
   return out;
 }
 
-}  // namespace opgen
+}  // namespace opgen::gen

@@ -12,7 +12,7 @@
 
 #include "model.h"
 
-namespace opgen {
+namespace opgen::gen {
 
 pybind11::dict package_facts(const Package& package);
 
@@ -24,4 +24,4 @@ pybind11::dict attr_type_facts();
 
 pybind11::dict op_facts(const Op& op, const std::string& package);
 
-}  // namespace opgen
+}  // namespace opgen::gen

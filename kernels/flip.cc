@@ -21,6 +21,4 @@ opgen::Status run_cpu(const Args<T>& args) {
   return opgen::Status::Ok();
 }
 
-OPGEN_FLIP_INSTANTIATE_CPU
-
 }  // namespace opgen_ops::flip

@@ -30,6 +30,4 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
   return opgen::cuda_launch_status("flip_elements");
 }
 
-OPGEN_FLIP_INSTANTIATE_CUDA
-
 }  // namespace opgen_ops::flip

@@ -19,6 +19,4 @@ opgen::Status run_cpu(const Args<T>& args) {
   return opgen::Status::Ok();
 }
 
-OPGEN_GLU_INSTANTIATE_CPU
-
 }  // namespace opgen_ops::glu

@@ -33,6 +33,4 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
   return opgen::cuda_launch_status("glu_elements");
 }
 
-OPGEN_GLU_INSTANTIATE_CUDA
-
 }  // namespace opgen_ops::glu

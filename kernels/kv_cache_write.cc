@@ -16,6 +16,4 @@ opgen::Status run_cpu(const Args<T>& args) {
   return opgen::Status::Ok();
 }
 
-OPGEN_KV_CACHE_WRITE_INSTANTIATE_CPU
-
 }  // namespace opgen_ops::kv_cache_write

@@ -31,6 +31,4 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
   return opgen::cuda_launch_status("write_rows");
 }
 
-OPGEN_KV_CACHE_WRITE_INSTANTIATE_CUDA
-
 }  // namespace opgen_ops::kv_cache_write

@@ -29,6 +29,4 @@ opgen::Status run_cpu(const Args<T>& args) {
   return opgen::Status::Ok();
 }
 
-OPGEN_RMS_NORM_INSTANTIATE_CPU
-
 }  // namespace opgen_ops::rms_norm

@@ -60,6 +60,4 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
   return opgen::cuda_launch_status("rms_norm_rows");
 }
 
-OPGEN_RMS_NORM_INSTANTIATE_CUDA
-
 }  // namespace opgen_ops::rms_norm

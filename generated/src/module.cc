@@ -3,16 +3,15 @@
 // The extension module opgen_ops._C: a PyCapsule for every custom-call target,
 // grouped by platform and API version, for JAX and torch_xla to register.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "opgen/opaque.h"
 #include "opgen/xla_legacy_status.h"
 #include "xla/ffi/api/c_api.h"
-#include "opgen_ops/flip_opaque.h"
-#include "opgen_ops/glu_opaque.h"
-#include "opgen_ops/kv_cache_write_opaque.h"
-#include "opgen_ops/rms_norm_opaque.h"
-#include "opgen_ops/simple_add_opaque.h"
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -20,6 +19,7 @@
 namespace py = pybind11;
 
 extern "C" {
+const opgen::opaque::Layout* opgen_ops_flip_descriptor_layout();
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 XLA_FFI_Error* opgen_ops_flip_cuda_ffi(XLA_FFI_CallFrame* call_frame);
 #endif
@@ -28,6 +28,7 @@ void opgen_ops_flip_cuda_legacy_v3(cudaStream_t stream, void** buffers, const ch
 #endif
 XLA_FFI_Error* opgen_ops_flip_cpu_ffi(XLA_FFI_CallFrame* call_frame);
 void opgen_ops_flip_cpu_legacy_v3(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status);
+const opgen::opaque::Layout* opgen_ops_glu_descriptor_layout();
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 XLA_FFI_Error* opgen_ops_glu_cuda_ffi(XLA_FFI_CallFrame* call_frame);
 #endif
@@ -36,6 +37,7 @@ void opgen_ops_glu_cuda_legacy_v3(cudaStream_t stream, void** buffers, const cha
 #endif
 XLA_FFI_Error* opgen_ops_glu_cpu_ffi(XLA_FFI_CallFrame* call_frame);
 void opgen_ops_glu_cpu_legacy_v3(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status);
+const opgen::opaque::Layout* opgen_ops_kv_cache_write_descriptor_layout();
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 XLA_FFI_Error* opgen_ops_kv_cache_write_cuda_ffi(XLA_FFI_CallFrame* call_frame);
 #endif
@@ -44,6 +46,7 @@ void opgen_ops_kv_cache_write_cuda_legacy_v3(cudaStream_t stream, void** buffers
 #endif
 XLA_FFI_Error* opgen_ops_kv_cache_write_cpu_ffi(XLA_FFI_CallFrame* call_frame);
 void opgen_ops_kv_cache_write_cpu_legacy_v3(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status);
+const opgen::opaque::Layout* opgen_ops_rms_norm_descriptor_layout();
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 XLA_FFI_Error* opgen_ops_rms_norm_cuda_ffi(XLA_FFI_CallFrame* call_frame);
 #endif
@@ -52,6 +55,7 @@ void opgen_ops_rms_norm_cuda_legacy_v3(cudaStream_t stream, void** buffers, cons
 #endif
 XLA_FFI_Error* opgen_ops_rms_norm_cpu_ffi(XLA_FFI_CallFrame* call_frame);
 void opgen_ops_rms_norm_cpu_legacy_v3(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status);
+const opgen::opaque::Layout* opgen_ops_simple_add_descriptor_layout();
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 XLA_FFI_Error* opgen_ops_simple_add_cuda_ffi(XLA_FFI_CallFrame* call_frame);
 #endif
@@ -142,56 +146,45 @@ py::dict targets() {
 // Decodes a legacy descriptor with the C++ decoder that the shims use, so
 // that tests can hold the Python encoder to it without running XLA.
 py::dict decode_opaque(const std::string& op, const py::bytes& blob) {
-  const std::string bytes = blob;
-  py::dict out;
-  if (op == "flip") {
-    opgen_ops::flip::Descriptor d{};
-    opgen::Status s = opgen_ops::flip::decode_opaque(bytes.data(), bytes.size(), &d);
+  static const std::pair<const char*, const opgen::opaque::Layout*> kLayouts[] = {
+      {"flip", opgen_ops_flip_descriptor_layout()},
+      {"glu", opgen_ops_glu_descriptor_layout()},
+      {"kv_cache_write", opgen_ops_kv_cache_write_descriptor_layout()},
+      {"rms_norm", opgen_ops_rms_norm_descriptor_layout()},
+      {"simple_add", opgen_ops_simple_add_descriptor_layout()},
+  };
+  for (const auto& [name, layout] : kLayouts) {
+    if (op != name) continue;
+    const std::string bytes = blob;
+    opgen::opaque::Values v;
+    opgen::Status s = opgen::opaque::decode(bytes.data(), bytes.size(), layout->fields, layout->count,
+                                            layout->fingerprint, name, &v);
     if (!s.ok()) throw py::value_error(s.message());
-    out["dtype_T"] = d.dtype_T;
-    out["batch"] = d.batch;
-    out["M"] = d.M;
-    out["N"] = d.N;
-    out["dims"] = d.dims;
-    return out;
-  }
-  if (op == "glu") {
-    opgen_ops::glu::Descriptor d{};
-    opgen::Status s = opgen_ops::glu::decode_opaque(bytes.data(), bytes.size(), &d);
-    if (!s.ok()) throw py::value_error(s.message());
-    out["dtype_T"] = d.dtype_T;
-    out["batch"] = d.batch;
-    out["D"] = d.D;
-    out["activation"] = d.activation;
-    return out;
-  }
-  if (op == "kv_cache_write") {
-    opgen_ops::kv_cache_write::Descriptor d{};
-    opgen::Status s = opgen_ops::kv_cache_write::decode_opaque(bytes.data(), bytes.size(), &d);
-    if (!s.ok()) throw py::value_error(s.message());
-    out["dtype_T"] = d.dtype_T;
-    out["B"] = d.B;
-    out["S"] = d.S;
-    out["H"] = d.H;
-    return out;
-  }
-  if (op == "rms_norm") {
-    opgen_ops::rms_norm::Descriptor d{};
-    opgen::Status s = opgen_ops::rms_norm::decode_opaque(bytes.data(), bytes.size(), &d);
-    if (!s.ok()) throw py::value_error(s.message());
-    out["dtype_T"] = d.dtype_T;
-    out["present_"] = d.present_;
-    out["batch"] = d.batch;
-    out["D"] = d.D;
-    out["eps"] = d.eps;
-    return out;
-  }
-  if (op == "simple_add") {
-    opgen_ops::simple_add::Descriptor d{};
-    opgen::Status s = opgen_ops::simple_add::decode_opaque(bytes.data(), bytes.size(), &d);
-    if (!s.ok()) throw py::value_error(s.message());
-    out["N"] = d.N;
-    out["alpha"] = d.alpha;
+    py::dict out;
+    size_t dtype = 0, symbol = 0, attr = 0;
+    for (size_t i = 0; i < layout->count; ++i) {
+      const opgen::opaque::Field& f = layout->fields[i];
+      py::object value;
+      switch (f.kind) {
+        case opgen::opaque::Field::kDtype: value = py::int_(v.dtypes[dtype++]); break;
+        case opgen::opaque::Field::kPresent: value = py::int_(v.present); break;
+        case opgen::opaque::Field::kBatch: value = py::int_(v.batch); break;
+        case opgen::opaque::Field::kSymbol: value = py::int_(v.symbols[symbol++]); break;
+        case opgen::opaque::Field::kAttr: {
+          const opgen::AttrValue& a = v.attrs[attr++];
+          switch (f.attr) {
+            case opgen::AttrKind::kBool: value = py::bool_(a.b); break;
+            case opgen::AttrKind::kF32:
+            case opgen::AttrKind::kF64: value = py::float_(a.f); break;
+            case opgen::AttrKind::kI32Array: value = py::cast(std::vector<int32_t>(a.i32s.begin(), a.i32s.end())); break;
+            case opgen::AttrKind::kI64Array: value = py::cast(std::vector<int64_t>(a.i64s.begin(), a.i64s.end())); break;
+            default: value = py::int_(a.i); break;
+          }
+          break;
+        }
+      }
+      out[f.name] = value;
+    }
     return out;
   }
   throw py::value_error("no op named '" + op + "' in opgen_ops");

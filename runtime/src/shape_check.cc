@@ -1,6 +1,7 @@
 #include "opgen/shape_check.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace opgen {
 
@@ -61,8 +62,12 @@ std::string batch_mismatch(const char* op, const char* role, const char* tensor,
 std::string number_text(int64_t v) { return std::to_string(v); }
 
 std::string number_text(double v) {
+  // The shortest text that reads back to `v`, as Python's repr writes it.
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 

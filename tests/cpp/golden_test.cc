@@ -99,13 +99,13 @@ fs::path many_ops(const opgen_test::TempDir& dir, int count) {
 
 TEST(Golden, WorkersWriteWhatOneProcessWrites) {
   opgen_test::TempDir dir;
-  const fs::path specs = many_ops(dir, 60);  // 432 files: past the fork threshold
+  const fs::path specs = many_ops(dir, 60);  // 552 files: past the fork threshold
   const std::string base = "generate " + shell_quote(specs.string()) + " --templates " + repo("templates");
   const CommandResult one = run_command(opgen(base + " --jobs 1 -o " + shell_quote((dir / "one").string())));
   const CommandResult three = run_command(opgen(base + " --jobs 3 -o " + shell_quote((dir / "three").string())));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ASSERT_EQ(three.exit_code, 0) << three.output;
-  EXPECT_NE(three.output.find("432 files: 432 written, 0 unchanged, 0 removed"), std::string::npos) << three.output;
+  EXPECT_NE(three.output.find("552 files: 552 written, 0 unchanged, 0 removed"), std::string::npos) << three.output;
   EXPECT_EQ(tree(dir / "one"), tree(dir / "three"));
   // The workers' "wrote" lines come back in plan order, once each.
   auto wrote = [](const std::string& output, const std::string& prefix) {
@@ -119,7 +119,7 @@ TEST(Golden, WorkersWriteWhatOneProcessWrites) {
   EXPECT_EQ(wrote(one.output, "/one/"), wrote(three.output, "/three/"));
   // Again with workers: nothing to write.
   const CommandResult again = run_command(opgen(base + " --jobs 3 -o " + shell_quote((dir / "three").string())));
-  EXPECT_NE(again.output.find("0 written, 432 unchanged"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("0 written, 552 unchanged"), std::string::npos) << again.output;
 }
 
 TEST(Golden, AWorkersRenderErrorFailsTheRun) {
@@ -179,7 +179,7 @@ TEST(Golden, GeneratedAttributeChecksAreExactAtTheInt64Limits) {
       "  dims: {type: \"i64[]\", max: 9223372036854775806, default: [9223372036854775806]}\n";
   const CommandResult run = generate_build_and_run(dir, "lim", "edge", spec, R"(#include <cstdint>
 #include <cstdio>
-#include "lim/edge.h"
+#include "lim/edge_rules.h"
 int main() {
   namespace e = lim::edge;
   const int64_t ok_dims[] = {INT64_MIN, 9223372036854775806};
@@ -213,7 +213,7 @@ TEST(Golden, GeneratedOutputShapeChecksRefuseOverflow) {
       "  consts: {dtype: f32, shape: [3*4, D]}\n";
   const CommandResult run = generate_build_and_run(dir, "big", "grow", spec, R"(#include <cstdint>
 #include <cstdio>
-#include "big/grow.h"
+#include "big/grow_rules.h"
 int main() {
   const struct { int64_t batch, D; } cases[] = {{1, 8}, {1, 8192}, {1, 7000}, {1, 4}, {1, 6}, {int64_t{1} << 40, int64_t{1} << 30},
                                              {int64_t{1} << 62, 8}};
@@ -251,7 +251,7 @@ TEST(Golden, TheDtypesSelectTheirInstantiationWithSeveralTypeVariables) {
 #include <string>
 #include <type_traits>
 #include "mix/pair.h"
-#include "mix/pair_opaque.h"
+#include "mix/pair_rules.h"
 #include "opgen/xla_legacy_status.h"
 
 // The dtype codes of opgen's table (f16 0, bf16 1, f32 2, f64 3, i32 4, i64 5, u8 6, bool 7).
@@ -272,7 +272,18 @@ opgen::Status run_cpu(const Args<T, U, V>& args) {
   args.out[0] = code<T>() * 100 + code<U>() * 10 + code<V>();
   return opgen::Status::Ok();
 }
-OPGEN_PAIR_INSTANTIATE_CPU
+template opgen::Status run_cpu(const Args<float, uint8_t, opgen::f16>&);
+template opgen::Status run_cpu(const Args<float, uint8_t, bool>&);
+template opgen::Status run_cpu(const Args<float, int64_t, opgen::f16>&);
+template opgen::Status run_cpu(const Args<float, int64_t, bool>&);
+template opgen::Status run_cpu(const Args<double, uint8_t, opgen::f16>&);
+template opgen::Status run_cpu(const Args<double, uint8_t, bool>&);
+template opgen::Status run_cpu(const Args<double, int64_t, opgen::f16>&);
+template opgen::Status run_cpu(const Args<double, int64_t, bool>&);
+template opgen::Status run_cpu(const Args<int32_t, uint8_t, opgen::f16>&);
+template opgen::Status run_cpu(const Args<int32_t, uint8_t, bool>&);
+template opgen::Status run_cpu(const Args<int32_t, int64_t, opgen::f16>&);
+template opgen::Status run_cpu(const Args<int32_t, int64_t, bool>&);
 }  // namespace mix::pair
 
 struct XlaCustomCallStatus_ { std::string message; };
@@ -286,12 +297,15 @@ void mix_pair_cpu_legacy_v3(void* out, const void** in, const char* opaque, size
 }
 
 int run(int t, int u, int v, std::string* error) {
-  mix::pair::Descriptor d{};
-  d.dtype_T = static_cast<uint8_t>(t);
-  d.dtype_U = static_cast<uint8_t>(u);
-  d.dtype_V = static_cast<uint8_t>(v);
-  d.N = 1;
-  const std::string blob = mix::pair::encode_opaque(d);
+  using R = mix::pair::Rules;
+  opgen::opaque::Values d;
+  d.dtypes[0] = static_cast<uint8_t>(t);
+  d.dtypes[1] = static_cast<uint8_t>(u);
+  d.dtypes[2] = static_cast<uint8_t>(v);
+  d.dtype_count = 3;
+  d.symbols[0] = 1;
+  d.symbol_count = 1;
+  const std::string blob = opgen::opaque::encode(R::kDescriptor, R::kDescriptorFields, R::kFingerprint, d);
   double a = 0;
   int64_t b = 0, c = 0, out = -1;
   const void* in[] = {&a, &b, &c};
@@ -319,7 +333,7 @@ int main() {
   std::printf("%d [%s]\n", seen, error.c_str());
 })", "-rdynamic",
       shell_quote((dir / "out" / "src" / "pair_xla_legacy.cc").string()) + " " + repo("runtime/src/xla_legacy_status.cc") +
-          " " + repo("runtime/src/opaque.cc") + " -ldl");
+          " " + repo("runtime/src/opaque.cc") + " " + repo("runtime/src/binder.cc") + " -ldl");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output, "-1 [mix_pair_legacy_v3: pair: the opaque descriptor names dtypes this op was not built for]\n");
 }

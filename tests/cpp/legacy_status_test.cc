@@ -15,7 +15,7 @@
 #include "model.h"
 #include "opgen/opaque.h"
 #include "opgen/xla_legacy_status.h"
-#include "opgen_ops/simple_add_opaque.h"
+#include "simple_add_descriptor.h"
 
 // The test's stand-in for XLA's status object.
 struct XlaCustomCallStatus_ {
@@ -41,7 +41,6 @@ void opgen_ops_simple_add_cpu_legacy_v3(void* out, const void** in, const char* 
 
 namespace {
 
-namespace sa = opgen_ops::simple_add;
 
 constexpr float kPoison = -7.25e30f;
 
@@ -140,12 +139,12 @@ TEST(LegacyStatus, AForeignFingerprintFailsWithoutRunning) {
   Call call(1000, rng);
   std::string foreign = call.opaque;
   // The descriptor of another op with the same fields (N: i64, alpha: f32).
-  opgen::Op other_op;
+  opgen::gen::Op other_op;
   other_op.name = "simple_sub";
   other_op.symbols = {{"N", 0, 0}};
   other_op.attrs.resize(1);
   other_op.attrs[0].name = "alpha";
-  other_op.attrs[0].type = opgen::AttrType::kF32;
+  other_op.attrs[0].type = opgen::gen::AttrType::kF32;
   const uint64_t other = other_op.opaque_fingerprint("opgen_ops");
   ASSERT_NE(other, sa::kOpaqueFingerprint);
   opgen::opaque::write_field<uint64_t>(foreign, 8, other);

@@ -61,11 +61,11 @@ TEST(OutputFolder, RemovesOnlyFilesItsManifestLists) {
   const CommandResult r = generate(specs_with(dir, false), out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* gone : {"src/extra_op_xla_ffi.cc", "src/extra_op_xla_legacy.cc", "src/extra_op_torch.cc",
-                           "include/opgen_ops/extra_op.h", "include/opgen_ops/extra_op_opaque.h", "docs/extra_op.md",
-                           "python/opgen_ops/_ops/extra_op.py"}) {
+                           "src/extra_op_body_cpu.cc", "src/extra_op_body_cuda.cu", "include/opgen_ops/extra_op.h",
+                           "include/opgen_ops/extra_op_rules.h", "docs/extra_op.md", "python/opgen_ops/_ops/extra_op.py"}) {
     EXPECT_FALSE(fs::exists(out / gone)) << gone;
   }
-  EXPECT_NE(r.output.find("7 removed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("9 removed"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(out / "NOTES.md"));
   EXPECT_TRUE(fs::exists(out / "other" / "src" / "module.cc"));
   EXPECT_TRUE(fs::exists(out / "src" / "old_op_xla_ffi.cc"));

@@ -108,9 +108,9 @@ std::string test_name(const ::testing::TestParamInfo<BadSpec>& info) {
   return name;
 }
 
-std::string all_messages(const opgen::Diagnostics& diags) {
+std::string all_messages(const opgen::gen::Diagnostics& diags) {
   std::string out;
-  for (const opgen::Diagnostic& d : diags.all()) out += "  " + opgen::format(d) + "\n";
+  for (const opgen::gen::Diagnostic& d : diags.all()) out += "  " + opgen::gen::format(d) + "\n";
   return out.empty() ? "  (none)\n" : out;
 }
 
@@ -119,11 +119,11 @@ std::string shown_name(const BadSpec& spec) { return "tests/bad_specs/" + spec.f
 
 // Reads the spec as opgen does: package.yaml holds the package settings.
 // Returns whether the reader returned a model.
-bool read_spec(const BadSpec& spec, opgen::Diagnostics& diags) {
-  if (spec.file_name == opgen::kPackageSpecFileName) {
-    return opgen::read_package_spec(spec.path.string(), shown_name(spec), diags).has_value();
+bool read_spec(const BadSpec& spec, opgen::gen::Diagnostics& diags) {
+  if (spec.file_name == opgen::gen::kPackageSpecFileName) {
+    return opgen::gen::read_package_spec(spec.path.string(), shown_name(spec), diags).has_value();
   }
-  return opgen::read_op_spec(spec.path.string(), shown_name(spec), diags).has_value();
+  return opgen::gen::read_op_spec(spec.path.string(), shown_name(spec), diags).has_value();
 }
 
 class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
@@ -131,7 +131,7 @@ class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
 TEST_P(BadSpecTest, IsRejected) {
   const BadSpec& spec = GetParam();
   ASSERT_TRUE(spec.header_problem.empty()) << spec.path << ": " << spec.header_problem;
-  opgen::Diagnostics diags;
+  opgen::gen::Diagnostics diags;
   const bool accepted = read_spec(spec, diags);
   EXPECT_TRUE(diags.has_errors()) << shown_name(spec) << " produced no error";
   if (!spec.known_bug.empty()) {
@@ -146,20 +146,20 @@ TEST_P(BadSpecTest, ReportsTheExpectedMessage) {
   const BadSpec& spec = GetParam();
   ASSERT_TRUE(spec.header_problem.empty()) << spec.path << ": " << spec.header_problem;
   const std::string shown = shown_name(spec);
-  opgen::Diagnostics diags;
+  opgen::gen::Diagnostics diags;
   read_spec(spec, diags);
   ASSERT_TRUE(diags.has_errors()) << shown << " produced no error";
   EXPECT_GE(diags.error_count(), 1);
 
   bool found_text = false, found_at_line = false;
-  for (const opgen::Diagnostic& d : diags.all()) {
-    EXPECT_EQ(d.where.file, shown) << "a diagnostic names another file: " << opgen::format(d);
-    const std::string text = opgen::format(d);
+  for (const opgen::gen::Diagnostic& d : diags.all()) {
+    EXPECT_EQ(d.where.file, shown) << "a diagnostic names another file: " << opgen::gen::format(d);
+    const std::string text = opgen::gen::format(d);
     if (text.find(spec.expect) == std::string::npos) continue;
     found_text = true;
     if (spec.line < 0 || d.where.line == spec.line) {
       found_at_line = true;
-      EXPECT_EQ(d.severity, opgen::Diagnostic::Severity::kError) << text;
+      EXPECT_EQ(d.severity, opgen::gen::Diagnostic::Severity::kError) << text;
       if (d.where.line > 0) {
         // The formatted line leads with FILE:LINE:COL.
         EXPECT_EQ(text.rfind(shown + ":" + std::to_string(d.where.line) + ":", 0), 0u) << text;
@@ -202,12 +202,12 @@ int line_of(const std::string& file, const std::string& prefix) {
 class SimpleAddSpec : public ::testing::Test {
  protected:
   void SetUp() override {
-    op_ = opgen::read_op_spec((source_dir() / "specs" / "simple_add.yaml").string(),
+    op_ = opgen::gen::read_op_spec((source_dir() / "specs" / "simple_add.yaml").string(),
                               "specs/simple_add.yaml", diags_);
     ASSERT_TRUE(op_.has_value()) << all_messages(diags_);
   }
-  opgen::Diagnostics diags_;
-  std::optional<opgen::Op> op_;
+  opgen::gen::Diagnostics diags_;
+  std::optional<opgen::gen::Op> op_;
 };
 
 TEST_F(SimpleAddSpec, ReadsWithoutDiagnostics) {
@@ -223,12 +223,12 @@ TEST_F(SimpleAddSpec, Inputs) {
   const char* names[] = {"a", "b"};
   const char* docs[] = {"first addend", "second addend, scaled by alpha"};
   for (size_t i = 0; i < 2; ++i) {
-    const opgen::Tensor& t = op_->inputs[i];
+    const opgen::gen::Tensor& t = op_->inputs[i];
     SCOPED_TRACE(t.name);
     EXPECT_EQ(t.name, names[i]);
-    EXPECT_EQ(t.dtype, opgen::DType::kF32);
-    EXPECT_STREQ(opgen::info(t.dtype).name, "f32");
-    EXPECT_STREQ(opgen::info(t.dtype).cpp, "float");
+    EXPECT_EQ(t.dtype, opgen::gen::DType::kF32);
+    EXPECT_STREQ(opgen::gen::info(t.dtype).name, "f32");
+    EXPECT_STREQ(opgen::gen::info(t.dtype).cpp, "float");
     EXPECT_EQ(t.doc, docs[i]);
     ASSERT_EQ(t.shape.size(), 1u);
     EXPECT_FALSE(t.shape[0].fixed.has_value());
@@ -241,9 +241,9 @@ TEST_F(SimpleAddSpec, Inputs) {
 
 TEST_F(SimpleAddSpec, Outputs) {
   ASSERT_EQ(op_->outputs.size(), 1u);
-  const opgen::Tensor& out = op_->outputs[0];
+  const opgen::gen::Tensor& out = op_->outputs[0];
   EXPECT_EQ(out.name, "out");
-  EXPECT_EQ(out.dtype, opgen::DType::kF32);
+  EXPECT_EQ(out.dtype, opgen::gen::DType::kF32);
   EXPECT_EQ(out.doc, "the sum");
   ASSERT_EQ(out.shape.size(), 1u);
   EXPECT_EQ(out.shape[0].symbol, "N");
@@ -252,11 +252,11 @@ TEST_F(SimpleAddSpec, Outputs) {
 
 TEST_F(SimpleAddSpec, Attributes) {
   ASSERT_EQ(op_->attrs.size(), 1u);
-  const opgen::Attr& alpha = op_->attrs[0];
+  const opgen::gen::Attr& alpha = op_->attrs[0];
   EXPECT_EQ(alpha.name, "alpha");
-  EXPECT_EQ(alpha.type, opgen::AttrType::kF32);
-  EXPECT_STREQ(opgen::info(alpha.type).cpp, "float");
-  EXPECT_EQ(opgen::info(alpha.type).size, 4);
+  EXPECT_EQ(alpha.type, opgen::gen::AttrType::kF32);
+  EXPECT_STREQ(opgen::gen::info(alpha.type).cpp, "float");
+  EXPECT_EQ(opgen::gen::info(alpha.type).size, 4);
   EXPECT_EQ(alpha.doc, "scale applied to b");
   ASSERT_TRUE(alpha.default_value.has_value());
   ASSERT_TRUE(std::holds_alternative<double>(*alpha.default_value));
@@ -265,10 +265,10 @@ TEST_F(SimpleAddSpec, Attributes) {
 }
 
 TEST_F(SimpleAddSpec, PlatformsAndApiVersions) {
-  EXPECT_EQ(op_->platforms, (std::vector<opgen::Platform>{opgen::Platform::kCuda, opgen::Platform::kCpu}));
+  EXPECT_EQ(op_->platforms, (std::vector<opgen::gen::Platform>{opgen::gen::Platform::kCuda, opgen::gen::Platform::kCpu}));
   EXPECT_EQ(op_->api_versions, (std::vector<int>{4, 3, 2, 1}));
-  EXPECT_TRUE(op_->has_platform(opgen::Platform::kCpu));
-  EXPECT_TRUE(op_->has_platform(opgen::Platform::kCuda));
+  EXPECT_TRUE(op_->has_platform(opgen::gen::Platform::kCpu));
+  EXPECT_TRUE(op_->has_platform(opgen::gen::Platform::kCuda));
   for (int v = 1; v <= 4; ++v) EXPECT_TRUE(op_->has_api_version(v)) << v;
   EXPECT_FALSE(op_->has_api_version(5));
   EXPECT_TRUE(op_->has_legacy_api());
@@ -283,8 +283,8 @@ TEST_F(SimpleAddSpec, SymbolNIsBoundToInput0Axis0) {
 }
 
 TEST(PackageSpec, ReadsTheRepositorysPackageSettings) {
-  opgen::Diagnostics diags;
-  std::optional<opgen::Package> pkg = opgen::read_package_spec(
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Package> pkg = opgen::gen::read_package_spec(
       (source_dir() / "specs" / "package.yaml").string(), "specs/package.yaml", diags);
   ASSERT_TRUE(pkg.has_value()) << all_messages(diags);
   EXPECT_FALSE(diags.has_errors());
@@ -316,8 +316,8 @@ TEST(PackageSpec, NamesThatHideModulesOrTorchNamespacesAreRefused) {
     const fs::path path = dir / "package.yaml";
     opgen_test::write_file(path, std::string("opgen: 1\npackage:\n  name: ") + c.name + "\n  torch_namespace: " +
                                      c.ns + "\n");
-    opgen::Diagnostics diags;
-    EXPECT_FALSE(opgen::read_package_spec(path.string(), "package.yaml", diags).has_value()) << c.name;
+    opgen::gen::Diagnostics diags;
+    EXPECT_FALSE(opgen::gen::read_package_spec(path.string(), "package.yaml", diags).has_value()) << c.name;
     EXPECT_NE(all_messages(diags).find(c.message), std::string::npos) << all_messages(diags);
   }
 }
@@ -327,17 +327,17 @@ TEST(PackageSpec, NamesThatHideModulesOrTorchNamespacesAreRefused) {
 // ---------------------------------------------------------------------------
 
 // Reads `text` as the op spec `<name>.yaml` in a temporary folder.
-std::optional<opgen::Op> read_text(const std::string& name, const std::string& text,
-                                   opgen::Diagnostics& diags) {
+std::optional<opgen::gen::Op> read_text(const std::string& name, const std::string& text,
+                                   opgen::gen::Diagnostics& diags) {
   opgen_test::TempDir dir;
   const fs::path path = dir / (name + ".yaml");
   opgen_test::write_file(path, text);
-  return opgen::read_op_spec(path.string(), name + ".yaml", diags);
+  return opgen::gen::read_op_spec(path.string(), name + ".yaml", diags);
 }
 
 TEST(SpecReader, OmittedOptionalKeysTakeTheirDefaults) {
-  opgen::Diagnostics diags;
-  std::optional<opgen::Op> op = read_text("minimal", R"(opgen: 1
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("minimal", R"(opgen: 1
 name: minimal
 inputs:
   x: {dtype: i64, shape: [4, K]}
@@ -345,18 +345,18 @@ outputs:
   y: {dtype: bool, shape: [K]}
 )", diags);
   ASSERT_TRUE(op.has_value()) << all_messages(diags);
-  EXPECT_EQ(op->platforms, (std::vector<opgen::Platform>{opgen::Platform::kCuda, opgen::Platform::kCpu}));
+  EXPECT_EQ(op->platforms, (std::vector<opgen::gen::Platform>{opgen::gen::Platform::kCuda, opgen::gen::Platform::kCpu}));
   EXPECT_EQ(op->api_versions, std::vector<int>{4});
   EXPECT_FALSE(op->has_legacy_api());
   EXPECT_TRUE(op->command_buffer_compatible);
   EXPECT_TRUE(op->attrs.empty());
   EXPECT_TRUE(op->doc.empty());
   ASSERT_EQ(op->inputs.size(), 1u);
-  EXPECT_EQ(op->inputs[0].dtype, opgen::DType::kI64);
+  EXPECT_EQ(op->inputs[0].dtype, opgen::gen::DType::kI64);
   ASSERT_EQ(op->inputs[0].shape.size(), 2u);
   EXPECT_EQ(op->inputs[0].shape[0].fixed, std::optional<int64_t>(4));
   EXPECT_EQ(op->inputs[0].shape[1].symbol, "K");
-  EXPECT_EQ(op->outputs[0].dtype, opgen::DType::kBool);
+  EXPECT_EQ(op->outputs[0].dtype, opgen::gen::DType::kBool);
   ASSERT_EQ(op->symbols.size(), 1u);
   EXPECT_EQ(op->symbols[0].symbol, "K");
   EXPECT_EQ(op->symbols[0].input, 0);
@@ -364,8 +364,8 @@ outputs:
 }
 
 TEST(SpecReader, SymbolsBindToTheirFirstInputDimensionInOrder) {
-  opgen::Diagnostics diags;
-  std::optional<opgen::Op> op = read_text("matvec", R"(opgen: 1
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("matvec", R"(opgen: 1
 name: matvec
 inputs:
   m: {dtype: f32, shape: [B, R, C]}
@@ -397,7 +397,7 @@ xla:
   EXPECT_EQ(std::get<int64_t>(*op->attrs[1].default_value), -7);
   EXPECT_FALSE(op->attrs[2].default_value.has_value());
   EXPECT_EQ(std::get<double>(*op->attrs[3].default_value), 1.0e-6);
-  EXPECT_EQ(op->platforms, std::vector<opgen::Platform>{opgen::Platform::kCpu});
+  EXPECT_EQ(op->platforms, std::vector<opgen::gen::Platform>{opgen::gen::Platform::kCpu});
   EXPECT_EQ(op->api_versions, std::vector<int>{2});
   EXPECT_TRUE(op->has_legacy_api());
   EXPECT_FALSE(op->command_buffer_compatible);
@@ -406,8 +406,8 @@ xla:
 TEST(SpecReader, ReportsEveryMistakeInOneFile) {
   // Three independent mistakes on three lines: a dtype typo, an unsupported
   // api_version and an unknown platform.
-  opgen::Diagnostics diags;
-  std::optional<opgen::Op> op = read_text("three_mistakes", R"(opgen: 1
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("three_mistakes", R"(opgen: 1
 name: three_mistakes
 inputs:
   a: {dtype: f33, shape: [N]}
@@ -426,7 +426,7 @@ xla:
   };
   for (const auto& e : expected) {
     bool found = false;
-    for (const opgen::Diagnostic& d : diags.all()) {
+    for (const opgen::gen::Diagnostic& d : diags.all()) {
       if (d.message.find(e.text) != std::string::npos && d.where.line == e.line) found = true;
     }
     EXPECT_TRUE(found) << "missing \"" << e.text << "\" at line " << e.line << "; got:\n"
@@ -435,14 +435,14 @@ xla:
 }
 
 TEST(SpecReader, ReportsAMissingFile) {
-  opgen::Diagnostics diags;
-  EXPECT_FALSE(opgen::read_op_spec("/nonexistent/opgen/no_such_op.yaml", "no_such_op.yaml", diags));
+  opgen::gen::Diagnostics diags;
+  EXPECT_FALSE(opgen::gen::read_op_spec("/nonexistent/opgen/no_such_op.yaml", "no_such_op.yaml", diags));
   ASSERT_EQ(diags.error_count(), 1);
-  EXPECT_EQ(opgen::format(diags.all()[0]), "no_such_op.yaml: error: cannot open the spec file: No such file or directory");
+  EXPECT_EQ(opgen::gen::format(diags.all()[0]), "no_such_op.yaml: error: cannot open the spec file: No such file or directory");
 }
 
 TEST(SpecReader, DiagnosticsAccumulateAcrossFiles) {
-  opgen::Diagnostics diags;
+  opgen::gen::Diagnostics diags;
   EXPECT_FALSE(read_text("first", "opgen: 1\nname: first\n", diags));
   const int after_first = diags.error_count();
   EXPECT_GE(after_first, 2);  // no inputs, no outputs
@@ -453,13 +453,13 @@ TEST(SpecReader, DiagnosticsAccumulateAcrossFiles) {
 }
 
 TEST(Diagnostics, FormatsLocatedAndWholeFileMessages) {
-  opgen::Diagnostics diags;
+  opgen::gen::Diagnostics diags;
   diags.error({"specs/x.yaml", 3, 7}, "bad thing");
   diags.warning({"specs/x.yaml", 0, 0}, "odd thing");
   EXPECT_EQ(diags.error_count(), 1);
   ASSERT_EQ(diags.all().size(), 2u);
-  EXPECT_EQ(opgen::format(diags.all()[0]), "specs/x.yaml:3:7: error: bad thing");
-  EXPECT_EQ(opgen::format(diags.all()[1]), "specs/x.yaml: warning: odd thing");
+  EXPECT_EQ(opgen::gen::format(diags.all()[0]), "specs/x.yaml:3:7: error: bad thing");
+  EXPECT_EQ(opgen::gen::format(diags.all()[1]), "specs/x.yaml: warning: odd thing");
   std::ostringstream printed;
   diags.print(printed);
   EXPECT_EQ(printed.str(), "specs/x.yaml:3:7: error: bad thing\nspecs/x.yaml: warning: odd thing\n");

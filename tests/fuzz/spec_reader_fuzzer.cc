@@ -125,7 +125,7 @@ bool loadall_would_hang(const uint8_t* data, size_t size) {
   return true;
 }
 
-[[noreturn]] void fail(const char* what, const opgen::Diagnostics& diags) {
+[[noreturn]] void fail(const char* what, const opgen::gen::Diagnostics& diags) {
   std::fprintf(stderr, "spec_reader_fuzzer: invariant violated: %s\n", what);
   std::ostringstream out;
   diags.print(out);
@@ -133,12 +133,12 @@ bool loadall_would_hang(const uint8_t* data, size_t size) {
   std::abort();
 }
 
-void check_diagnostics(const opgen::Diagnostics& diags, const std::string& display_path) {
-  for (const opgen::Diagnostic& d : diags.all()) {
+void check_diagnostics(const opgen::gen::Diagnostics& diags, const std::string& display_path) {
+  for (const opgen::gen::Diagnostic& d : diags.all()) {
     if (d.where.file != display_path) fail("a diagnostic names another file", diags);
     if (d.message.empty()) fail("a diagnostic has no message", diags);
     if (d.where.line < 0 || d.where.column < 0) fail("a diagnostic has a negative position", diags);
-    if (opgen::format(d).empty()) fail("a diagnostic formats as nothing", diags);
+    if (opgen::gen::format(d).empty()) fail("a diagnostic formats as nothing", diags);
   }
 }
 
@@ -152,7 +152,7 @@ struct HasTypeVars<T, std::void_t<decltype(std::declval<const T&>().type_vars),
     : std::true_type {};
 
 template <typename OpT>
-void check_instantiations(const OpT& op, const opgen::Diagnostics& diags) {
+void check_instantiations(const OpT& op, const opgen::gen::Diagnostics& diags) {
   if constexpr (HasTypeVars<OpT>::value) {
     size_t expected = 1;
     for (const auto& v : op.type_vars) {
@@ -171,16 +171,16 @@ void check_instantiations(const OpT& op, const opgen::Diagnostics& diags) {
   }
 }
 
-void check_op(const opgen::Op& op, const opgen::Diagnostics& diags) {
+void check_op(const opgen::gen::Op& op, const opgen::gen::Diagnostics& diags) {
   if (op.name.empty()) fail("an accepted op has no name", diags);
   if (op.inputs.empty() || op.outputs.empty()) fail("an accepted op lacks inputs or outputs", diags);
   if (op.platforms.empty()) fail("an accepted op has no platform", diags);
   if (op.api_versions.empty()) fail("an accepted op has no api_version", diags);
-  for (const opgen::SymbolBinding& s : op.symbols) {
+  for (const opgen::gen::SymbolBinding& s : op.symbols) {
     if (s.input < 0 || static_cast<size_t>(s.input) >= op.inputs.size()) {
       fail("a symbol binding names no input", diags);
     }
-    const opgen::Tensor& t = op.inputs[static_cast<size_t>(s.input)];
+    const opgen::gen::Tensor& t = op.inputs[static_cast<size_t>(s.input)];
     if (s.axis < 0 || static_cast<size_t>(s.axis) >= t.shape.size()) {
       fail("a symbol binding names no axis", diags);
     }
@@ -188,8 +188,8 @@ void check_op(const opgen::Op& op, const opgen::Diagnostics& diags) {
       fail("a symbol binding points at another dimension", diags);
     }
   }
-  for (const opgen::Tensor& t : op.inputs) {
-    for (const opgen::Dim& d : t.shape) {
+  for (const opgen::gen::Tensor& t : op.inputs) {
+    for (const opgen::gen::Dim& d : t.shape) {
       if (d.fixed ? (*d.fixed < 1 || !d.symbol.empty()) : d.symbol.empty()) {
         fail("an accepted dimension is neither a positive size nor a symbol", diags);
       }
@@ -205,7 +205,7 @@ void check_op(const opgen::Op& op, const opgen::Diagnostics& diags) {
 // reported no error itself, whatever was there before.
 template <typename Read, typename Check>
 void run_reader(Read read, const std::string& display_path, Check check_value) {
-  opgen::Diagnostics diags;
+  opgen::gen::Diagnostics diags;
   diags.error({display_path, 0, 0}, "an earlier error (the fuzzer's)");
   const int before = diags.error_count();
   const auto value = read(g_path, display_path, diags);
@@ -239,9 +239,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (g_ignore_loadall_hang && loadall_would_hang(data, size)) return -1;  // not added to the corpus
   write_input(data, size);
-  run_reader(opgen::read_op_spec, kOpDisplayPath, check_op);
-  run_reader(opgen::read_package_spec, kPackageDisplayPath,
-             [](const opgen::Package& pkg, const opgen::Diagnostics& diags) {
+  run_reader(opgen::gen::read_op_spec, kOpDisplayPath, check_op);
+  run_reader(opgen::gen::read_package_spec, kPackageDisplayPath,
+             [](const opgen::gen::Package& pkg, const opgen::gen::Diagnostics& diags) {
                if (pkg.name.empty() || pkg.torch_namespace.empty()) {
                  fail("an accepted package lacks a name or a torch namespace", diags);
                }

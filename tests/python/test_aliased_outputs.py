@@ -113,7 +113,8 @@ def test_torch_schema_opcheck_and_compile(rng):
 def test_torch_refuses_a_cache_it_cannot_update_in_place(rng):
     cache, values, pos, _ = case(rng)
     tc = torch.from_numpy(cache).transpose(0, 1)  # not contiguous
-    with pytest.raises(RuntimeError, match=r"kv_cache_write: input 'cache' is not contiguous"):
+    with pytest.raises(RuntimeError, match=r"kv_cache_write: input 'cache' is updated in place, and the spec's layout "
+                                           r"for it is contiguous"):
         tops.kv_cache_write(tc, torch.from_numpy(values[:6]), torch.zeros(6, dtype=torch.int32))
 
 

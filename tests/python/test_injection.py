@@ -223,7 +223,7 @@ def generated(tmp_path_factory):
 
 def op_cpp_files(out, name):
     op = op_name(name)
-    return [out / "include" / PACKAGE / f"{op}.h", out / "include" / PACKAGE / f"{op}_opaque.h",
+    return [out / "include" / PACKAGE / f"{op}.h", out / "include" / PACKAGE / f"{op}_rules.h",
             out / "src" / f"{op}_xla_ffi.cc", out / "src" / f"{op}_xla_legacy.cc",
             out / "src" / f"{op}_torch.cc"]
 

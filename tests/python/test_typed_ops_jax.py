@@ -107,8 +107,8 @@ def test_batch_dimensions_must_agree_in_the_handler(rng):
     x = random(rng, (3, 8), "float32")
     call = jax.ffi.ffi_call("opgen_ops_rms_norm_ffi", (jax.ShapeDtypeStruct((3, 8), jnp.float32),
                                                         jax.ShapeDtypeStruct((4,), jnp.float32)))
-    with pytest.raises(Exception, match=r"rms_norm: output 'rstd' has shape \[4\]; its leading dimensions \[4\] "
-                                        r"\(the spec's '\.\.\.'\) must equal those of input 'x', \[3\]"):
+    with pytest.raises(Exception, match=r"rms_norm: output 'rstd' has shape \[4\]; the call's inputs make it \[3\] "
+                                        r"\(the spec declares \[\.\.\.\]\)"):
         jax.block_until_ready(call(x, x[0], eps=np.float32(1e-6), present_=np.int64(1)))
 
 
@@ -134,5 +134,5 @@ def test_nan_attribute_is_refused_by_the_handler(rng):
     x = random(rng, (3, 8), "float32")
     call = jax.ffi.ffi_call("opgen_ops_rms_norm_ffi", (jax.ShapeDtypeStruct((3, 8), jnp.float32),
                                                         jax.ShapeDtypeStruct((3,), jnp.float32)))
-    with pytest.raises(Exception, match=r"rms_norm: attribute 'eps' = nan is outside its range"):
+    with pytest.raises(Exception, match=r"rms_norm: attribute 'eps' = nan is not finite"):
         jax.block_until_ready(call(x, x[0], eps=np.float32("nan"), present_=np.int64(1)))

@@ -14,6 +14,4 @@ opgen::Status run_cpu(const Args<T>& args) {
   return opgen::Status::Ok();
 }
 
-OPGEN_AXPBY_INSTANTIATE_CPU
-
 }  // namespace my_ops::axpby

@@ -26,6 +26,4 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
   return opgen::cuda_launch_status("axpby_elements");
 }
 
-OPGEN_AXPBY_INSTANTIATE_CUDA
-
 }  // namespace my_ops::axpby

@@ -8,12 +8,18 @@ from . import spelling as sp
 
 
 def package_data(package, dtypes):
+    for d in dtypes:
+        d['enum'] = sp.dtype_enum(d['name'])
     return {
         'name': package['name'],
         'torch_namespace': package['torch_namespace'],
         'opaque_layout_version': package['opaque_layout_version'],
         'dtypes': dtypes,
     }
+
+
+_ATTR_KINDS = {'bool': 'kBool', 'i32': 'kI32', 'i64': 'kI64', 'f32': 'kF32', 'f64': 'kF64', 'enum': 'kEnum',
+               'i32[]': 'kI32Array', 'i64[]': 'kI64Array'}
 
 
 def op_data(op, package, dtypes, attr_types):
@@ -92,10 +98,11 @@ def _tensor(op, t, index, is_input, dtypes):
             dim['rule'] = d['text']
             dim['tree'] = d['tree']
         else:
-            s = next(s for s in op['symbols'] if s['name'] == d['symbol'])
+            binding, s = next((k, s) for k, s in enumerate(op['symbols']) if s['name'] == d['symbol'])
             binds = is_input and s['input'] == index and s['axis'] == axis
             dim['kind'] = 'bind' if binds else 'symbol'
             dim['rule'] = d['symbol'] + ', bound by ' + sp.binding_place(op, s)
+            dim['binding'] = binding  # the symbol's index in binding order
         dims.append(dim)
     return {
         'name': t['name'],
@@ -134,6 +141,7 @@ def _attr(a, attr_types):
         'kind': 'enum' if enum else 'array' if array else 'scalar',
         'type': {'cpp': info['cpp'], 'numpy': info['numpy']},  # of the value, or of one element of an array
         'type_name': a['type'],
+        'attr_kind': _ATTR_KINDS[a['type']],  # its opgen::AttrKind
         'enum_type': a['enum_type'],
         'cpp': cpp,  # the type of the Args field the kernel reads
         'ffi_cpp': ffi_cpp,  # the type the typed XLA FFI decodes the attribute as

@@ -108,5 +108,10 @@ def binding_place(op, symbol):
     return "input '%s' dimension %d%s" % (t['name'], symbol['axis'], " after its '...'" if t['batch'] else '')
 
 
+def dtype_enum(name):
+    """A dtype's enumerator of opgen::DType: f32 -> kF32, bool -> kBool."""
+    return 'kBool' if name == 'bool' else 'k' + name.upper()
+
+
 def hex64(v):
     return '0x%016x' % v

@@ -10,16 +10,19 @@
 //   offset 16  fields   the op's dtype codes, shape symbols (i64) and attributes
 //   then       elements of the array attributes, whose lengths (u32) are fields
 //
-// Each op's decoder (generated) checks the magic, the version, the
-// fingerprint and the exact length before it reads a field or an element,
-// so a short, long or foreign blob is an error, never a read past the end.
+// One decoder serves every op, from the op's list of fields (its Rules'
+// kDescriptor): it checks the magic, the version, the fingerprint and the
+// exact length before it reads a field or an element, so a short, long or
+// foreign blob is an error, never a read past the end.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "opgen/binder.h"
 #include "opgen/status.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -58,5 +61,49 @@ void write_field(std::string& out, size_t offset, T value) {
 
 // A blob of `size` bytes with the header filled in.
 std::string header(size_t size, uint64_t fingerprint);
+
+// One fixed field of an op's descriptor, in order: a type variable's dtype
+// code (u8), the presence mask of the optional inputs (u32), the batch count
+// (i64), a shape symbol (i64), or an attribute (bool u8, i32, i64, f32, f64,
+// an enum's index i32, an array's length u32 with its elements after the
+// fixed fields).
+struct Field {
+  enum Kind : uint8_t { kDtype, kPresent, kBatch, kSymbol, kAttr };
+  Kind kind;
+  const char* name;                 // as the spec names it (dtype_T, present_, batch, N, eps)
+  AttrKind attr = AttrKind::kBool;  // kAttr: the attribute's type
+};
+
+// An op's descriptor: its fields and fingerprint.
+struct Layout {
+  const Field* fields;
+  size_t count;
+  uint64_t fingerprint;
+};
+
+// A descriptor's values, decoded.
+struct Values {
+  static constexpr size_t kMax = 64;
+  uint8_t dtypes[kMax] = {};  // each type variable's code
+  size_t dtype_count = 0;
+  uint32_t present = 0;
+  int64_t batch = 1;
+  int64_t symbols[kMax] = {};
+  size_t symbol_count = 0;
+  AttrValue attrs[kMax];
+  size_t attr_count = 0;
+  std::vector<std::vector<int32_t>> i32_arrays;  // the elements of array attributes
+  std::vector<std::vector<int64_t>> i64_arrays;
+};
+
+// The fixed size of a descriptor of `fields` (the header included).
+size_t fixed_size(const Field* fields, size_t count);
+
+// Decodes a descriptor of `fields` for `op`, checked first.
+Status decode(const char* data, size_t size, const Field* fields, size_t count, uint64_t fingerprint, const char* op,
+              Values* out);
+
+// The descriptor of `fields` with `values` (arrays' elements from their spans).
+std::string encode(const Field* fields, size_t count, uint64_t fingerprint, const Values& values);
 
 }  // namespace opgen::opaque

@@ -1,0 +1,260 @@
+// Binding a call of an op to its kernel's Args, once for every framework.
+//
+// Each op's rules are one generated routine (`<op>_rules.h`), which reads like
+// the spec it comes from:
+//
+//   b.input(0, "x", "[..., D]", &args.x).batch(&args.batch).bind(0, 0, "D", &args.D);
+//   b.input(1, "w", "[D]", &args.w).dim(0, "D", args.D, 0);
+//   b.attr(0, "eps", &args.eps);
+//   b.output(0, "out", "[..., D]", &args.out, {args.D});
+//
+// and a Binder runs it over a Source: what one framework gives the call (the
+// typed XLA FFI, a legacy custom call, a PyTorch boxed kernel; see
+// xla_ffi_binding.h, xla_legacy_binding.h, torch_binding.h). So every entry
+// point checks the same rules in the same order with the same messages, by
+// construction. The first failure is kept and every later step does nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "opgen/dtypes.h"
+#include "opgen/span.h"
+#include "opgen/status.h"
+
+namespace opgen {
+
+// A tensor of a call as any framework can describe it.
+struct TensorRef {
+  DType dtype = DType::kUnknown;     // kUnknown also where the framework does not say (a legacy call)
+  const char* foreign = nullptr;     // the framework's name of a dtype opgen does not know (then kUnknown)
+  size_t rank = 0;
+  const int64_t* dims = nullptr;     // nullptr: no shapes given (a legacy call's descriptor is trusted)
+  const int64_t* strides = nullptr;  // in elements; nullptr: dense row-major
+  void* data = nullptr;
+};
+
+enum class AttrKind : uint8_t { kBool, kI32, kI64, kF32, kF64, kEnum, kI32Array, kI64Array };
+
+// An attribute's value as a framework hands it over.
+struct AttrValue {
+  bool b = false;
+  int64_t i = 0;             // an integer, or an enum's index (unless by_name)
+  double f = 0;
+  std::string_view name;     // an enum by name (the typed FFI)
+  bool by_name = false;
+  Span<const int32_t> i32s;  // i32[]
+  Span<const int64_t> i64s;  // i64[]
+};
+
+// How a tensor's memory may be laid out (the spec's `layout`).
+enum class Layout : uint8_t {
+  kContiguous,  // dense row-major (the default)
+  kRows,        // the last dimension contiguous, any stride for the others
+  kStrided,     // any strides
+};
+
+// What a framework gives one call of an op.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Input `i` of the spec; nullptr for an optional input that the call omits.
+  virtual const TensorRef* input(size_t i) = 0;
+  // Where sizes and dtypes come from the call's descriptor instead of its
+  // buffers (a legacy call): the symbol of binding index `i`, the batch count,
+  // the dtype of type variable `i`. Sources of buffers with shapes return false.
+  virtual bool symbol(size_t i, int64_t* value);
+  virtual bool batch(int64_t* value);
+  virtual bool type_var(size_t i, DType* dtype);
+  // The value of attribute `i` (spec order), called `name`, of `kind`.
+  virtual Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) = 0;
+  // The buffer of output `i` ("name", declared `declared`), of `dtype` and
+  // `dims` (the batch dimensions first): checked against the call's (XLA), or
+  // allocated (PyTorch). An output that updates input `alias` in place (else
+  // -1) may be that input's buffer.
+  virtual Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
+                        size_t rank, int alias, void** data) = 0;
+  // Scratch memory of `bytes` for workspace `i`, valid until the call returns.
+  virtual Status workspace(size_t i, size_t bytes, void** data) = 0;
+  // How the framework's users spell a dtype in messages (the spec's f32 by
+  // default, PyTorch's float32), and what a dtype message suggests.
+  virtual std::string spell(DType d) const;
+  virtual std::string dtype_hint(DType declared) const;
+};
+
+class Binder {
+ public:
+  static constexpr size_t kMaxSymbols = 64;
+  static constexpr size_t kMaxOutputs = 64;
+  static constexpr size_t kMaxRank = 32;
+
+  Binder(const char* op, Source& source) : op_(op), source_(source) {}
+  Binder(const Binder&) = delete;
+  Binder& operator=(const Binder&) = delete;
+
+  const char* op() const { return op_; }
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  // Records `s` unless a failure is recorded already.
+  void fail(Status s);
+  // A generated check's result: "" or the message of an invalid argument.
+  void check(const std::string& error);
+
+  // --- dtypes: the instantiation the call selects -----------------------
+  // Input `i` is of `declared`.
+  void dtype(size_t i, const char* name, DType declared);
+  // Type variable `var` ("T"), bound by input `i`: its dtype, which must be
+  // one of `allowed`; `*index` is its position there (-1 on a failure).
+  DType type_var(size_t var, const char* var_name, size_t i, const char* name, std::initializer_list<DType> allowed,
+                 int* index);
+  // Input `i` has the dtype of type variable `var_name`, `bound` by input `bound_by`.
+  void same_dtype(size_t i, const char* name, const char* var_name, const char* bound_by, DType bound);
+
+  // --- inputs -------------------------------------------------------------
+  class Input {
+   public:
+    // Its leading dimensions ('...'): the first input with them defines the
+    // batch (`*count` is their product); later ones must equal them.
+    Input& batch(int64_t* count);
+    Input& batch();
+    // Dimension `axis` (after '...') binds symbol `index` ("N") into `*value`.
+    Input& bind(size_t axis, size_t index, const char* symbol, int64_t* value);
+    // Dimension `axis` must be symbol `symbol` (binding index `index`), bound
+    // earlier to `expected`.
+    Input& dim(size_t axis, size_t index, const char* symbol, int64_t expected);
+    // Dimension `axis` must be the fixed size `size`.
+    Input& fixed(size_t axis, int64_t size);
+    // The memory layout the body reads, and (for kRows and kStrided) the
+    // strides it gets, in elements: the batch stride first where the shape has
+    // '...', then one per dimension.
+    Input& layout(Layout layout, int64_t* strides = nullptr);
+
+   private:
+    friend class Binder;
+    Input(Binder* b, const char* name, const char* declared, size_t rank, bool has_batch, bool updated,
+          const TensorRef* t);
+    bool live() const { return t_ != nullptr && b_->ok(); }
+    void expect(size_t axis, int64_t expected, const char* symbol, size_t index);
+
+    Binder* b_;
+    const char* name_;
+    const char* declared_;
+    size_t rank_;  // dimensions after '...'
+    bool has_batch_;
+    bool updated_;  // an output updates it in place
+    const TensorRef* t_;
+    size_t lead_ = 0;  // its leading ('...') dimensions
+    int64_t sizes_[kMaxRank] = {};  // each dimension after '...' as bound or checked
+  };
+  // What the spec says of an input besides its shape.
+  enum InputFlags : unsigned { kRequired = 0, kOptional = 1, kUpdated = 2 /* an output updates it in place */ };
+  // Input `i` ("name", declared `declared`: `rank` dimensions after a leading
+  // '...' when `has_batch`); `*data` is its buffer (nullptr for an omitted
+  // optional input).
+  template <typename T>
+  Input input(size_t i, const char* name, const char* declared, size_t rank, bool has_batch, T** data,
+              unsigned flags = kRequired) {
+    const TensorRef* t = given(i, name, flags);
+    *data = t ? static_cast<T*>(t->data) : nullptr;
+    return Input(this, name, declared, rank, has_batch, (flags & kUpdated) != 0, t);
+  }
+
+  // --- attributes ---------------------------------------------------------
+  void attr(size_t i, const char* name, bool* value);
+  void attr(size_t i, const char* name, int32_t* value);
+  void attr(size_t i, const char* name, int64_t* value);
+  void attr(size_t i, const char* name, float* value);
+  void attr(size_t i, const char* name, double* value);
+  void attr(size_t i, const char* name, Span<const int32_t>* value);
+  void attr(size_t i, const char* name, Span<const int64_t>* value);
+  // An enum attribute: its value's index among `values` ("a, b, c").
+  template <typename E>
+  void enum_attr(size_t i, const char* name, std::initializer_list<const char*> values, const char* listed, E* value) {
+    int32_t index = 0;
+    enum_index(i, name, values, listed, &index);
+    *value = static_cast<E>(index);
+  }
+
+  // --- outputs and scratch --------------------------------------------------
+  // Output `i` of `dtype`, with the batch dimensions first when `batch`, then
+  // `dims`; `*data` its buffer. Call after every input, and after the checks
+  // of the output sizes.
+  template <typename T>
+  void output(size_t i, const char* name, const char* declared, bool batch, std::initializer_list<int64_t> dims,
+              T** data) {
+    *data = static_cast<T*>(output_buffer(i, name, declared, dtype_of<T>, batch, dims, -1));
+  }
+  // Output `i` updates input `input` in place: its buffer, holding the
+  // input's contents by the time the body runs, which also becomes the
+  // input's pointer (`*input_data`).
+  template <typename T>
+  void output_aliasing(size_t i, const char* name, const char* declared, bool batch,
+                       std::initializer_list<int64_t> dims, T** data, size_t input, const T** input_data) {
+    void* in = const_cast<T*>(*input_data);
+    *data = static_cast<T*>(output_buffer(i, name, declared, dtype_of<T>, batch, dims, static_cast<int>(input)));
+    if (ok() && *data != in) copies_[copy_count_++] = {*data, in, bytes_[i]};
+    *input_data = *data;
+  }
+  // Workspace `i`: scratch memory of `count` elements for the call.
+  template <typename T>
+  void workspace(size_t i, const char* name, int64_t count, T** data) {
+    *data = static_cast<T*>(scratch(i, name, dtype_of<T>, count));
+  }
+
+  // --- for the bindings -----------------------------------------------------
+  // Every output has no elements (then the body does not run).
+  bool empty() const { return outputs_ > 0 && empty_; }
+  // The copies behind aliased outputs, for the platform to make before the body.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  size_t copy_count() const { return copy_count_; }
+  const Copy& copy(size_t i) const { return copies_[i]; }
+  // The outputs bound so far, with their bytes (for the poison of a refused legacy call).
+  size_t output_count() const { return outputs_; }
+  void* output_data(size_t i) const { return data_[i]; }
+  size_t output_bytes(size_t i) const { return bytes_[i]; }
+
+ private:
+  const TensorRef* given(size_t i, const char* name, unsigned flags);
+  void* output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
+                      std::initializer_list<int64_t> dims, int alias);
+  void* scratch(size_t i, const char* name, DType dtype, int64_t count);
+  void enum_index(size_t i, const char* name, std::initializer_list<const char*> values, const char* listed,
+                  int32_t* index);
+  bool read_attr(size_t i, const char* name, AttrKind kind, AttrValue* value);
+  std::string who(const char* role, const char* name) const;
+  // Why symbol `index` has its value, in a message: "N, bound by input 'a' dimension 0".
+  std::string binding_rule(const char* symbol, size_t index) const;
+
+  const char* op_;
+  Source& source_;
+  Status status_;
+  // Where each symbol was bound: the input and its axis (after '...').
+  struct Origin {
+    const char* input = nullptr;
+    size_t axis = 0;
+    bool after_batch = false;
+  };
+  Origin origins_[kMaxSymbols];
+  // The batch: its source, dimensions (when the call gives shapes) and count.
+  const char* batch_source_ = nullptr;
+  const int64_t* batch_dims_ = nullptr;
+  size_t batch_rank_ = 0;
+  int64_t batch_count_ = 1;
+  bool batch_known_ = false;
+  // Outputs bound so far.
+  size_t outputs_ = 0;
+  bool empty_ = true;
+  void* data_[kMaxOutputs] = {};
+  size_t bytes_[kMaxOutputs] = {};
+  Copy copies_[kMaxOutputs] = {};
+  size_t copy_count_ = 0;
+};
+
+}  // namespace opgen

@@ -1,0 +1,283 @@
+// The typed XLA FFI (custom-call api_version 4) for every op: one handler
+// template over the op's generated Rules (`<op>_rules.h`), which checks the
+// call with the op's bind() (opgen/binder.h) and runs its body. The handler
+// takes its operands, results and attributes whole (RemainingArgs,
+// RemainingRets, a Dictionary), so that its binding is the same for every op:
+//
+//   XLA_FFI_DEFINE_HANDLER_SYMBOL(sym, opgen::xla_ffi::Handler<Rules>::cpu,
+//                                 opgen::xla_ffi::cpu_binding());
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opgen/binder.h"
+#include "opgen/dispatch.h"
+#include "opgen/platform.h"
+#include "opgen/shape_check.h"
+#include "opgen/xla_ffi_error.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace opgen::xla_ffi {
+
+namespace ffi = ::xla::ffi;
+
+// opgen's dtype of an XLA element type (kUnknown for the ones opgen lacks).
+inline DType dtype_of(ffi::DataType t) {
+  switch (t) {
+    case ffi::DataType::F16: return DType::kF16;
+    case ffi::DataType::BF16: return DType::kBF16;
+    case ffi::DataType::F32: return DType::kF32;
+    case ffi::DataType::F64: return DType::kF64;
+    case ffi::DataType::S32: return DType::kI32;
+    case ffi::DataType::S64: return DType::kI64;
+    case ffi::DataType::U8: return DType::kU8;
+    case ffi::DataType::PRED: return DType::kBool;
+    case ffi::DataType::F8E4M3FN: return DType::kF8E4M3FN;
+    case ffi::DataType::F8E5M2: return DType::kF8E5M2;
+    default: return DType::kUnknown;
+  }
+}
+
+// A typed-FFI call as a Source: the operands are the required inputs, then
+// the optional ones the presence mask (attribute `present_`) names; the
+// results are the outputs; attributes are looked up by name.
+class FfiSource : public Source {
+ public:
+  // `scratch` allocates device memory for workspaces (nullptr: host memory).
+  FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, ffi::RemainingArgs args,
+            ffi::RemainingRets rets, ffi::Dictionary attrs, ffi::ScratchAllocator* scratch);
+
+  // The call's operands and results match the op's (else why not).
+  const Status& status() const { return status_; }
+
+  const TensorRef* input(size_t i) override { return i < inputs_.size() && present_[i] ? &inputs_[i] : nullptr; }
+  Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
+  Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
+                int alias, void** data) override;
+  Status workspace(size_t i, size_t bytes, void** data) override;
+
+ private:
+  const char* op_;
+  ffi::RemainingRets rets_;
+  ffi::Dictionary attrs_;
+  ffi::ScratchAllocator* scratch_;
+  std::vector<TensorRef> inputs_;
+  std::vector<bool> present_;
+  std::vector<std::unique_ptr<char[]>> host_scratch_;
+  Status status_;
+};
+
+// Binds the call with the op's rules and runs its body on `platform`.
+template <typename Rules, typename Platform>
+ffi::Error run(const Platform& platform, FfiSource& source) {
+  if (!source.status().ok()) return to_ffi_error(source.status());
+  Binder b(Rules::kName, source);
+  const int instantiation = Rules::select(b);
+  if (!b.ok()) return to_ffi_error(b.status());
+  return visit_args(
+      typename Rules::Instantiations{}, instantiation,
+      [&](auto& args) -> ffi::Error {
+        Rules::bind(b, args);
+        if (!b.ok()) return to_ffi_error(b.status());
+        if (b.empty()) return ffi::Error::Success();
+        for (size_t i = 0; i < b.copy_count(); ++i) {
+          const Binder::Copy& c = b.copy(i);
+          if (Status s = platform.copy(c.dst, c.src, c.bytes); !s.ok()) return to_ffi_error(s);
+        }
+        return to_ffi_error(platform.run(args));
+      },
+      [] { return ffi::Error::Internal("no instantiation selected"); });
+}
+
+template <typename Rules>
+struct Handler {
+  static ffi::Error cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs) {
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, args, rets, attrs,
+                     nullptr);
+    return run<Rules>(Cpu{}, source);
+  }
+#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+  static ffi::Error cuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                         ffi::Dictionary attrs) {
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, args, rets, attrs,
+                     nullptr);
+    return run<Rules>(Cuda{stream}, source);
+  }
+  // For ops with a workspace: XLA's scratch allocator gives its memory.
+  static ffi::Error cuda_with_scratch(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
+                                      ffi::RemainingRets rets, ffi::Dictionary attrs) {
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, args, rets, attrs,
+                     &scratch);
+    return run<Rules>(Cuda{stream}, source);
+  }
+#endif
+};
+
+inline auto cpu_binding() { return ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attrs(); }
+#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+inline auto cuda_binding() {
+  return ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs().RemainingRets().Attrs();
+}
+inline auto cuda_binding_with_scratch() {
+  return ffi::Ffi::Bind()
+      .Ctx<ffi::PlatformStream<cudaStream_t>>()
+      .Ctx<ffi::ScratchAllocator>()
+      .RemainingArgs()
+      .RemainingRets()
+      .Attrs();
+}
+#endif
+
+// --- FfiSource (inline: the XLA FFI headers are header-only) -------------------
+
+inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, ffi::RemainingArgs args,
+                            ffi::RemainingRets rets, ffi::Dictionary attrs, ffi::ScratchAllocator* scratch)
+    : op_(op), rets_(rets), attrs_(attrs), scratch_(scratch), inputs_(inputs), present_(inputs, false) {
+  // Bit i of the mask: the i-th optional input is among the operands.
+  int64_t mask = 0;
+  if (inputs > required) {
+    ffi::ErrorOr<int64_t> m = attrs_.get<int64_t>("present_");
+    if (!m.has_value()) {
+      status_ = Status::InvalidArgument(std::string(op) + ": the call has no presence mask (attribute 'present_')");
+      return;
+    }
+    mask = m.value();
+    if (std::string e = presence_error(op, mask, inputs - required, args.size() - std::min(args.size(), required));
+        !e.empty()) {
+      status_ = Status::InvalidArgument(e);
+      return;
+    }
+  }
+  const size_t expected = required + present_count(mask);
+  if (args.size() != expected || rets_.size() != outputs) {
+    status_ = Status::InvalidArgument(std::string(op) + ": the call has " + std::to_string(args.size()) +
+                                      " operand(s) and " + std::to_string(rets_.size()) + " result(s); the op takes " +
+                                      std::to_string(expected) + " and gives " + std::to_string(outputs));
+    return;
+  }
+  size_t next = 0;
+  for (size_t i = 0; i < inputs; ++i) {
+    if (i >= required && !(mask & (int64_t{1} << (i - required)))) continue;
+    ffi::ErrorOr<ffi::AnyBuffer> buffer = args.get<ffi::AnyBuffer>(next++);
+    if (!buffer.has_value()) {
+      status_ = Status::InvalidArgument(std::string(op) + ": operand " + std::to_string(next - 1) + ": " +
+                                        buffer.error().message());
+      return;
+    }
+    const ffi::AnyBuffer b = buffer.value();
+    const auto dims = b.dimensions();
+    TensorRef& t = inputs_[i];
+    t.dtype = dtype_of(b.element_type());
+    if (t.dtype == DType::kUnknown) t.foreign = dtype_name(b.element_type());
+    t.rank = dims.size();
+    t.dims = dims.begin();
+    t.data = b.untyped_data();
+    present_[i] = true;
+  }
+}
+
+inline Status FfiSource::attr(size_t, const char* name, AttrKind kind, AttrValue* value) {
+  auto failed = [&](const ffi::Error& e) {
+    return Status::InvalidArgument(std::string(op_) + ": attribute '" + name + "': " + e.message());
+  };
+  switch (kind) {
+    case AttrKind::kBool: {
+      auto v = attrs_.get<bool>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->b = v.value();
+      break;
+    }
+    case AttrKind::kI32: {
+      auto v = attrs_.get<int32_t>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->i = v.value();
+      break;
+    }
+    case AttrKind::kI64: {
+      auto v = attrs_.get<int64_t>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->i = v.value();
+      break;
+    }
+    case AttrKind::kF32: {
+      auto v = attrs_.get<float>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->f = v.value();
+      break;
+    }
+    case AttrKind::kF64: {
+      auto v = attrs_.get<double>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->f = v.value();
+      break;
+    }
+    case AttrKind::kEnum: {
+      auto v = attrs_.get<std::string_view>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->name = v.value();
+      value->by_name = true;
+      break;
+    }
+    case AttrKind::kI32Array: {
+      auto v = attrs_.get<ffi::Span<const int32_t>>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->i32s = Span<const int32_t>(v.value().begin(), v.value().size());
+      break;
+    }
+    case AttrKind::kI64Array: {
+      auto v = attrs_.get<ffi::Span<const int64_t>>(name);
+      if (!v.has_value()) return failed(v.error());
+      value->i64s = Span<const int64_t>(v.value().begin(), v.value().size());
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+inline Status FfiSource::output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
+                                size_t rank, int, void** data) {
+  ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> result = rets_.get<ffi::AnyBuffer>(i);
+  if (!result.has_value()) {
+    return Status::InvalidArgument(std::string(op_) + ": result " + std::to_string(i) + ": " +
+                                   result.error().message());
+  }
+  ffi::Result<ffi::AnyBuffer> r = result.value();
+  const std::string who = std::string(op_) + ": output '" + name + "'";
+  if (dtype_of(r->element_type()) != dtype) {
+    return Status::InvalidArgument(who + " has dtype " + dtype_name(r->element_type()) + "; the spec declares " +
+                                   opgen::dtype_name(dtype));
+  }
+  const auto got = r->dimensions();
+  if (!same_dims(got.begin(), got.size(), dims, rank)) {
+    return Status::InvalidArgument(who + " has shape " + shape_text(got.begin(), got.size()) +
+                                   "; the call's inputs make it " + shape_text(dims, rank) + " (the spec declares " +
+                                   declared + ")");
+  }
+  *data = r->untyped_data();
+  return Status::Ok();
+}
+
+inline Status FfiSource::workspace(size_t, size_t bytes, void** data) {
+  if (bytes == 0) {
+    *data = nullptr;
+    return Status::Ok();
+  }
+  if (scratch_ == nullptr) {  // the host: memory of its own, freed with the source
+    host_scratch_.emplace_back(new (std::nothrow) char[bytes]);
+    *data = host_scratch_.back().get();
+  } else {
+    std::optional<void*> p = scratch_->Allocate(bytes, 256);
+    *data = p ? *p : nullptr;
+  }
+  if (*data == nullptr) {
+    return Status::Internal(std::string(op_) + ": cannot allocate " + std::to_string(bytes) +
+                            " bytes of workspace");
+  }
+  return Status::Ok();
+}
+
+}  // namespace opgen::xla_ffi

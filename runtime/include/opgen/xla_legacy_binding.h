@@ -1,0 +1,138 @@
+// The legacy custom calls (api_version 1, 2, 3) for every op: one shim
+// template over the op's generated Rules. XLA hands a legacy call raw
+// pointers and the opaque descriptor only, so sizes, dtypes and attributes
+// come from the descriptor (decoded with the op's field list, checked first)
+// and the buffers are trusted to match it: only the generated wrappers, which
+// build the descriptor from checked shapes, may write one. The op's bind()
+// checks the rest (attributes, output sizes) as every binding does. A call
+// that fails once the output sizes are known fills its outputs with poison
+// (platform.h), since jaxlib and torch_xla cannot see its status.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string>
+
+#include "opgen/binder.h"
+#include "opgen/dispatch.h"
+#include "opgen/opaque.h"
+#include "opgen/platform.h"
+#include "opgen/shape_check.h"
+#include "opgen/xla_legacy_status.h"
+
+namespace opgen::xla_legacy {
+
+// A legacy call as a Source. `inputs` are the required inputs, then the
+// optional ones the descriptor's presence mask names; `outputs` the outputs,
+// then one buffer per workspace (the wrappers ask XLA for them as extra
+// results, which keeps them in XLA's memory planning).
+class LegacySource : public Source {
+ public:
+  LegacySource(const opaque::Values& values, size_t inputs, size_t required, size_t outputs,
+               const void* const* input_buffers, void* const* output_buffers)
+      : values_(values), outputs_(outputs), output_buffers_(output_buffers) {
+    size_t next = 0;
+    for (size_t i = 0; i < inputs && i < kMaxInputs; ++i) {
+      const bool given = i < required || (values.present & (1u << (i - required)));
+      present_[i] = given;
+      if (given) refs_[i].data = const_cast<void*>(input_buffers[next++]);
+    }
+  }
+  static constexpr size_t kMaxInputs = 64;
+
+  const TensorRef* input(size_t i) override { return i < kMaxInputs && present_[i] ? &refs_[i] : nullptr; }
+  bool symbol(size_t i, int64_t* value) override {
+    *value = i < values_.symbol_count ? values_.symbols[i] : -1;
+    return true;
+  }
+  bool batch(int64_t* value) override {
+    *value = values_.batch;
+    return true;
+  }
+  bool type_var(size_t i, DType* dtype) override {
+    *dtype = i < values_.dtype_count ? static_cast<DType>(values_.dtypes[i]) : DType::kUnknown;
+    return true;
+  }
+  Status attr(size_t i, const char*, AttrKind, AttrValue* value) override {
+    *value = values_.attrs[i];
+    return Status::Ok();
+  }
+  Status output(size_t i, const char*, const char*, DType, const int64_t*, size_t, int, void** data) override {
+    *data = output_buffers_[i];
+    return Status::Ok();
+  }
+  Status workspace(size_t i, size_t, void** data) override {
+    *data = output_buffers_[outputs_ + i];
+    return Status::Ok();
+  }
+
+ private:
+  const opaque::Values& values_;
+  size_t outputs_;
+  void* const* output_buffers_;
+  TensorRef refs_[kMaxInputs];
+  bool present_[kMaxInputs] = {};
+};
+
+// Decodes the descriptor, binds the call with the op's rules and runs its
+// body on `platform`; poisons the outputs of a call refused once their sizes
+// are known. `outputs` nullptr: they follow the inputs in `inputs` (XLA:GPU).
+template <typename Rules, typename Platform>
+Status run(const Platform& platform, const void* const* inputs, void* const* outputs, const char* opaque,
+           size_t opaque_len) {
+  opaque::Values values;
+  if (Status s = opaque::decode(opaque, opaque_len, Rules::kDescriptor, Rules::kDescriptorFields,
+                                Rules::kFingerprint, Rules::kName, &values);
+      !s.ok()) {
+    return s;
+  }
+  if (std::string e = presence_error(Rules::kName, values.present, Rules::kInputs - Rules::kRequiredInputs,
+                                     present_count(values.present));
+      !e.empty()) {
+    return Status::InvalidArgument(e);
+  }
+  if (outputs == nullptr) {
+    outputs = const_cast<void* const*>(inputs + Rules::kRequiredInputs + present_count(values.present));
+  }
+  LegacySource source(values, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, inputs, outputs);
+  Binder b(Rules::kName, source);
+  const int instantiation = Rules::select(b);
+  if (!b.ok()) return b.status();
+  return visit_args(
+      typename Rules::Instantiations{}, instantiation,
+      [&](auto& args) -> Status {
+        Rules::bind(b, args);
+        Status s = b.status();
+        if (s.ok() && !b.empty()) {
+          for (size_t i = 0; s.ok() && i < b.copy_count(); ++i) s = platform.copy(b.copy(i).dst, b.copy(i).src, b.copy(i).bytes);
+          if (s.ok()) s = platform.run(args);
+        }
+        if (!s.ok()) {
+          for (size_t i = 0; i < b.output_count(); ++i) platform.poison(b.output_data(i), b.output_bytes(i));
+        }
+        return s;
+      },
+      [] { return Status::Internal("no instantiation selected"); });
+}
+
+// The shims, as the extern "C" symbols of each op call them.
+#if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+// XLA:GPU passes the inputs, then the outputs, in one pointer array.
+template <typename Rules>
+void cuda(cudaStream_t stream, void** buffers, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status,
+          const char* target) {
+  report(status, target, run<Rules>(Cuda{stream}, buffers, nullptr, opaque, opaque_len));
+}
+#endif
+
+// XLA:CPU passes one result directly and several as an array of pointers.
+template <typename Rules>
+void cpu(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status,
+         const char* target) {
+  void* const single[] = {out};
+  void* const* outputs = Rules::kOutputs + Rules::kWorkspaces == 1 ? single : static_cast<void* const*>(out);
+  report(status, target, run<Rules>(Cpu{}, in, outputs, opaque, opaque_len));
+}
+
+}  // namespace opgen::xla_legacy

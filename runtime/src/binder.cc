@@ -1,0 +1,418 @@
+#include "opgen/binder.h"
+
+#include <cmath>
+#include <limits>
+
+#include "opgen/shape_check.h"
+
+namespace opgen {
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU8: return "u8";
+    case DType::kBool: return "bool";
+    case DType::kF8E4M3FN: return "f8e4m3fn";
+    case DType::kF8E5M2: return "f8e5m2";
+    case DType::kUnknown: break;
+  }
+  return "an unsupported dtype";
+}
+
+size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kF64:
+    case DType::kI64: return 8;
+    case DType::kU8:
+    case DType::kBool:
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2: return 1;
+    case DType::kUnknown: break;
+  }
+  return 0;
+}
+
+bool Source::symbol(size_t, int64_t*) { return false; }
+bool Source::batch(int64_t*) { return false; }
+bool Source::type_var(size_t, DType*) { return false; }
+std::string Source::spell(DType d) const { return dtype_name(d); }
+std::string Source::dtype_hint(DType) const { return {}; }
+
+void Binder::fail(Status s) {
+  if (status_.ok() && !s.ok()) status_ = std::move(s);
+}
+
+void Binder::check(const std::string& error) {
+  if (!error.empty()) fail(Status::InvalidArgument(error));
+}
+
+std::string Binder::who(const char* role, const char* name) const {
+  return std::string(op_) + ": " + role + " '" + name + "'";
+}
+
+std::string Binder::binding_rule(const char* symbol, size_t index) const {
+  const Origin& o = origins_[index];
+  return std::string(symbol) + ", bound by input '" + (o.input ? o.input : "?") + "' dimension " +
+         std::to_string(o.axis) + (o.after_batch ? " after its '...'" : "");
+}
+
+// --- dtypes -----------------------------------------------------------------
+
+namespace {
+std::string got_text(const Source& s, const TensorRef& t) { return t.foreign ? t.foreign : s.spell(t.dtype); }
+// Whether the call says what dtype `t` has (a legacy call's buffers do not).
+bool has_dtype(const TensorRef& t) { return t.dtype != DType::kUnknown || t.foreign != nullptr; }
+}  // namespace
+
+void Binder::dtype(size_t i, const char* name, DType declared) {
+  if (!ok()) return;
+  const TensorRef* t = source_.input(i);
+  if (t == nullptr || !has_dtype(*t) || t->dtype == declared) return;
+  fail(Status::InvalidArgument(who("input", name) + " has dtype " + got_text(source_, *t) + "; the spec declares " +
+                               source_.spell(declared) + source_.dtype_hint(declared)));
+}
+
+DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* name,
+                       std::initializer_list<DType> allowed, int* index) {
+  *index = -1;
+  if (!ok()) return DType::kUnknown;
+  DType d = DType::kUnknown;
+  const bool from_descriptor = source_.type_var(var, &d);
+  const TensorRef* t = from_descriptor ? nullptr : source_.input(i);
+  if (t != nullptr) d = t->dtype;
+  int k = 0;
+  for (DType a : allowed) {
+    if (a == d && d != DType::kUnknown) {
+      *index = k;
+      return d;
+    }
+    ++k;
+  }
+  if (from_descriptor || t == nullptr) {
+    fail(Status::InvalidArgument(std::string(op_) + ": the opaque descriptor names dtypes this op was not built for"));
+    return DType::kUnknown;
+  }
+  std::string names;
+  for (DType a : allowed) names += (names.empty() ? "" : ", ") + source_.spell(a);
+  fail(Status::InvalidArgument(who("input", name) + " has dtype " + got_text(source_, *t) + "; " + var_name +
+                               " must be one of " + names));
+  return DType::kUnknown;
+}
+
+void Binder::same_dtype(size_t i, const char* name, const char* var_name, const char* bound_by, DType bound) {
+  if (!ok()) return;
+  const TensorRef* t = source_.input(i);
+  if (t == nullptr || !has_dtype(*t) || t->dtype == bound) return;
+  fail(Status::InvalidArgument(who("input", name) + " has dtype " + got_text(source_, *t) + ", but its dtype " +
+                               var_name + " is " + source_.spell(bound) + " (bound by input '" + bound_by + "')"));
+}
+
+// --- inputs -----------------------------------------------------------------
+
+Binder::Input::Input(Binder* b, const char* name, const char* declared, size_t rank, bool has_batch, bool updated,
+                     const TensorRef* t)
+    : b_(b), name_(name), declared_(declared), rank_(rank), has_batch_(has_batch), updated_(updated), t_(t) {
+  if (!live() || t_->dims == nullptr) return;
+  if (has_batch ? t_->rank < rank : t_->rank != rank) {
+    b_->fail(Status::InvalidArgument(rank_mismatch(b_->op_, "input", name, t_->dims, t_->rank, declared)));
+    return;
+  }
+  if (t_->rank > kMaxRank) {
+    b_->fail(Status::InvalidArgument(b_->who("input", name) + " has rank " + std::to_string(t_->rank) +
+                                     "; opgen binds at most " + std::to_string(kMaxRank) + " dimensions"));
+    return;
+  }
+  lead_ = t_->rank - rank;
+}
+
+Binder::Input& Binder::Input::batch(int64_t* count) {
+  if (!live()) return *this;
+  Binder& b = *b_;
+  if (t_->dims == nullptr) {  // the descriptor gives the count
+    int64_t v = 0;
+    if (b.source_.batch(&v) && v < 0) {
+      b.fail(Status::InvalidArgument(std::string(b.op_) + ": opaque descriptor gives batch = " + std::to_string(v)));
+      return *this;
+    }
+    b.batch_count_ = v;
+    b.batch_known_ = true;
+    if (count) *count = v;
+    return *this;
+  }
+  if (b.batch_source_ == nullptr) {
+    b.batch_source_ = name_;
+    b.batch_dims_ = t_->dims;
+    b.batch_rank_ = lead_;
+    // 0 when a leading dimension is 0, whatever the others (no overflow).
+    b.batch_count_ = element_count(t_->dims, lead_);
+    b.batch_known_ = true;
+    if (count) *count = b.batch_count_;
+  } else if (!same_dims(t_->dims, lead_, b.batch_dims_, b.batch_rank_)) {
+    b.fail(Status::InvalidArgument(batch_mismatch(b.op_, "input", name_, t_->dims, t_->rank, lead_, b.batch_dims_,
+                                                  b.batch_rank_, b.batch_source_)));
+  }
+  return *this;
+}
+
+Binder::Input& Binder::Input::batch() { return batch(nullptr); }
+
+Binder::Input& Binder::Input::bind(size_t axis, size_t index, const char* symbol, int64_t* value) {
+  if (!live()) return *this;
+  Binder& b = *b_;
+  if (t_->dims == nullptr) {
+    int64_t v = 0;
+    b.source_.symbol(index, &v);
+    if (v < 0) {
+      b.fail(Status::InvalidArgument(std::string(b.op_) + ": opaque descriptor gives shape symbol " + symbol + " = " +
+                                     std::to_string(v)));
+      return *this;
+    }
+    *value = v;
+    sizes_[axis] = v;
+    return *this;
+  }
+  *value = t_->dims[lead_ + axis];
+  sizes_[axis] = *value;
+  if (index < kMaxSymbols) b.origins_[index] = {name_, axis, has_batch_};
+  return *this;
+}
+
+void Binder::Input::expect(size_t axis, int64_t expected, const char* symbol, size_t index) {
+  if (axis < kMaxRank) sizes_[axis] = expected;
+  if (!live() || t_->dims == nullptr || t_->dims[lead_ + axis] == expected) return;
+  const std::string because = symbol ? b_->binding_rule(symbol, index) : std::string("a fixed size");
+  b_->fail(Status::InvalidArgument(dim_mismatch(b_->op_, "input", name_, t_->dims, t_->rank, lead_ + axis, expected,
+                                                because.c_str(), declared_)));
+}
+
+Binder::Input& Binder::Input::dim(size_t axis, size_t index, const char* symbol, int64_t expected) {
+  expect(axis, expected, symbol, index);
+  return *this;
+}
+
+Binder::Input& Binder::Input::fixed(size_t axis, int64_t size) {
+  expect(axis, size, nullptr, 0);
+  return *this;
+}
+
+Binder::Input& Binder::Input::layout(Layout layout, int64_t* strides) {
+  if (!live()) return *this;
+  Binder& b = *b_;
+  if (t_->dims == nullptr) {
+    // A legacy call's buffers are dense: strides from the sizes the
+    // descriptor gave (the batch stride first).
+    if (strides == nullptr) return *this;
+    int64_t n = 1;
+    for (size_t k = rank_; k-- > 0;) {
+      strides[k + (has_batch_ ? 1 : 0)] = n;
+      n *= sizes_[k];
+    }
+    if (has_batch_) strides[0] = n;
+    return *this;
+  }
+  const size_t rank = t_->rank;
+  // Dense row-major strides, where the call gives none (XLA's buffers).
+  int64_t dense[kMaxRank];
+  int64_t n = 1;
+  for (size_t k = rank; k-- > 0;) {
+    dense[k] = n;
+    n *= t_->dims[k] > 0 ? t_->dims[k] : 1;
+  }
+  const int64_t* st = t_->strides ? t_->strides : dense;
+  for (size_t k = 0; k < rank; ++k) {
+    if (t_->dims[k] == 0) {  // an empty tensor: no element to address, any strides
+      if (strides) {
+        for (size_t j = 0; j < rank_ + (has_batch_ ? 1 : 0); ++j) strides[j] = 0;
+      }
+      return *this;
+    }
+  }
+  if (layout == Layout::kContiguous) {
+    int64_t expected = 1;
+    for (size_t k = rank; k-- > 0;) {
+      if (t_->dims[k] != 1 && st[k] != expected) {
+        b.fail(Status::InvalidArgument(
+            b.who("input", name_) +
+            (updated_ ? " is updated in place, and the spec's layout for it is contiguous: it must be dense "
+                        "row-major as it is (a .contiguous() copy would take the update and drop it); pass a dense "
+                        "tensor, or declare `layout: strided` for it"
+                      : " is not contiguous; the kernel reads dense row-major memory (call .contiguous(), or "
+                        "declare `layout: strided` for it in the spec)")));
+        return *this;
+      }
+      expected *= t_->dims[k];
+    }
+    return *this;
+  }
+  if (layout == Layout::kRows && rank_ > 0 && t_->dims[rank - 1] > 1 && st[rank - 1] != 1) {
+    b.fail(Status::InvalidArgument(b.who("input", name_) + " has stride " + std::to_string(st[rank - 1]) +
+                                   " in its last dimension; its spec layout `rows` needs that dimension contiguous"));
+    return *this;
+  }
+  size_t out = 0;
+  if (has_batch_) {
+    // The leading dimensions must fold into one stride: that of the innermost
+    // one of more than one element.
+    int64_t batch_stride = 0;
+    size_t inner = lead_;
+    for (size_t k = lead_; k-- > 0;) {
+      if (t_->dims[k] == 1) continue;
+      if (inner == lead_) {
+        batch_stride = st[k];
+      } else if (st[k] != st[inner] * t_->dims[inner]) {
+        b.fail(Status::InvalidArgument(b.who("input", name_) + " has leading dimensions " +
+                                       shape_text(t_->dims, lead_) + " with strides " + shape_text(st, lead_) +
+                                       ", which do not fold into one batch stride"));
+        return *this;
+      }
+      inner = k;
+    }
+    strides[out++] = batch_stride;
+  }
+  for (size_t k = lead_; k < rank; ++k) strides[out++] = st[k];
+  return *this;
+}
+
+// --- attributes ---------------------------------------------------------------
+
+bool Binder::read_attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {
+  if (!ok()) return false;
+  fail(source_.attr(i, name, kind, value));
+  return ok();
+}
+
+void Binder::attr(size_t i, const char* name, bool* value) {
+  AttrValue v;
+  if (read_attr(i, name, AttrKind::kBool, &v)) *value = v.b;
+}
+
+void Binder::attr(size_t i, const char* name, int32_t* value) {
+  AttrValue v;
+  if (!read_attr(i, name, AttrKind::kI32, &v)) return;
+  if (v.i < std::numeric_limits<int32_t>::min() || v.i > std::numeric_limits<int32_t>::max()) {
+    fail(Status::InvalidArgument(who("attribute", name) + " = " + std::to_string(v.i) + " does not fit i32"));
+    return;
+  }
+  *value = static_cast<int32_t>(v.i);
+}
+
+void Binder::attr(size_t i, const char* name, int64_t* value) {
+  AttrValue v;
+  if (read_attr(i, name, AttrKind::kI64, &v)) *value = v.i;
+}
+
+void Binder::attr(size_t i, const char* name, float* value) {
+  AttrValue v;
+  if (!read_attr(i, name, AttrKind::kF32, &v)) return;
+  if (!std::isfinite(v.f)) {
+    fail(Status::InvalidArgument(who("attribute", name) + " = " + number_text(v.f) + " is not finite"));
+    return;
+  }
+  if (std::fabs(v.f) > static_cast<double>(std::numeric_limits<float>::max())) {
+    fail(Status::InvalidArgument(who("attribute", name) + " = " + number_text(v.f) + " does not fit f32"));
+    return;
+  }
+  *value = static_cast<float>(v.f);
+}
+
+void Binder::attr(size_t i, const char* name, double* value) {
+  AttrValue v;
+  if (!read_attr(i, name, AttrKind::kF64, &v)) return;
+  if (!std::isfinite(v.f)) {
+    fail(Status::InvalidArgument(who("attribute", name) + " = " + number_text(v.f) + " is not finite"));
+    return;
+  }
+  *value = v.f;
+}
+
+void Binder::attr(size_t i, const char* name, Span<const int32_t>* value) {
+  AttrValue v;
+  if (read_attr(i, name, AttrKind::kI32Array, &v)) *value = v.i32s;
+}
+
+void Binder::attr(size_t i, const char* name, Span<const int64_t>* value) {
+  AttrValue v;
+  if (read_attr(i, name, AttrKind::kI64Array, &v)) *value = v.i64s;
+}
+
+void Binder::enum_index(size_t i, const char* name, std::initializer_list<const char*> values, const char* listed,
+                        int32_t* index) {
+  AttrValue v;
+  if (!read_attr(i, name, AttrKind::kEnum, &v)) return;
+  if (v.by_name) {
+    int32_t k = 0;
+    for (const char* value : values) {
+      if (v.name == value) {
+        *index = k;
+        return;
+      }
+      ++k;
+    }
+    fail(Status::InvalidArgument(enum_unknown(op_, name, v.name.data(), v.name.size(), listed)));
+    return;
+  }
+  if (v.i < 0 || v.i >= static_cast<int64_t>(values.size())) {
+    fail(Status::InvalidArgument(enum_index_out_of_range(op_, name, v.i, values.size(), listed)));
+    return;
+  }
+  *index = static_cast<int32_t>(v.i);
+}
+
+// --- outputs and scratch ------------------------------------------------------
+
+const TensorRef* Binder::given(size_t i, const char* name, unsigned flags) {
+  if (!ok()) return nullptr;
+  const TensorRef* t = source_.input(i);
+  if (t == nullptr && !(flags & kOptional)) fail(Status::InvalidArgument(who("input", name) + " is required"));
+  return t;
+}
+
+void* Binder::output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
+                            std::initializer_list<int64_t> dims, int alias) {
+  if (!ok()) return nullptr;
+  if (i >= kMaxOutputs) {
+    fail(Status::Internal(std::string(op_) + ": more than " + std::to_string(kMaxOutputs) + " outputs"));
+    return nullptr;
+  }
+  int64_t shape[kMaxRank + kMaxRank];
+  size_t rank = 0;
+  if (batch) {
+    if (batch_dims_ != nullptr) {
+      for (size_t k = 0; k < batch_rank_; ++k) shape[rank++] = batch_dims_[k];
+    } else {
+      shape[rank++] = batch_count_;  // a legacy call: the flattened count
+    }
+  }
+  for (int64_t d : dims) shape[rank++] = d;
+  void* data = nullptr;
+  fail(source_.output(i, name, declared, dtype, shape, rank, alias, &data));
+  if (!ok()) return nullptr;
+  const int64_t count = element_count(shape, rank);
+  data_[i] = data;
+  bytes_[i] = static_cast<size_t>(count) * dtype_size(dtype);
+  if (i + 1 > outputs_) outputs_ = i + 1;
+  empty_ = empty_ && count == 0;
+  return data;
+}
+
+void* Binder::scratch(size_t i, const char* name, DType dtype, int64_t count) {
+  if (!ok()) return nullptr;
+  if (count < 0 || static_cast<uint64_t>(count) > std::numeric_limits<size_t>::max() / 16) {
+    fail(Status::InvalidArgument(who("workspace", name) + " would have " + std::to_string(count) + " elements"));
+    return nullptr;
+  }
+  void* data = nullptr;
+  fail(source_.workspace(i, static_cast<size_t>(count) * dtype_size(dtype), &data));
+  return ok() ? data : nullptr;
+}
+
+}  // namespace opgen

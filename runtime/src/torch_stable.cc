@@ -1,0 +1,228 @@
+#include "opgen/torch_stable.h"
+
+#include <cmath>
+
+namespace opgen::torch_stable {
+
+DType dtype_of(int32_t t) {
+  if (t == aoti_torch_dtype_float16()) return DType::kF16;
+  if (t == aoti_torch_dtype_bfloat16()) return DType::kBF16;
+  if (t == aoti_torch_dtype_float32()) return DType::kF32;
+  if (t == aoti_torch_dtype_float64()) return DType::kF64;
+  if (t == aoti_torch_dtype_int32()) return DType::kI32;
+  if (t == aoti_torch_dtype_int64()) return DType::kI64;
+  if (t == aoti_torch_dtype_uint8()) return DType::kU8;
+  if (t == aoti_torch_dtype_bool()) return DType::kBool;
+  if (t == aoti_torch_dtype_float8_e4m3fn()) return DType::kF8E4M3FN;
+  if (t == aoti_torch_dtype_float8_e5m2()) return DType::kF8E5M2;
+  return DType::kUnknown;
+}
+
+int32_t torch_dtype(DType d) {
+  switch (d) {
+    case DType::kF16: return aoti_torch_dtype_float16();
+    case DType::kBF16: return aoti_torch_dtype_bfloat16();
+    case DType::kF32: return aoti_torch_dtype_float32();
+    case DType::kF64: return aoti_torch_dtype_float64();
+    case DType::kI32: return aoti_torch_dtype_int32();
+    case DType::kI64: return aoti_torch_dtype_int64();
+    case DType::kU8: return aoti_torch_dtype_uint8();
+    case DType::kBool: return aoti_torch_dtype_bool();
+    case DType::kF8E4M3FN: return aoti_torch_dtype_float8_e4m3fn();
+    case DType::kF8E5M2: return aoti_torch_dtype_float8_e5m2();
+    case DType::kUnknown: break;
+  }
+  fail("opgen: no torch dtype for an unknown dtype");
+}
+
+const char* torch_name(DType d) {
+  switch (d) {
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF32: return "float32";
+    case DType::kF64: return "float64";
+    case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
+    case DType::kU8: return "uint8";
+    case DType::kBool: return "bool";
+    case DType::kF8E4M3FN: return "float8_e4m3fn";
+    case DType::kF8E5M2: return "float8_e5m2";
+    case DType::kUnknown: break;
+  }
+  return "a dtype opgen does not support";
+}
+
+// --- TensorView -----------------------------------------------------------------
+
+TensorView::TensorView(const Tensor& t, const std::string& what) : handle(t.get()) {
+  bool defined = false;
+  check_shim(aoti_torch_is_defined(handle, &defined), "is_defined");
+  if (!defined) fail(what + " is None (an undefined tensor); it must be a tensor");
+  check_shim(aoti_torch_get_dtype(handle, &dtype), "get_dtype");
+  check_shim(aoti_torch_get_device_type(handle, &device_type), "get_device_type");
+  check_shim(aoti_torch_get_device_index(handle, &device_index), "get_device_index");
+  check_shim(aoti_torch_get_dim(handle, &dim), "get_dim");
+  int64_t* s = nullptr;
+  int64_t* st = nullptr;
+  check_shim(aoti_torch_get_sizes(handle, &s), "get_sizes");
+  check_shim(aoti_torch_get_strides(handle, &st), "get_strides");
+  check_shim(aoti_torch_get_data_ptr(handle, &data), "get_data_ptr");
+  sizes = s;
+  strides = st;
+}
+
+std::string TensorView::device_text() const {
+  return is_cuda() ? "cuda:" + std::to_string(device_index) : is_cpu() ? "cpu" : "another device";
+}
+
+uint64_t TensorView::byte_extent() const {
+  if (element_count(sizes, static_cast<size_t>(dim)) == 0) return 0;
+  uint64_t last = 0;
+  for (int64_t i = 0; i < dim; ++i) last += static_cast<uint64_t>(sizes[i] - 1) * static_cast<uint64_t>(strides[i]);
+  return (last + 1) * aoti_torch_dtype_element_size(dtype);
+}
+
+Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, void** data) {
+  int64_t strides[Binder::kMaxRank * 2];
+  if (rank > static_cast<int64_t>(std::size(strides))) fail("opgen: outputs of more than 64 dimensions");
+  int64_t n = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    strides[i] = n;
+    n *= sizes[i];
+  }
+  AtenTensorHandle out = nullptr;
+  check_shim(aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type, like.device_index, &out),
+             "empty_strided");
+  Tensor t(out);
+  check_shim(aoti_torch_get_data_ptr(out, data), "get_data_ptr");
+  return t;
+}
+
+// --- TorchSource ------------------------------------------------------------------
+
+TorchSource::TorchSource(const char* op, const char* const* input_names, size_t inputs, size_t required,
+                         StableIValue* stack)
+    : op_(op), names_(input_names), inputs_(inputs), stack_(stack), tensors_(inputs), views_(inputs) {
+  if (inputs > kMaxInputs) fail(std::string(op) + ": more than 64 inputs");
+  for (size_t i = 0; i < inputs; ++i) {
+    // A Tensor and a Tensor? travel differently on the stack.
+    if (i < required) tensors_[i] = stack_to<Tensor>(stack[i]);
+    else tensors_[i] = stack_to<std::optional<Tensor>>(stack[i]);
+    if (!tensors_[i]) continue;
+    const TensorView& v = views_[i].emplace(*tensors_[i], std::string(op) + ": input '" + input_names[i] + "'");
+    if (first_ == nullptr) {
+      first_ = &v;
+    } else if (v.device_type != first_->device_type || v.device_index != first_->device_index) {
+      size_t f = 0;
+      while (&*views_[f] != first_) ++f;
+      fail(std::string(op) + ": input '" + input_names[i] + "' is on " + v.device_text() + ", but input '" +
+           input_names[f] + "' is on " + first_->device_text() + "; all tensors of one call must be on one device");
+    }
+    refs_[i] = {dtype_of(v.dtype), nullptr, static_cast<size_t>(v.dim), v.sizes, v.strides, v.data};
+    if (refs_[i].dtype == DType::kUnknown) refs_[i].foreign = "a dtype opgen does not support";
+    present_[i] = true;
+  }
+  if (first_ == nullptr) fail(std::string(op) + ": every input is None");
+}
+
+std::string TorchSource::dtype_hint(DType declared) const {
+  return std::string(" (convert it explicitly, e.g. x.to(torch.") + torch_name(declared) + "))";
+}
+
+Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {
+  const StableIValue v = stack_[inputs_ + i];
+  switch (kind) {
+    case AttrKind::kBool: value->b = stack_to<bool>(v); break;
+    // torch passes every int as int64 and every float as double; the binder
+    // checks that the value fits the spec's type.
+    case AttrKind::kI32:
+    case AttrKind::kI64:
+    case AttrKind::kEnum: value->i = stack_to<int64_t>(v); break;  // an enum as its index (the lowered op)
+    case AttrKind::kF32:
+    case AttrKind::kF64: value->f = stack_to<double>(v); break;
+    case AttrKind::kI32Array:
+    case AttrKind::kI64Array: {
+      // The lowered op takes an array as a 1-D CPU tensor of its element type.
+      const Tensor& t = keep_.emplace_back(stack_to<Tensor>(v));
+      const TensorView a(t, std::string(op_) + ": attribute '" + name + "'");
+      const bool i32 = kind == AttrKind::kI32Array;
+      const int32_t want = i32 ? aoti_torch_dtype_int32() : aoti_torch_dtype_int64();
+      bool dense = a.dim == 1 && (a.sizes[0] <= 1 || a.strides[0] == 1);
+      if (!a.is_cpu() || a.dim != 1 || a.dtype != want || !dense) {
+        return Status::InvalidArgument(std::string(op_) + ": attribute '" + name +
+                                       "' must arrive as a contiguous 1-D CPU tensor of " +
+                                       (i32 ? "int32" : "int64") + " (call the op with a list of ints)");
+      }
+      const size_t n = static_cast<size_t>(a.sizes[0]);
+      if (i32) value->i32s = Span<const int32_t>(static_cast<const int32_t*>(a.data), n);
+      else value->i64s = Span<const int64_t>(static_cast<const int64_t*>(a.data), n);
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status TorchSource::output(size_t, const char*, const char*, DType dtype, const int64_t* dims, size_t rank, int alias,
+                           void** data) {
+  if (alias >= 0) {
+    // Updated in place: the input's own buffer, which must share no memory
+    // with another input (the body would read what it overwrites).
+    const TensorView& a = *views_[alias];
+    const auto begin_a = reinterpret_cast<uintptr_t>(a.data);
+    const uint64_t size_a = a.byte_extent();
+    for (size_t k = 0; k < inputs_; ++k) {
+      if (static_cast<int>(k) == alias || !views_[k]) continue;
+      const auto begin_b = reinterpret_cast<uintptr_t>(views_[k]->data);
+      const uint64_t size_b = views_[k]->byte_extent();
+      if (size_a == 0 || size_b == 0 || begin_a >= begin_b + size_b || begin_b >= begin_a + size_a) continue;
+      return Status::InvalidArgument(std::string(op_) + ": input '" + names_[k] + "' shares memory with input '" +
+                                     names_[alias] + "', which the op updates in place; pass a tensor of its own (e.g. " +
+                                     names_[k] + ".clone())");
+    }
+    *data = a.data;
+    return Status::Ok();
+  }
+  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), data));
+  return Status::Ok();
+}
+
+Status TorchSource::workspace(size_t, size_t bytes, void** data) {
+  const int64_t size = static_cast<int64_t>(bytes);
+  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), data));
+  return Status::Ok();
+}
+
+// --- devices ------------------------------------------------------------------------
+
+#ifdef USE_CUDA
+CudaDeviceScope::CudaDeviceScope(int32_t device_index) {
+  int32_t current = -1;
+  check_shim(aoti_torch_get_current_device_index(&current), "get_current_device_index");
+  if (current != device_index) check_shim(aoti_torch_create_device_guard(device_index, &guard_), "create_device_guard");
+}
+
+CudaDeviceScope::~CudaDeviceScope() {
+  if (guard_ != nullptr) aoti_torch_delete_device_guard(guard_);
+}
+#endif
+
+OnCpu::OnCpu(const char* op, const TensorView& first) {
+  if (!first.is_cpu()) fail(std::string(op) + ": the CPU kernel got tensors on " + first.device_text());
+}
+
+#if defined(USE_CUDA) && defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
+namespace {
+int32_t checked_index(const char* op, const TensorView& first) {
+  if (!first.is_cuda()) fail(std::string(op) + ": the CUDA kernel got tensors on " + first.device_text());
+  return first.device_index;
+}
+}  // namespace
+
+OnCuda::OnCuda(const char* op, const TensorView& first) : scope_(checked_index(op, first)) {
+  void* stream = nullptr;
+  check_shim(aoti_torch_get_current_cuda_stream(first.device_index, &stream), "get_current_cuda_stream");
+  platform_.stream = static_cast<cudaStream_t>(stream);
+}
+#endif
+
+}  // namespace opgen::torch_stable
