@@ -22,8 +22,8 @@ void report(XlaCustomCallStatus* status, const char* target, const Status& s) {
     return;
   }
   std::fprintf(stderr,
-               "opgen: error: %s\nopgen: the call's outputs hold poison (every byte 0xFF: NaN in floating "
-               "types, -1 in integers) where the descriptor gave their sizes; %s\n",
+               "opgen: error: %s\nopgen: the kernel was not run; the call's outputs hold poison (every byte "
+               "0xFF: NaN in floating types, -1 in integers) where the descriptor gave their sizes; %s\n",
                message.c_str(),
                status == nullptr
                    ? "api_version 1 gives a custom call no way to return an error (use 4)"
