@@ -138,9 +138,11 @@ function(opgen_add_package)
     add_dependencies(${pkg}_kernels ${ARG_GENERATE_TARGET})
   endif()
 
-  # <package>._C: the XLA handlers and their capsules (no framework linked in).
+  # <package>._C: the XLA handlers and their capsules (no framework linked in):
+  # each op's handlers register themselves with the runtime's module.
   set(stage "${ARG_OUTPUT}/${pkg}")
-  pybind11_add_module(${pkg}_C MODULE ${XLA_files})
+  pybind11_add_module(${pkg}_C MODULE ${XLA_files} "${OPGEN_RUNTIME_DIR}/src/xla_module.cc")
+  target_compile_definitions(${pkg}_C PRIVATE OPGEN_PACKAGE_NAME="${pkg}")
   set_target_properties(${pkg}_C PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY "${stage}")
   target_include_directories(${pkg}_C SYSTEM PRIVATE "${OPGEN_XLA_FFI_INCLUDE_DIR}")
   target_link_libraries(${pkg}_C PRIVATE ${pkg}_kernels)
@@ -178,7 +180,8 @@ function(opgen_add_package)
   # python/<package>/) and the runtime's Python, staged on every build (only
   # what changed is copied) so that PYTHONPATH=<OUTPUT> imports it without
   # installing.
-  file(GLOB runtime_python CONFIGURE_DEPENDS "${OPGEN_RUNTIME_DIR}/python/*.py")
+  file(GLOB runtime_python CONFIGURE_DEPENDS "${OPGEN_RUNTIME_DIR}/python/*.py"
+       "${OPGEN_RUNTIME_DIR}/python/*.pyi" "${OPGEN_RUNTIME_DIR}/python/py.typed")
   set(stage_script "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_stage.cmake")
   set(copies "")
   foreach(file IN LISTS PYTHON_files runtime_python)
@@ -188,10 +191,11 @@ function(opgen_add_package)
       file(RELATIVE_PATH relative "${python_dir}" "${file}")
     endif()
     get_filename_component(relative_dir "${relative}" DIRECTORY)
+    cmake_path(APPEND ARG_INSTALL_DESTINATION "${pkg}" "${relative_dir}" OUTPUT_VARIABLE destination)
+    cmake_path(NORMAL_PATH destination)
     string(APPEND copies "file(MAKE_DIRECTORY \"${stage}/${relative_dir}\")\n"
            "file(COPY_FILE \"${file}\" \"${stage}/${relative}\" ONLY_IF_DIFFERENT)\n")
-    install(FILES "${file}" DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}/${relative_dir}"
-            COMPONENT ${ARG_INSTALL_COMPONENT})
+    install(FILES "${file}" DESTINATION "${destination}" COMPONENT ${ARG_INSTALL_COMPONENT})
   endforeach()
   file(CONFIGURE OUTPUT "${stage_script}" CONTENT "${copies}" @ONLY)
   # Importing _C right after the build turns a missing kernel instantiation
@@ -204,8 +208,9 @@ function(opgen_add_package)
     DEPENDS ${package_targets}
     COMMENT "opgen: staging the ${pkg} package in ${ARG_OUTPUT} and importing ${pkg}._C"
     VERBATIM)
-  install(TARGETS ${package_targets} LIBRARY DESTINATION "${ARG_INSTALL_DESTINATION}/${pkg}"
-          COMPONENT ${ARG_INSTALL_COMPONENT})
+  cmake_path(APPEND ARG_INSTALL_DESTINATION "${pkg}" OUTPUT_VARIABLE destination)
+  cmake_path(NORMAL_PATH destination)
+  install(TARGETS ${package_targets} LIBRARY DESTINATION "${destination}" COMPONENT ${ARG_INSTALL_COMPONENT})
 
   set(OPGEN_PACKAGE_NAME "${pkg}" PARENT_SCOPE)
   set(OPGEN_PACKAGE_OPS "${OPGEN_PACKAGE_OPS}" PARENT_SCOPE)

@@ -3,13 +3,20 @@
 # and the opgen_runtime library. Used by opgen's own build and, installed, by
 # find_package(opgen) in other projects.
 #
-# Cache options: OPGEN_CUDA and OPGEN_TORCH (AUTO, ON, OFF), OPGEN_XLA_FFI_INCLUDE_DIR.
+# Cache options: OPGEN_CUDA and OPGEN_TORCH (AUTO, ON, OFF), OPGEN_LTO (OFF),
+# OPGEN_XLA_FFI_INCLUDE_DIR.
 # Sets: OPGEN_WITH_CUDA, OPGEN_WITH_TORCH, OPGEN_TORCH_INCLUDE_DIR, OPGEN_TORCH_LIB_DIR.
 # Expects OPGEN_RUNTIME_DIR (the runtime/ folder: include/, src/, python/).
 include_guard(GLOBAL)
 
 set(OPGEN_CUDA AUTO CACHE STRING "Build the CUDA kernels and handlers (AUTO, ON, OFF)")
 set(OPGEN_TORCH AUTO CACHE STRING "Build the PyTorch kernels (AUTO, ON, OFF)")
+# Link-time optimisation of the package's modules. Off: it made every rebuild
+# after a one-line body edit relink for ~8 s (bench/bench_edit_loop.py) and
+# bought no measurable speed of a call (docs/architecture.md). Defined either
+# way, so that pybind11_add_module does not switch it on by itself.
+option(OPGEN_LTO "Link-time optimisation of the package's modules" OFF)
+set(CMAKE_INTERPROCEDURAL_OPTIMIZATION ${OPGEN_LTO})
 
 # --- Python, pybind11 ------------------------------------------------------
 find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module
@@ -81,7 +88,8 @@ if(NOT TARGET opgen_runtime)
     "${OPGEN_RUNTIME_DIR}/src/binder.cc"
     "${OPGEN_RUNTIME_DIR}/src/opaque.cc"
     "${OPGEN_RUNTIME_DIR}/src/shape_check.cc"
-    "${OPGEN_RUNTIME_DIR}/src/xla_legacy_status.cc")
+    "${OPGEN_RUNTIME_DIR}/src/xla_legacy_status.cc"
+    "${OPGEN_RUNTIME_DIR}/src/xla_targets.cc")
   target_include_directories(opgen_runtime PUBLIC "${OPGEN_RUNTIME_DIR}/include")
   set_target_properties(opgen_runtime PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_compile_features(opgen_runtime PUBLIC cxx_std_17)

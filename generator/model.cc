@@ -1,6 +1,8 @@
 #include "model.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace opgen::gen {
 
@@ -14,6 +16,9 @@ const std::vector<DTypeInfo>& all_dtypes() {
       {DType::kI64, "i64", "int64_t", "S64", "int64", "int64", "Long", 8},
       {DType::kU8, "u8", "uint8_t", "U8", "uint8", "uint8", "Byte", 1},
       {DType::kBool, "bool", "bool", "PRED", "bool", "bool", "Bool", 1},
+      // 8-bit floats (storage only: the body converts, e.g. with cuda_fp8.h).
+      {DType::kF8E4M3FN, "f8e4m3fn", "opgen::f8e4m3fn", "F8E4M3FN", "float8_e4m3fn", "float8_e4m3fn", "Float8_e4m3fn", 1},
+      {DType::kF8E5M2, "f8e5m2", "opgen::f8e5m2", "F8E5M2", "float8_e5m2", "float8_e5m2", "Float8_e5m2", 1},
   };
   return table;
 }
@@ -81,6 +86,30 @@ bool numeric_less(const AttrValue& a, const AttrValue& b) {
     return std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
   };
   return real(a) < real(b);
+}
+
+std::string number_text(const AttrValue& v) {
+  if (std::holds_alternative<int64_t>(v)) return std::to_string(std::get<int64_t>(v));
+  const double d = std::get<double>(v);
+  // The shortest spelling that reads back to `d`, as Python's repr finds it.
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string range_text(const Attr& a) {
+  if (a.min && a.max) {
+    return std::string("in ") + (a.min_exclusive ? "(" : "[") + number_text(*a.min) + ", " + number_text(*a.max) +
+           (a.max_exclusive ? ")" : "]");
+  }
+  if (a.min) return (a.min_exclusive ? "> " : ">= ") + number_text(*a.min);
+  if (a.max) return (a.max_exclusive ? "< " : "<= ") + number_text(*a.max);
+  return "";
 }
 
 bool Op::has_platform(Platform p) const {

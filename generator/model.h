@@ -26,7 +26,9 @@ inline constexpr int kOpaqueLayoutVersion = 1;
 // Element types
 // ---------------------------------------------------------------------------
 
-enum class DType { kF16, kBF16, kF32, kF64, kI32, kI64, kU8, kBool };
+// In the order of opgen::DType (runtime/include/opgen/dtypes.h): a legacy
+// descriptor carries a dtype as its index here.
+enum class DType { kF16, kBF16, kF32, kF64, kI32, kI64, kU8, kBool, kF8E4M3FN, kF8E5M2 };
 
 struct DTypeInfo {
   DType dtype;
@@ -76,6 +78,10 @@ using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<i
 // Orders two numbers (int64_t or double) exactly when both are integers.
 bool numeric_less(const AttrValue& a, const AttrValue& b);
 
+// A number as the spec's messages and the generated docs and checks spell it:
+// an integer as itself, a real as Python's repr does (0.0, 1e-06).
+std::string number_text(const AttrValue& v);
+
 // ---------------------------------------------------------------------------
 // Ops
 // ---------------------------------------------------------------------------
@@ -123,15 +129,21 @@ struct Attr {
   std::string name;
   AttrType type;
   std::optional<AttrValue> default_value;
-  // Inclusive range (of each element, for arrays), checked where the value
-  // is given: an int64_t for integer types (exact to 2^63), else a double.
+  // The range (of each element, for arrays), checked where the value is
+  // given: an int64_t for integer types (exact to 2^63), else a double;
+  // each bound inclusive (`min`, `max`) or exclusive (`exclusive_min`, ...).
   std::optional<AttrValue> min, max;
+  bool min_exclusive = false, max_exclusive = false;
   std::vector<std::string> values; // kEnum: the allowed strings; the kernel sees their index
   std::optional<int64_t> size;     // arrays: the required length, if the spec fixes one
   bool unique = false;             // arrays: no element may appear twice
   std::string doc;
   Location where;
 };
+
+// An attribute's range as messages and docs state it: ">= 0.0", "> 0",
+// "in [-2, -1]", "in (0.0, 1.0]"; "" when it has none.
+std::string range_text(const Attr& a);
 
 // Where a shape symbol takes its value: the first input dimension that names
 // it. Every later use of the symbol in an input is checked equal at run time;

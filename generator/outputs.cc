@@ -9,14 +9,11 @@ std::vector<OutputFile> package_outputs(const std::string& package) {
   return {
       {"jax.py.j2", python + "jax.py", "python"},
       {"torch.py.j2", python + "torch.py", "python"},
-      {"module.cc.j2", "src/module.cc", "xla"},
       {"package.cmake.j2", "opgen_package.cmake", "build"},
       {"package_init.py.j2", python + "__init__.py", "python"},
       {"ops_init.py.j2", python + "_ops/__init__.py", "python"},
       {"jax.pyi.j2", python + "jax.pyi", "python"},
       {"torch.pyi.j2", python + "torch.pyi", "python"},
-      {"module.pyi.j2", python + "_C.pyi", "python"},
-      {"py.typed.j2", python + "py.typed", "python"},
       {"docs_index.md.j2", "docs/README.md", "doc"},
   };
 }
@@ -27,8 +24,7 @@ std::vector<OutputFile> op_outputs(const std::string& package, const std::string
       {"rules.h.j2", "include/" + package + "/" + op + "_rules.h", "header"},
       {"body_cpu.cc.j2", "src/" + op + "_body_cpu.cc", "body_cpu"},
       {"body_cuda.cu.j2", "src/" + op + "_body_cuda.cu", "body_cuda"},
-      {"xla_ffi.cc.j2", "src/" + op + "_xla_ffi.cc", "xla"},
-      {"xla_legacy.cc.j2", "src/" + op + "_xla_legacy.cc", "xla"},
+      {"xla.cc.j2", "src/" + op + "_xla.cc", "xla"},
       {"torch_ops.cc.j2", "src/" + op + "_torch.cc", "torch"},
       {"op_spec.py.j2", "python/" + package + "/_ops/" + op + ".py", "python"},
       {"op_doc.md.j2", "docs/" + op + ".md", "doc"},

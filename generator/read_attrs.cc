@@ -49,19 +49,13 @@ std::optional<AttrValue> read_scalar_value(SpecFile& f, AttrType type, const YAM
   }
 }
 
-std::string bound_text(const std::optional<AttrValue>& b) {
-  if (!b) return std::string();
-  if (std::holds_alternative<int64_t>(*b)) return std::to_string(std::get<int64_t>(*b));
-  std::ostringstream s;
-  s << std::get<double>(*b);
-  return s.str();
-}
-
-// Whether `v` lies in the attribute's [min, max]; reports it at `node` if not.
+// Whether `v` lies in the attribute's range; reports it at `node` if not.
 bool check_in_range(SpecFile& f, const Attr& a, const AttrValue& v, const YAML::Node& node,
                     const std::string& what) {
-  if ((a.min && numeric_less(v, *a.min)) || (a.max && numeric_less(*a.max, v))) {
-    f.error(f.at(node), what + " is outside its range [" + bound_text(a.min) + ", " + bound_text(a.max) + "]");
+  const bool below = a.min && (numeric_less(v, *a.min) || (a.min_exclusive && !numeric_less(*a.min, v)));
+  const bool above = a.max && (numeric_less(*a.max, v) || (a.max_exclusive && !numeric_less(v, *a.max)));
+  if (below || above) {
+    f.error(f.at(node), what + " must be " + range_text(a));
     return false;
   }
   return true;
@@ -150,7 +144,8 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
   a.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, "attribute name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  auto fields = f.entries(node, what, {"type", "default", "doc", "min", "max", "values", "size", "unique"});
+  auto fields = f.entries(node, what, {"type", "default", "doc", "min", "max", "exclusive_min", "exclusive_max", "values",
+                                      "size", "unique"});
   f.require(node, what, {"type"});
   bool have_type = false;
   for (const auto& [key, value] : fields) {
@@ -206,9 +201,17 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
       } else {
         ok = false;
       }
-    } else if (key == "min" || key == "max") {
+    } else if (key == "min" || key == "max" || key == "exclusive_min" || key == "exclusive_max") {
       if (a.type == AttrType::kBool || enum_) {
         f.error(f.at(value), "'" + key + "' does not apply to the " + info(a.type).name + " " + what);
+        ok = false;
+        continue;
+      }
+      const bool exclusive = key.rfind("exclusive_", 0) == 0;
+      const bool lower = key == "min" || key == "exclusive_min";
+      const std::string twin = exclusive ? key.substr(10) : "exclusive_" + key;
+      if (node[twin]) {
+        f.error(f.at(value), what + " has both '" + key + "' and '" + twin + "'; a bound is one or the other");
         ok = false;
         continue;
       }
@@ -217,15 +220,17 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
         ok = false;
         continue;
       }
-      (key == "min" ? a.min : a.max) = bound;
+      (lower ? a.min : a.max) = bound;
+      (lower ? a.min_exclusive : a.max_exclusive) = exclusive;
     } else if (key == "doc") {
       std::optional<std::string> s = f.string(value, "the doc of " + what);
       if (s) a.doc = *s;
       else ok = false;
     }
   }
-  if (ok && a.min && a.max && numeric_less(*a.max, *a.min)) {
-    f.error(a.where, "the min of " + what + " is greater than its max");
+  if (ok && a.min && a.max &&
+      (numeric_less(*a.max, *a.min) || ((a.min_exclusive || a.max_exclusive) && !numeric_less(*a.min, *a.max)))) {
+    f.error(a.where, "the range of " + what + " (" + range_text(a) + ") holds no value");
     ok = false;
   }
   if (ok && node["default"]) {

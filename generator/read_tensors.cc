@@ -21,7 +21,9 @@ std::string dtype_alias(const std::string& s) {
       {"bool_", "bool"},  {"pred", "bool"},    {"s32", "i32"},      {"s64", "i64"},
       {"F16", "f16"},     {"BF16", "bf16"},    {"F32", "f32"},      {"F64", "f64"},
       {"I32", "i32"},     {"I64", "i64"},      {"U8", "u8"},        {"S32", "i32"},
-      {"S64", "i64"},     {"PRED", "bool"}};
+      {"S64", "i64"},     {"PRED", "bool"},    {"float8_e4m3fn", "f8e4m3fn"},   {"F8E4M3FN", "f8e4m3fn"},
+      {"fp8_e4m3", "f8e4m3fn"}, {"e4m3", "f8e4m3fn"}, {"float8_e5m2", "f8e5m2"}, {"F8E5M2", "f8e5m2"},
+      {"fp8_e5m2", "f8e5m2"}, {"e5m2", "f8e5m2"}};
   auto it = aliases.find(s);
   return it == aliases.end() ? "" : it->second;
 }
@@ -151,7 +153,7 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
         std::string message = "unsupported dtype '" + *s + "' for " + what;
         std::string fix = dtype_alias(*s);
         message += !fix.empty() ? "; did you mean '" + fix + "'?"
-                   : type_vars.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool, or a type variable declared under 'types')"
+                   : type_vars.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2, or a type variable declared under 'types')"
                                        : " (neither a dtype nor a type variable declared under 'types')";
         f.error(f.at(value), message);
         ok = false;
@@ -224,7 +226,7 @@ bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& o
         if (s) {
           std::string fix = dtype_alias(*s);
           f.error(f.at(d), "unsupported dtype '" + *s + "' for type variable '" + v.name + "'" +
-                               (fix.empty() ? std::string(" (supported: f16, bf16, f32, f64, i32, i64, u8, bool)")
+                               (fix.empty() ? std::string(" (supported: f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2)")
                                             : "; did you mean '" + fix + "'?"));
         }
         ok = false;

@@ -79,6 +79,9 @@ py::dict attr_facts(const Attr& a) {
   out["default"] = value(a.default_value);
   out["min"] = value(a.min);
   out["max"] = value(a.max);
+  out["min_exclusive"] = a.min_exclusive;
+  out["max_exclusive"] = a.max_exclusive;
+  out["range_text"] = range_text(a);
   out["values"] = a.values;
   out["size"] = a.size ? py::object(py::int_(*a.size)) : py::object(py::none());
   out["unique"] = a.unique;

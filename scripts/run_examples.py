@@ -127,13 +127,14 @@ def main() -> int:
     rng = np.random.default_rng(seed)
     where = platform()
     print(f"opgen examples on {where} ({jax.devices()[0].device_kind}), jax {jax.__version__}, seed {seed}")
-    missing = set(opgen_ops.OPS) - set(EXAMPLES)
-    if missing:
-        print(f"error: no example for op(s) {sorted(missing)}: add one to {__file__}")
-        return 1
     failures = 0
     print(f"{'op':<20} {'api':>3} {'shape':>14} {'rel. error':>11} {'tolerance':>9} {'time':>10}")
     for name in opgen_ops.OPS:
+        if name not in EXAMPLES:
+            # A new op runs in the test suite's generated tests from its spec alone;
+            # an example here shows it at a realistic size.
+            print(f"{name:<20} (no example: add one to {os.path.relpath(__file__)})")
+            continue
         for op, v, shape, err, elapsed, tol in EXAMPLES[name](rng, where):
             ok = err < tol
             failures += not ok

@@ -16,4 +16,6 @@ template opgen::Status launch_cuda(cudaStream_t, const Args<int32_t>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<int64_t>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<uint8_t>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<bool>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f8e4m3fn>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f8e5m2>&);
 }  // namespace opgen_ops::flip

@@ -71,6 +71,9 @@ class Attr:
     default: object = REQUIRED
     min: float | int | None = None
     max: float | int | None = None
+    min_exclusive: bool = False
+    max_exclusive: bool = False
+    range: str = ""  # as the spec's messages state it: ">= 0.0", "in (0.0, 1.0]"
     values: tuple = ()  # enum: the names, in index order
     size: int | None = None  # arrays: the fixed length, if any
     unique: bool = False  # arrays: no element twice
@@ -445,9 +448,10 @@ def _check_scalar(who: str, a: Attr, kind: str, value):
 
 
 def _check_range(who: str, a: Attr, value) -> None:
-    if (a.min is not None and not value >= a.min) or (a.max is not None and not value <= a.max):
-        raise OpValueError(f"{who} = {value} is outside its range "
-                           f"[{'' if a.min is None else a.min}, {'' if a.max is None else a.max}]")
+    below = a.min is not None and not (value > a.min if a.min_exclusive else value >= a.min)
+    above = a.max is not None and not (value < a.max if a.max_exclusive else value <= a.max)
+    if below or above:
+        raise OpValueError(f"{who} = {value} must be {a.range}")
 
 
 def _check_array(who: str, a: Attr, value) -> tuple:

@@ -201,7 +201,8 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
 _DTYPES = {
     "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
     "float64": torch.float64, "int32": torch.int32, "int64": torch.int64,
-    "uint8": torch.uint8, "bool": torch.bool,
+    "uint8": torch.uint8, "bool": torch.bool, "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
 }
 
 

@@ -207,35 +207,38 @@ Binder::Input& Binder::Input::fixed(size_t axis, int64_t size) {
 Binder::Input& Binder::Input::layout(Layout layout, int64_t* strides) {
   if (!live()) return *this;
   Binder& b = *b_;
+  const size_t out_strides = rank_ + (has_batch_ ? 1 : 0);
   if (t_->dims == nullptr) {
     // A legacy call's buffers are dense: strides from the sizes the
-    // descriptor gave (the batch stride first).
+    // descriptor gave (the batch stride first); the output checks bound
+    // their product.
     if (strides == nullptr) return *this;
-    int64_t n = 1;
+    uint64_t n = 1;
     for (size_t k = rank_; k-- > 0;) {
-      strides[k + (has_batch_ ? 1 : 0)] = n;
-      n *= sizes_[k];
+      strides[k + (has_batch_ ? 1 : 0)] = static_cast<int64_t>(n);
+      n *= static_cast<uint64_t>(sizes_[k]);
     }
-    if (has_batch_) strides[0] = n;
+    if (has_batch_) strides[0] = static_cast<int64_t>(n);
     return *this;
   }
   const size_t rank = t_->rank;
-  // Dense row-major strides, where the call gives none (XLA's buffers).
-  int64_t dense[kMaxRank];
-  int64_t n = 1;
-  for (size_t k = rank; k-- > 0;) {
-    dense[k] = n;
-    n *= t_->dims[k] > 0 ? t_->dims[k] : 1;
-  }
-  const int64_t* st = t_->strides ? t_->strides : dense;
   for (size_t k = 0; k < rank; ++k) {
     if (t_->dims[k] == 0) {  // an empty tensor: no element to address, any strides
       if (strides) {
-        for (size_t j = 0; j < rank_ + (has_batch_ ? 1 : 0); ++j) strides[j] = 0;
+        for (size_t j = 0; j < out_strides; ++j) strides[j] = 0;
       }
       return *this;
     }
   }
+  // Dense row-major strides, where the call gives none (XLA's buffers); not
+  // empty, the tensor's element count fits int64, and so does each product.
+  int64_t dense[kMaxRank];
+  int64_t n = 1;
+  for (size_t k = rank; k-- > 0;) {
+    dense[k] = n;
+    n *= t_->dims[k];
+  }
+  const int64_t* st = t_->strides ? t_->strides : dense;
   if (layout == Layout::kContiguous) {
     int64_t expected = 1;
     for (size_t k = rank; k-- > 0;) {
@@ -266,9 +269,10 @@ Binder::Input& Binder::Input::layout(Layout layout, int64_t* strides) {
     size_t inner = lead_;
     for (size_t k = lead_; k-- > 0;) {
       if (t_->dims[k] == 1) continue;
+      int64_t folded = 0;
       if (inner == lead_) {
         batch_stride = st[k];
-      } else if (st[k] != st[inner] * t_->dims[inner]) {
+      } else if (__builtin_mul_overflow(st[inner], t_->dims[inner], &folded) || st[k] != folded) {
         b.fail(Status::InvalidArgument(b.who("input", name_) + " has leading dimensions " +
                                        shape_text(t_->dims, lead_) + " with strides " + shape_text(st, lead_) +
                                        ", which do not fold into one batch stride"));

@@ -132,7 +132,16 @@ Status decode(const char* data, size_t size, const Field* fields, size_t count, 
       case Field::kAttr: {
         AttrValue& v = out->attrs[out->attr_count++];
         switch (f.attr) {
-          case AttrKind::kBool: v.b = read_field<uint8_t>(data, at) != 0; break;
+          case AttrKind::kBool: {
+            // Only what encode writes, so that a descriptor has one spelling.
+            const uint8_t byte = read_field<uint8_t>(data, at);
+            if (byte > 1) {
+              return Status::InvalidArgument(std::string(op) + ": opaque descriptor field '" + f.name +
+                                             "' (bool) holds " + std::to_string(byte) + ", not 0 or 1");
+            }
+            v.b = byte == 1;
+            break;
+          }
           case AttrKind::kI32:
           case AttrKind::kEnum: v.i = read_field<int32_t>(data, at); break;
           case AttrKind::kI64: v.i = read_field<int64_t>(data, at); break;

@@ -68,18 +68,19 @@ std::string number_text(double v) {
     std::snprintf(buf, sizeof buf, "%.*g", precision, v);
     if (std::strtod(buf, nullptr) == v) break;
   }
-  return buf;
+  std::string s = buf;
+  if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // a real looks like one: 1.0
+  return s;
 }
 
-std::string attr_out_of_range(const char* op, const char* attr, const std::string& value, const char* min,
-                              const char* max) {
-  return std::string(op) + ": attribute '" + attr + "' = " + value + " is outside its range [" + min + ", " + max + "]";
+std::string attr_out_of_range(const char* op, const char* attr, const std::string& value, const char* range) {
+  return std::string(op) + ": attribute '" + attr + "' = " + value + " must be " + range;
 }
 
 std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, const std::string& value,
-                                      const char* min, const char* max) {
+                                      const char* range) {
   return std::string(op) + ": attribute '" + attr + "' element " + std::to_string(index) + " = " + value +
-         " is outside its range [" + min + ", " + max + "]";
+         " must be " + range;
 }
 
 std::string attr_repeated(const char* op, const char* attr, int64_t value, size_t first, size_t again) {

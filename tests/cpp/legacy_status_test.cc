@@ -33,7 +33,7 @@ __attribute__((visibility("default"))) void XlaCustomCallStatusSetFailure(
   ++status->calls;
 }
 
-// Defined in generated/src/simple_add_xla_legacy.cc.
+// Defined in generated/src/simple_add_xla.cc.
 void opgen_ops_simple_add_cpu_legacy_v3(void* out, const void** in, const char* opaque,
                                         size_t opaque_len, XlaCustomCallStatus* status);
 

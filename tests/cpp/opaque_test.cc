@@ -190,6 +190,28 @@ TEST(SimpleAddOpaque, RejectsANullPointer) {
   expect_rejected(nullptr, 0, "is 0 bytes, shorter than its 16-byte header");
 }
 
+// A bool field holds 0 or 1, as encode writes it: any other byte is refused,
+// so that one descriptor has one spelling.
+TEST(OpaqueCodec, ABoolFieldHoldsZeroOrOne) {
+  const opgen::opaque::Field fields[] = {{opgen::opaque::Field::kAttr, "flag", opgen::AttrKind::kBool}};
+  constexpr uint64_t kFingerprint = 0x0123456789abcdefull;
+  for (bool flag : {false, true}) {
+    opgen::opaque::Values in;
+    in.attrs[0].b = flag;
+    in.attr_count = 1;
+    const std::string blob = opgen::opaque::encode(fields, 1, kFingerprint, in);
+    opgen::opaque::Values out;
+    ASSERT_TRUE(opgen::opaque::decode(blob.data(), blob.size(), fields, 1, kFingerprint, "op", &out).ok());
+    EXPECT_EQ(out.attrs[0].b, flag);
+  }
+  std::string blob = opgen::opaque::encode(fields, 1, kFingerprint, opgen::opaque::Values{});
+  blob.back() = 2;
+  opgen::opaque::Values out;
+  const opgen::Status s = opgen::opaque::decode(blob.data(), blob.size(), fields, 1, kFingerprint, "op", &out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "op: opaque descriptor field 'flag' (bool) holds 2, not 0 or 1");
+}
+
 // ---------------------------------------------------------------------------
 // Fingerprints from the model
 // ---------------------------------------------------------------------------

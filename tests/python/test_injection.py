@@ -14,7 +14,7 @@ generates a package from those specs, and then:
       torch function holds every doc text exactly (read with ast, unchanged:
       clean=False; only the docstring as a whole is trimmed);
   (b) every generated C++ file compiles (g++ -std=c++17 -fsyntax-only, with
-      the runtime, jaxlib, pybind11, torch and, where present, CUDA headers
+      the runtime, jaxlib, torch and, where present, CUDA headers
       and OPGEN_WITH_CUDA=1, so the CUDA paths are compiled too), and no doc
       line runs on into the next line (GCC's -Wcomment: a `//` comment that
       ends in a backslash swallows the following line);
@@ -224,8 +224,7 @@ def generated(tmp_path_factory):
 def op_cpp_files(out, name):
     op = op_name(name)
     return [out / "include" / PACKAGE / f"{op}.h", out / "include" / PACKAGE / f"{op}_rules.h",
-            out / "src" / f"{op}_xla_ffi.cc", out / "src" / f"{op}_xla_legacy.cc",
-            out / "src" / f"{op}_torch.cc"]
+            out / "src" / f"{op}_xla.cc", out / "src" / f"{op}_torch.cc"]
 
 
 def python_files(out):
@@ -241,7 +240,6 @@ def test_every_file_was_generated(generated):
     for name in PAYLOADS:
         for f in op_cpp_files(generated, name):
             assert f.is_file(), f
-    assert (generated / "src" / "module.cc").is_file()
     assert {p.name for p in python_files(generated)} >= {"jax.py", "torch.py", "__init__.py"}
     for name in PAYLOADS:
         assert (generated / "python" / PACKAGE / "_ops" / f"{op_name(name)}.py").is_file(), name
@@ -286,11 +284,6 @@ def test_docstring_holds_the_exact_doc(docstrings, module, name):
 # --- (b) C++ compiles --------------------------------------------------------
 
 
-def python_output(*args):
-    p = subprocess.run([sys.executable, *args], capture_output=True, text=True)
-    return p.stdout.strip() if p.returncode == 0 else None
-
-
 def package_dir(name, sub):
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
@@ -305,11 +298,9 @@ def include_flags():
     jaxlib, torch = (package_dir(name, "include") for name in ("jaxlib", "torch"))
     if not jaxlib:
         pytest.skip("jaxlib is not installed (its XLA FFI headers are needed)")
-    pybind = python_output("-m", "pybind11", "--includes")
     cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
     cuda = cuda if os.path.isfile(os.path.join(cuda, "include", "cuda_runtime_api.h")) else None
     return dict(base=[f"-I{REPO / 'runtime' / 'include'}", f"-I{jaxlib}"],
-                pybind=pybind.split() if pybind else None,
                 torch=[f"-I{torch}"] if torch else None,
                 cuda=["-DOPGEN_WITH_CUDA=1", f"-I{cuda}/include"] if cuda else [])
 
@@ -318,12 +309,8 @@ def kind_of(path):
     n = path.name
     if n.endswith("_torch.cc"):
         return "torch"
-    if n.endswith("_xla_ffi.cc"):
-        return "xla_ffi"
-    if n.endswith("_xla_legacy.cc"):
-        return "xla_legacy"
-    if n == "module.cc":
-        return "module"
+    if n.endswith("_xla.cc"):
+        return "xla"
     return "header"
 
 
@@ -342,14 +329,14 @@ def compiled(generated, include_flags):
     include it). Then every other kind in one unit each, in parallel. Files
     that a unit's errors or -Wcomment warnings name are compiled on their own
     (their own diagnostics are what the tests read), the rest again together."""
-    files = [f for name in [*PAYLOADS, *NAME_OPS] for f in op_cpp_files(generated, name)] + [generated / "src" / "module.cc"]
+    files = [f for name in [*PAYLOADS, *NAME_OPS] for f in op_cpp_files(generated, name)]
     by_kind = {}
     for f in files:
         by_kind.setdefault(kind_of(f), []).append(f)
     base = [f"-I{generated / 'include'}", *include_flags["base"], *include_flags["cuda"]]
     # The torch CUDA helpers of the runtime are behind USE_CUDA, as in CMakeLists.txt.
     torch_cuda = ["-DUSE_CUDA=1"] if include_flags["cuda"] else []
-    extra = {"torch": include_flags["torch"] and include_flags["torch"] + torch_cuda, "module": include_flags["pybind"]}
+    extra = {"torch": include_flags["torch"] and include_flags["torch"] + torch_cuda}
 
     def flags_for(kind):
         if kind in extra:
@@ -458,15 +445,8 @@ def test_names_like_the_generated_code_own_compile(generated, compiled, name):
     assert not problems, "\n".join(problems)
 
 
-def test_module_compiles(generated, compiled):
-    r = compiled[generated / "src" / "module.cc"]
-    if r is None:
-        pytest.skip("pybind11 is not importable")
-    assert r[0], f"module.cc does not compile:\n{summary(r[1])}"
-
-
 def test_torch_files_were_compiled(generated, compiled):
-    if compiled[op_cpp_files(generated, "control")[4]] is None:
+    if compiled[op_cpp_files(generated, "control")[3]] is None:
         pytest.skip("torch is not importable; the *_torch.cc files were not compiled")
 
 

@@ -72,7 +72,7 @@ def test_shape_errors_are_raised_before_the_graph_is_built(rng):
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda x: ops.rms_norm(x, eps=-1.0), r"rms_norm: attribute 'eps' = -1.0 is outside its range \[0.0, \]"),
+    (lambda x: ops.rms_norm(x, eps=-1.0), r"rms_norm: attribute 'eps' = -1.0 must be > 0.0"),
     (lambda x: ops.simple_add(x, x, alpha=1e39), r"simple_add: attribute 'alpha' = 1e\+39 does not fit f32"),
     (lambda x: ops.glu(x, activation="tanh"), r"glu: attribute 'activation' is 'tanh'"),
     (lambda x: ops.flip(x.view(2, 4), dims=[-1, -1]), r"flip: attribute 'dims' lists -1 twice"),

@@ -83,7 +83,8 @@ def test_jax_glu_activations_on_gpu(rng, activation, dtype, api_version):
     assert ref.relative_error(g, ref.glu(x, activation)) < ref.TOLERANCE[dtype]
 
 
-FLIP_DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "uint8", "bool"]
+FLIP_DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "uint8", "bool", "float8_e4m3fn",
+               "float8_e5m2"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
@@ -91,16 +92,19 @@ FLIP_DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "u
 @pytest.mark.parametrize("dims", [[], [-1], [-2], [-2, -1]])
 def test_torch_flip_on_cuda_matches_torch(rng, dtype, dims):
     x = torch.from_numpy(rng.standard_normal((3, 37, 129)) * 50).to(getattr(torch, dtype)).cuda()
-    assert torch.equal(tops.flip(x, dims=dims), torch.flip(x, dims))
+    out = tops.flip(x, dims=dims)
+    if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):  # compared bit for bit
+        out, x = out.view(torch.uint8), x.view(torch.uint8)
+    assert torch.equal(out, torch.flip(x, dims))
     with pytest.raises(RuntimeError, match=r"flip: attribute 'dims' lists -1 twice"):
         torch.ops.opgen_ops.flip__lowered(x, dims=torch.tensor([-1, -1]))
 
 
 @pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
-@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
 @pytest.mark.parametrize("api_version", [4, 3])
 def test_jax_flip_on_gpu(rng, dtype, api_version):
-    x = (rng.standard_normal((2, 3, 65, 33)) * 50).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    x = (rng.standard_normal((2, 3, 65, 33)) * 50).astype(getattr(ml_dtypes, dtype, dtype))
     out = jax.jit(lambda x: jops.flip(x, dims=(-1, -2), api_version=api_version))(jax.device_put(x, gpu_devices()[0]))
     assert np.array_equal(np.asarray(out), np.flip(x, (-1, -2)))
 

@@ -35,7 +35,7 @@ struct Args {
   // Shape symbols, bound from the inputs and checked to agree.
   int64_t D;
   // Attributes.
-  float eps;  // in [0.0, ]
+  float eps;  // > 0.0
 };
 
 // Every Args the bindings run, in the order they number them (the first type

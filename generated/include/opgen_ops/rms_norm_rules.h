@@ -22,8 +22,8 @@ namespace checks {
 
 template <typename A>
 std::string attrs(const A& args) {
-  if (!(args.eps >= 0.0)) {
-    return opgen::attr_out_of_range("rms_norm", "eps", opgen::number_text(args.eps), "0.0", "");
+  if (!(args.eps > 0.0)) {
+    return opgen::attr_out_of_range("rms_norm", "eps", opgen::number_text(args.eps), "> 0.0");
   }
   (void)args;
   return {};

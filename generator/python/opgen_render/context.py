@@ -159,6 +159,9 @@ def _attr(a, attr_types):
         'max': sp.bound_text(a['max']),
         'min_cpp': sp.bound_cpp(a['min']),
         'max_cpp': sp.bound_cpp(a['max']),
+        'min_exclusive': a['min_exclusive'],
+        'max_exclusive': a['max_exclusive'],
+        'range_text': a['range_text'],
     }
 
 

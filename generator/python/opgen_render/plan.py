@@ -32,7 +32,9 @@ class Plan:
         by_kind = {}
         for _, path, kind in list(package_files) + [f for files in op_files for f in files] + [manifest]:
             by_kind.setdefault(kind, []).append(path)
-        all_sources = ', '.join([package['spec_path']] + [op['spec_path'] for op in ops])
+        # A package file names no op's spec, so that adding an op changes
+        # only the lines of that op in it.
+        all_sources = package['spec_path'] + ' and every op spec'
         for template, path, _ in package_files:
             add(template, path, all_sources, {'package': pkg, 'ops': op_contexts, 'files': by_kind})
         for op, op_ctx, files in zip(ops, op_contexts, op_files):

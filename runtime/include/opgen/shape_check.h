@@ -37,19 +37,20 @@ std::string batch_mismatch(const char* op, const char* role, const char* tensor,
                            const int64_t* dims, size_t rank, size_t lead, const int64_t* batch,
                            size_t batch_rank, const char* batch_source);
 
-// An attribute value in a message: integers exactly, reals to 17 digits.
+// An attribute value in a message: integers exactly, reals in the fewest
+// digits that read back to the value (as Python's repr).
 std::string number_text(int64_t v);
 std::string number_text(double v);
 inline std::string number_text(int32_t v) { return number_text(static_cast<int64_t>(v)); }
 inline std::string number_text(float v) { return number_text(static_cast<double>(v)); }
 
-// "rms_norm: attribute 'eps' = -1 is outside its range [0, ]"
-std::string attr_out_of_range(const char* op, const char* attr, const std::string& value, const char* min,
-                              const char* max);
+// "rms_norm: attribute 'eps' = -1.0 must be >= 0.0" (`range` as the spec
+// states it: ">= 0.0", "> 0", "in [1, 8]", "in (0.0, 1.0]")
+std::string attr_out_of_range(const char* op, const char* attr, const std::string& value, const char* range);
 
-// "pool: attribute 'window' element 1 = 9 is outside its range [1, 8]"
+// "pool: attribute 'window' element 1 = 9 must be in [1, 8]"
 std::string attr_element_out_of_range(const char* op, const char* attr, size_t index, const std::string& value,
-                                      const char* min, const char* max);
+                                      const char* range);
 
 // "flip: attribute 'dims' lists -1 twice (element 0 and element 1); its elements must differ"
 std::string attr_repeated(const char* op, const char* attr, int64_t value, size_t first, size_t again);

@@ -20,7 +20,7 @@ OP = Op(
         Tensor('rstd', 'float32', (), batch=True, doc='the reciprocal RMS of each row (for a backward pass)'),
     ),
     attrs=(
-        Attr('eps', 'f32', default=1e-06, min=0.0, doc='added to the mean square'),
+        Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the mean square; > 0, so that a row of zeros divides by no zero'),
     ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
@@ -38,6 +38,6 @@ OP = Op(
             ('D', 'symbol', 'q'),
             ('eps', 'attr', 'f'),
         ),
-        codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7},
+        codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7, 'float8_e4m3fn': 8, 'float8_e5m2': 9},
     ),
 )
