@@ -86,6 +86,7 @@ message(STATUS "opgen: PyTorch kernels ${OPGEN_WITH_TORCH}")
 if(NOT TARGET opgen_runtime)
   add_library(opgen_runtime STATIC
     "${OPGEN_RUNTIME_DIR}/src/binder.cc"
+    "${OPGEN_RUNTIME_DIR}/src/footprint.cc"
     "${OPGEN_RUNTIME_DIR}/src/opaque.cc"
     "${OPGEN_RUNTIME_DIR}/src/shape_check.cc"
     "${OPGEN_RUNTIME_DIR}/src/xla_legacy_status.cc"

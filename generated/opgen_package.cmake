@@ -8,12 +8,14 @@ set(OPGEN_PACKAGE_OPS
     glu
     kv_cache_write
     rms_norm
+    rotary_embedding
     simple_add
 )
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
+set(OPGEN_OP_rotary_embedding_PLATFORMS cuda cpu)
 set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
 # compiled into the module _C
 set(OPGEN_FILES_XLA
@@ -21,6 +23,7 @@ set(OPGEN_FILES_XLA
     src/glu_xla.cc
     src/kv_cache_write_xla.cc
     src/rms_norm_xla.cc
+    src/rotary_embedding_xla.cc
     src/simple_add_xla.cc
 )
 # compiled into the PyTorch kernels
@@ -29,6 +32,7 @@ set(OPGEN_FILES_TORCH
     src/glu_torch.cc
     src/kv_cache_write_torch.cc
     src/rms_norm_torch.cc
+    src/rotary_embedding_torch.cc
     src/simple_add_torch.cc
 )
 # the CPU bodies (kernels/<op>.cc) as compiled
@@ -37,6 +41,7 @@ set(OPGEN_FILES_BODY_CPU
     src/glu_body_cpu.cc
     src/kv_cache_write_body_cpu.cc
     src/rms_norm_body_cpu.cc
+    src/rotary_embedding_body_cpu.cc
     src/simple_add_body_cpu.cc
 )
 # the CUDA bodies (kernels/<op>.cu) as compiled
@@ -45,6 +50,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/glu_body_cuda.cu
     src/kv_cache_write_body_cuda.cu
     src/rms_norm_body_cuda.cu
+    src/rotary_embedding_body_cuda.cu
     src/simple_add_body_cuda.cu
 )
 # staged into the Python package
@@ -59,6 +65,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/glu.py
     python/opgen_ops/_ops/kv_cache_write.py
     python/opgen_ops/_ops/rms_norm.py
+    python/opgen_ops/_ops/rotary_embedding.py
     python/opgen_ops/_ops/simple_add.py
 )
 # included by the bodies and bindings
@@ -71,6 +78,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/kv_cache_write_rules.h
     include/opgen_ops/rms_norm.h
     include/opgen_ops/rms_norm_rules.h
+    include/opgen_ops/rotary_embedding.h
+    include/opgen_ops/rotary_embedding_rules.h
     include/opgen_ops/simple_add.h
     include/opgen_ops/simple_add_rules.h
 )
@@ -81,6 +90,7 @@ set(OPGEN_FILES_DOC
     docs/glu.md
     docs/kv_cache_write.md
     docs/rms_norm.md
+    docs/rotary_embedding.md
     docs/simple_add.md
 )
 # read by the build

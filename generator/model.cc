@@ -102,6 +102,19 @@ std::string number_text(const AttrValue& v) {
   return s;
 }
 
+const char* constraint_operator(Constraint::Kind kind) {
+  switch (kind) {
+    case Constraint::Kind::kEq: return "==";
+    case Constraint::Kind::kNe: return "!=";
+    case Constraint::Kind::kLt: return "<";
+    case Constraint::Kind::kLe: return "<=";
+    case Constraint::Kind::kGt: return ">";
+    case Constraint::Kind::kGe: return ">=";
+    case Constraint::Kind::kIn: return "in";
+  }
+  return "?";
+}
+
 std::string range_text(const Attr& a) {
   if (a.min && a.max) {
     return std::string("in ") + (a.min_exclusive ? "(" : "[") + number_text(*a.min) + ", " + number_text(*a.max) +

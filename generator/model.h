@@ -87,9 +87,10 @@ std::string number_text(const AttrValue& v);
 // ---------------------------------------------------------------------------
 
 // An output dimension computed from shape symbols: `2*D`, `D/H`, `N+1`.
-// Division must be exact; the generated code checks it at run time.
+// Division must be exact; the generated code checks it at run time. In a
+// constraint, also `%` (the remainder) and integer attributes as symbols.
 struct Expr {
-  enum class Kind { kInt, kSymbol, kAdd, kSub, kMul, kDiv };
+  enum class Kind { kInt, kSymbol, kAdd, kSub, kMul, kDiv, kMod };
   Kind kind = Kind::kInt;
   int64_t value = 0;
   std::string symbol;
@@ -113,6 +114,17 @@ struct TypeVar {
   Location where;
 };
 
+// How an input's memory may be laid out (the spec's `layout`): dense
+// row-major, or any stride but 1 in the last dimension (`rows`: a row of a
+// larger matrix, a head of a fused qkv tensor), or any strides. The kernel
+// gets the strides of a rows or strided input.
+enum class Layout { kContiguous, kRows, kStrided };
+
+inline const std::vector<std::string>& layout_names() {
+  static const std::vector<std::string> names = {"contiguous", "rows", "strided"};
+  return names;
+}
+
 struct Tensor {
   std::string name;
   DType dtype = DType::kF32;  // when type_var is empty
@@ -120,6 +132,7 @@ struct Tensor {
   bool batch = false;         // shape starts with `...`: any number of leading batch dims
   std::vector<Dim> shape;     // the dimensions after `...`
   bool optional = false;      // inputs only: may be omitted (the kernel sees nullptr)
+  Layout layout = Layout::kContiguous;  // inputs only
   std::string alias;          // outputs only: the input whose buffer it updates in place, or ""
   std::string doc;
   Location where;
@@ -144,6 +157,22 @@ struct Attr {
 // An attribute's range as messages and docs state it: ">= 0.0", "> 0",
 // "in [-2, -1]", "in (0.0, 1.0]"; "" when it has none.
 std::string range_text(const Attr& a);
+
+// A rule between an op's sizes and integer attributes (the spec's
+// `constraints:`), checked wherever the op is called: `H % KVH == 0`,
+// `R <= head_size`, `Dh in [64, 128, 256]`. An expression that cannot be
+// evaluated (a division by zero, an overflow) fails it.
+struct Constraint {
+  enum class Kind { kEq, kNe, kLt, kLe, kGt, kGe, kIn };
+  Kind kind = Kind::kEq;
+  std::shared_ptr<const Expr> lhs, rhs;  // rhs: not for kIn
+  std::vector<int64_t> set;              // kIn: the allowed values
+  std::string text;                      // as the spec writes it
+  Location where;
+};
+
+// The comparison of a constraint as C++ and Python spell it ("==", ..., "in").
+const char* constraint_operator(Constraint::Kind kind);
 
 // Where a shape symbol takes its value: the first input dimension that names
 // it. Every later use of the symbol in an input is checked equal at run time;
@@ -211,6 +240,7 @@ struct Op {
   bool batch_partitionable = false;
   std::vector<TypeVar> type_vars;      // in declaration order
   std::vector<SymbolBinding> symbols;  // in binding order
+  std::vector<Constraint> constraints;  // in spec order
 
   bool has_batch() const;
   // The inputs up to the first optional one (optional inputs come last).

@@ -8,6 +8,7 @@
 #include "names.h"
 #include "read_sections.h"
 #include "resolve.h"
+#include "shape_expr.h"
 #include "spec_file.h"
 #include "spec_reader.h"
 
@@ -105,6 +106,30 @@ void read_xla(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
   }
 }
 
+// `constraints:`: a list of rules between sizes and integer attributes.
+void read_constraints(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
+  if (!f.expect_sequence(node, "'constraints'")) {
+    ok = false;
+    return;
+  }
+  for (const YAML::Node& c : node) {
+    std::optional<std::string> text = f.string(c, "a constraint");
+    if (!text) {
+      ok = false;
+      continue;
+    }
+    std::string error;
+    std::optional<Constraint> constraint = parse_constraint(*text, error);
+    if (!constraint) {
+      f.error(f.at(c), "bad constraint '" + *text + "': " + error);
+      ok = false;
+      continue;
+    }
+    constraint->where = f.at(c);
+    op.constraints.push_back(*constraint);
+  }
+}
+
 void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
   if (!f.expect_sequence(node, "'platforms'")) {
     ok = false;
@@ -155,7 +180,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
 
   const int errors_before = diags.error_count();
   const auto top = f.entries(
-      root, "the spec", {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "platforms", "xla"});
+      root, "the spec",
+      {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "constraints", "platforms", "xla"});
   f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
   // Type variables first: tensors refer to them wherever `types:` stands.
@@ -210,6 +236,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
         if (a) op.attrs.push_back(*a);
         else ok = false;
       }
+    } else if (key == "constraints") {
+      read_constraints(f, value, op, ok);
     } else if (key == "platforms") {
       read_platforms(f, value, op, ok);
     } else if (key == "xla") {

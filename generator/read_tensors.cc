@@ -111,7 +111,7 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   t.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, role + " name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional"})
+  const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout"})
                                        : f.entries(node, what, {"dtype", "shape", "doc", "alias"});
   // An output that aliases an input takes that input's dtype and shape.
   if (role == "output" && node["alias"]) {
@@ -180,7 +180,26 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       std::optional<bool> b = f.boolean(value, "'optional' of " + what);
       if (b) t.optional = *b;
       else ok = false;
+    } else if (key == "layout") {
+      std::optional<std::string> s = f.string(value, "the layout of " + what);
+      const auto& names = layout_names();
+      const auto found = s ? std::find(names.begin(), names.end(), *s) : names.end();
+      if (found != names.end()) {
+        t.layout = static_cast<Layout>(found - names.begin());
+      } else {
+        if (s) {
+          std::string fix = closest_match(*s, names);
+          f.error(f.at(value), "unknown layout '" + *s + "' for " + what +
+                                   (fix.empty() ? std::string(" (one of: contiguous, rows, strided)")
+                                                : "; did you mean '" + fix + "'?"));
+        }
+        ok = false;
+      }
     }
+  }
+  if (ok && have_shape && t.layout == Layout::kRows && t.shape.empty()) {
+    f.error(f.at(node["layout"]), what + " has layout 'rows' but no dimension to hold a row");
+    ok = false;
   }
   if (!ok || !have_dtype || !have_shape) return std::nullopt;
   return t;

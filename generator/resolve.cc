@@ -184,11 +184,37 @@ bool check_unique_names(SpecFile& f, const Op& op) {
   return ok;
 }
 
+// Each name in a constraint is a shape symbol of a required input or an
+// integer attribute (i32 or i64), so that every call has its value.
+bool resolve_constraints(SpecFile& f, const Op& op) {
+  bool ok = true;
+  for (const Constraint& c : op.constraints) {
+    std::vector<std::string> names;
+    expr_symbols(*c.lhs, names);
+    if (c.rhs) expr_symbols(*c.rhs, names);
+    for (const std::string& name : names) {
+      const bool symbol = std::any_of(op.symbols.begin(), op.symbols.end(),
+                                      [&](const SymbolBinding& s) { return s.symbol == name; });
+      const auto attr = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& a) { return a.name == name; });
+      if (symbol) continue;
+      if (attr != op.attrs.end() && (attr->type == AttrType::kI32 || attr->type == AttrType::kI64)) continue;
+      f.error(c.where, "constraint '" + c.text + "' names '" + name + "', which is " +
+                           (attr != op.attrs.end() ? std::string("a ") + info(attr->type).name +
+                                                         " attribute (a constraint takes integer attributes)"
+                                                   : "neither a shape symbol of a required input nor an attribute"));
+      ok = false;
+      break;
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   if (!resolve_symbols(f, op)) return false;
   if (!check_unique_names(f, op)) return false;
+  if (!resolve_constraints(f, op)) return false;
   // vmap by expand_dims/broadcast_all, and batch partitioning, add leading
   // dimensions to every operand and result: each must take them in its '...'.
   const bool all_batched =

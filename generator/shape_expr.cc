@@ -6,22 +6,81 @@ namespace opgen::gen {
 namespace {
 
 // Parses an output dimension expression: integers and shape symbols joined
-// by + - * / and parentheses, e.g. `2*D`, `D/H`, `(N+1)*2`.
+// by + - * / and parentheses, e.g. `2*D`, `D/H`, `(N+1)*2`; and constraints.
 class ExprParser {
  public:
-  explicit ExprParser(std::string_view text) : text_(text) {}
+  // `mod`: '%' is an operator (in constraints).
+  explicit ExprParser(std::string_view text, bool mod = false) : text_(text), mod_(mod) {}
 
   std::shared_ptr<const Expr> parse(std::string& error) {
     std::shared_ptr<const Expr> e = sum(error);
+    return at_end(error) && e ? e : nullptr;
+  }
+
+  std::optional<Constraint> constraint(std::string& error) {
+    Constraint c;
+    c.lhs = sum(error);
+    if (!c.lhs) return std::nullopt;
     skip_space();
-    if (e && pos_ != text_.size()) {
-      error = "unexpected '" + std::string(text_.substr(pos_, 1)) + "' at column " + std::to_string(pos_ + 1) + " of the expression";
-      return nullptr;
+    static const std::pair<const char*, Constraint::Kind> kOperators[] = {
+        {"==", Constraint::Kind::kEq}, {"!=", Constraint::Kind::kNe}, {"<=", Constraint::Kind::kLe},
+        {">=", Constraint::Kind::kGe}, {"<", Constraint::Kind::kLt},  {">", Constraint::Kind::kGt}};
+    bool found = false;
+    for (const auto& [spelling, kind] : kOperators) {
+      if (text_.substr(pos_, std::string_view(spelling).size()) == spelling) {
+        pos_ += std::string_view(spelling).size();
+        c.kind = kind;
+        found = true;
+        break;
+      }
     }
-    return error.empty() ? e : nullptr;
+    if (!found && text_.substr(pos_, 2) == "in" && (pos_ + 2 == text_.size() || !is_name_char(text_[pos_ + 2]))) {
+      pos_ += 2;
+      c.kind = Constraint::Kind::kIn;
+      if (!accept('[')) {
+        error = "'in' takes a list of integers in brackets, such as [64, 128]";
+        return std::nullopt;
+      }
+      do {
+        skip_space();
+        const bool negative = accept('-');
+        std::shared_ptr<const Expr> v = atom(error);
+        if (!v || v->kind != Expr::Kind::kInt) {
+          if (error.empty()) error = "'in' takes a list of integers in brackets, such as [64, 128]";
+          return std::nullopt;
+        }
+        c.set.push_back(negative ? -v->value : v->value);
+      } while (accept(','));
+      if (!accept(']')) {
+        error = "missing ']' after the list of 'in'";
+        return std::nullopt;
+      }
+      if (!at_end(error)) return std::nullopt;
+      return c;
+    }
+    if (!found) {
+      error = pos_ < text_.size() ? "expected a comparison (== != < <= > >=) or 'in' at column " + std::to_string(pos_ + 1)
+                                  : "a constraint compares two expressions (such as 'H % KVH == 0'), or names the "
+                                    "values one may take ('Dh in [64, 128]')";
+      return std::nullopt;
+    }
+    c.rhs = sum(error);
+    if (!c.rhs || !at_end(error)) return std::nullopt;
+    return c;
   }
 
  private:
+  static bool is_name_char(char c) { return is_ascii_lower(c) || is_ascii_upper(c) || is_ascii_digit(c) || c == '_'; }
+  bool at_end(std::string& error) {
+    skip_space();
+    if (!error.empty()) return false;
+    if (pos_ != text_.size()) {
+      error = "unexpected '" + std::string(text_.substr(pos_, 1)) + "' at column " + std::to_string(pos_ + 1) +
+              " of the expression";
+      return false;
+    }
+    return true;
+  }
   void skip_space() {
     while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
   }
@@ -56,9 +115,11 @@ class ExprParser {
     while (e) {
       if (accept('*')) e = node(Expr::Kind::kMul, e, atom(error));
       else if (accept('/')) e = node(Expr::Kind::kDiv, e, atom(error));
+      else if (mod_ && accept('%')) e = node(Expr::Kind::kMod, e, atom(error));
       else break;
       if (!e->rhs) return nullptr;
-      if (e->kind == Expr::Kind::kDiv && e->rhs->kind == Expr::Kind::kInt && e->rhs->value == 0) {
+      if ((e->kind == Expr::Kind::kDiv || e->kind == Expr::Kind::kMod) && e->rhs->kind == Expr::Kind::kInt &&
+          e->rhs->value == 0) {
         error = "it divides by zero";
         return nullptr;
       }
@@ -93,10 +154,7 @@ class ExprParser {
       e->value = std::stoll(digits);
       return e;
     }
-    while (pos_ < text_.size() && (is_ascii_lower(text_[pos_]) || is_ascii_upper(text_[pos_]) ||
-                                   is_ascii_digit(text_[pos_]) || text_[pos_] == '_')) {
-      ++pos_;
-    }
+    while (pos_ < text_.size() && is_name_char(text_[pos_])) ++pos_;
     const std::string name(text_.substr(start, pos_ - start));
     if (name.empty()) {
       error = pos_ < text_.size() ? "unexpected '" + std::string(text_.substr(pos_, 1)) + "' in the expression"
@@ -104,7 +162,7 @@ class ExprParser {
       return nullptr;
     }
     if (!is_symbol_identifier(name) || is_reserved_name(name)) {
-      error = "'" + name + "' in the expression is not a valid shape symbol";
+      error = "'" + name + "' in the expression is not a valid " + (mod_ ? "name" : "shape symbol");
       return nullptr;
     }
     auto e = std::make_shared<Expr>();
@@ -116,6 +174,7 @@ class ExprParser {
   std::string_view text_;
   size_t pos_ = 0;
   int depth_ = 0;
+  bool mod_;
 };
 
 }  // namespace
@@ -128,6 +187,12 @@ void expr_symbols(const Expr& e, std::vector<std::string>& out) {
 
 std::shared_ptr<const Expr> parse_shape_expr(std::string_view text, std::string& error) {
   return ExprParser(text).parse(error);
+}
+
+std::optional<Constraint> parse_constraint(std::string_view text, std::string& error) {
+  std::optional<Constraint> c = ExprParser(text, true).constraint(error);
+  if (c) c->text = std::string(text);
+  return c;
 }
 
 }  // namespace opgen::gen

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,11 @@ namespace opgen::gen {
 // The tree of `text`, or nullptr with `error` saying what is wrong (the
 // caller adds where).
 std::shared_ptr<const Expr> parse_shape_expr(std::string_view text, std::string& error);
+
+// A constraint's `text`: an expression (also with `%`), a comparison
+// (== != < <= > >=) and another expression, or an expression, `in` and a list
+// of integers (`Dh in [64, 128]`); nullopt with `error` when it is not one.
+std::optional<Constraint> parse_constraint(std::string_view text, std::string& error);
 
 // Every symbol `e` uses, in order (with repeats).
 void expr_symbols(const Expr& e, std::vector<std::string>& out);

@@ -2,7 +2,10 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
+
 #include "names.h"
+#include "shape_expr.h"
 
 namespace py = pybind11;
 
@@ -33,7 +36,11 @@ py::dict expr_tree(const Expr& e, bool* symbolic) {
     return node;
   }
   bool left = false, right = false;
-  node["kind"] = e.kind == Expr::Kind::kAdd ? "+" : e.kind == Expr::Kind::kSub ? "-" : e.kind == Expr::Kind::kMul ? "*" : "/";
+  node["kind"] = e.kind == Expr::Kind::kAdd   ? "+"
+                 : e.kind == Expr::Kind::kSub ? "-"
+                 : e.kind == Expr::Kind::kMul ? "*"
+                 : e.kind == Expr::Kind::kDiv ? "/"
+                                              : "%";
   node["lhs"] = expr_tree(*e.lhs, &left);
   node["rhs"] = expr_tree(*e.rhs, &right);
   *symbolic = left || right;
@@ -49,6 +56,7 @@ py::dict tensor_facts(const Tensor& t) {
   out["type_var"] = text_or_none(t.type_var);
   out["batch"] = t.batch;
   out["optional"] = t.optional;
+  out["layout"] = layout_names()[static_cast<size_t>(t.layout)];
   out["alias"] = text_or_none(t.alias);
   py::list dims;
   for (const Dim& d : t.shape) {
@@ -180,6 +188,25 @@ py::dict attr_type_facts() {
   return out;
 }
 
+// {text, operator, lhs, rhs (None for 'in'), set, names: each name it uses, once, in order}.
+py::dict constraint_facts(const Constraint& c) {
+  py::dict out;
+  bool symbolic = false;
+  out["text"] = c.text;
+  out["operator"] = constraint_operator(c.kind);
+  out["lhs"] = expr_tree(*c.lhs, &symbolic);
+  out["rhs"] = c.rhs ? py::object(expr_tree(*c.rhs, &symbolic)) : py::object(py::none());
+  out["set"] = c.set;
+  std::vector<std::string> names, once;
+  expr_symbols(*c.lhs, names);
+  if (c.rhs) expr_symbols(*c.rhs, names);
+  for (const std::string& n : names) {
+    if (std::find(once.begin(), once.end(), n) == once.end()) once.push_back(n);
+  }
+  out["names"] = once;
+  return out;
+}
+
 py::dict op_facts(const Op& op, const std::string& package) {
   py::dict out;
   out["name"] = op.name;
@@ -209,6 +236,9 @@ py::dict op_facts(const Op& op, const std::string& package) {
   out["outputs"] = outputs;
   out["attrs"] = attrs;
   out["symbols"] = symbols;  // in binding order
+  py::list constraints;
+  for (const Constraint& c : op.constraints) constraints.append(constraint_facts(c));
+  out["constraints"] = constraints;
   out["type_vars"] = type_vars;
   out["platforms"] = platforms;
   out["api_versions"] = op.api_versions;

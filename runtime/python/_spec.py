@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import eq, ge, gt, le, lt, ne
 
 import numpy as np
 
@@ -48,12 +49,42 @@ class Expr:
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """A rule between sizes and integer attributes (the spec's
+    ``constraints``): ``lhs operator rhs``, or ``lhs in values``, with the
+    expressions as Expr trees (also ``%``, and attribute names)."""
+
+    text: str
+    operator: str  # == != < <= > >= in
+    lhs: object
+    rhs: object = None
+    values: tuple = ()  # 'in'
+
+    @property
+    def names(self) -> list:
+        out = []
+        for tree in (self.lhs, self.rhs):
+            _names(tree, out)
+        return out
+
+
+def _names(tree, out: list) -> None:
+    if isinstance(tree, str):
+        if tree not in out:
+            out.append(tree)
+    elif isinstance(tree, tuple):
+        _names(tree[1], out)
+        _names(tree[2], out)
+
+
+@dataclass(frozen=True)
 class Tensor:
     name: str
     dtype: str  # a dtype as numpy and PyTorch name it (float32), or a type variable (T)
     shape: tuple = ()  # the dimensions after '...': ints, symbols, Exprs
     batch: bool = False  # the shape starts with '...'
     optional: bool = False  # inputs: may be None
+    layout: str = "contiguous"  # inputs: contiguous, rows (any row stride) or strided (the C++ bindings check it)
     alias: str | None = None  # outputs: the input it updates in place
     doc: str = ""
 
@@ -105,6 +136,7 @@ class Op:
     inputs: tuple
     outputs: tuple
     attrs: tuple = ()
+    constraints: tuple = ()
     type_vars: Mapping = field(default_factory=dict)  # name -> the dtypes it ranges over
     api_versions: tuple = (4,)
     platforms: tuple = ("cuda", "cpu")
@@ -214,6 +246,7 @@ def check(op: Op, inputs: Sequence, attrs: Mapping | None, *, hint: str = "jax",
     symbols, batch = _bind_shapes(op, described, require)
     checked = {} if attrs is None else check_attrs(op, attrs)
     shapes = tuple(_output_shape(op, t, symbols, batch, require) for t in op.outputs)
+    _check_constraints(op, symbols, checked, require)
     out_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.outputs)
     return Call(op, tuple(inputs), dtypes, symbols, batch, checked, shapes, out_dtypes)
 
@@ -312,6 +345,14 @@ def _evaluate(tree, symbols: Mapping, require: Callable):
     operator, lhs, rhs = tree
     a = _evaluate(lhs, symbols, require)
     b = _evaluate(rhs, symbols, require)
+    if operator == "%":
+        if _is_static(b) and b == 0:
+            raise _Inexact(a, b)
+        if not _is_static(a) or not _is_static(b):
+            require(b != 0, lambda: f"{a} % {b} divides by zero")
+            return a % b
+        r = abs(a) % abs(b)  # C++'s remainder: the sign of a
+        return -r if a < 0 else r
     if operator == "/":
         if _is_static(b) and b == 0:
             raise _Inexact(a, b)
@@ -329,6 +370,34 @@ def _evaluate(tree, symbols: Mapping, require: Callable):
     else:
         require(r <= INT64_MAX, lambda: "overflows int64")
     return r
+
+
+_COMPARE = {"==": eq, "!=": ne, "<": lt, "<=": le, ">": gt, ">=": ge}
+
+
+def _check_constraints(op: Op, symbols: Mapping, attrs: Mapping, require: Callable) -> None:
+    """Each constraint over the bound sizes and the checked attributes (one
+    that names an attribute is left to the C++ bindings when the attributes
+    are not given here: a fake kernel's)."""
+    values = {**symbols, **{k: v for k, v in attrs.items() if _is_int(v) or _is_symbolic(v)}}
+    for c in op.constraints:
+        if any(n not in values for n in c.names):
+            continue
+
+        def message(c=c):
+            return f"{op.name}: the spec requires {c.text}, but " + ", ".join(f"{n} = {values[n]}" for n in c.names)
+
+        try:
+            lhs = _evaluate(c.lhs, values, require)
+            rhs = None if c.operator == "in" else _evaluate(c.rhs, values, require)
+        except (_Inexact, _Overflow):
+            raise OpValueError(message()) from None
+        holds = lhs in c.values if c.operator == "in" else _COMPARE[c.operator](lhs, rhs)
+        if _is_static(lhs) and (rhs is None or _is_static(rhs)):
+            if not holds:
+                raise OpValueError(message())
+        else:
+            require(holds, message)
 
 
 def _is_static(v) -> bool:

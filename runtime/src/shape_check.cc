@@ -146,6 +146,17 @@ std::string dim_error(const char* op, const char* tensor, const char* declared, 
   return {};
 }
 
+std::string constraint_failed(const char* op, const char* constraint,
+                              std::initializer_list<std::pair<const char*, int64_t>> values) {
+  std::string out = std::string(op) + ": the spec requires " + constraint + ", but ";
+  bool first = true;
+  for (const auto& [name, value] : values) {
+    out += std::string(first ? "" : ", ") + name + " = " + std::to_string(value);
+    first = false;
+  }
+  return out;
+}
+
 std::string too_many_elements(const char* op, const char* tensor) {
   return std::string(op) + ": output '" + tensor + "' would have more than 2^63 - 1 elements";
 }

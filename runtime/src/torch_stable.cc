@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "opgen/footprint.h"
+
 namespace opgen::torch_stable {
 
 DType dtype_of(int32_t t) {
@@ -73,13 +75,6 @@ TensorView::TensorView(const Tensor& t, const std::string& what) : handle(t.get(
 
 std::string TensorView::device_text() const {
   return is_cuda() ? "cuda:" + std::to_string(device_index) : is_cpu() ? "cpu" : "another device";
-}
-
-uint64_t TensorView::byte_extent() const {
-  if (element_count(sizes, static_cast<size_t>(dim)) == 0) return 0;
-  uint64_t last = 0;
-  for (int64_t i = 0; i < dim; ++i) last += static_cast<uint64_t>(sizes[i] - 1) * static_cast<uint64_t>(strides[i]);
-  return (last + 1) * aoti_torch_dtype_element_size(dtype);
 }
 
 Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, void** data) {
@@ -168,13 +163,13 @@ Status TorchSource::output(size_t, const char*, const char*, DType dtype, const 
     // Updated in place: the input's own buffer, which must share no memory
     // with another input (the body would read what it overwrites).
     const TensorView& a = *views_[alias];
-    const auto begin_a = reinterpret_cast<uintptr_t>(a.data);
-    const uint64_t size_a = a.byte_extent();
+    auto footprint_of = [](const TensorView& v) {
+      return footprint(v.data, v.sizes, v.strides, static_cast<size_t>(v.dim), aoti_torch_dtype_element_size(v.dtype));
+    };
+    const Footprint updated = footprint_of(a);
     for (size_t k = 0; k < inputs_; ++k) {
       if (static_cast<int>(k) == alias || !views_[k]) continue;
-      const auto begin_b = reinterpret_cast<uintptr_t>(views_[k]->data);
-      const uint64_t size_b = views_[k]->byte_extent();
-      if (size_a == 0 || size_b == 0 || begin_a >= begin_b + size_b || begin_b >= begin_a + size_a) continue;
+      if (!may_overlap(updated, footprint_of(*views_[k]))) continue;
       return Status::InvalidArgument(std::string(op_) + ": input '" + names_[k] + "' shares memory with input '" +
                                      names_[alias] + "', which the op updates in place; pass a tensor of its own (e.g. " +
                                      names_[k] + ".clone())");

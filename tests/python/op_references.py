@@ -32,6 +32,29 @@ def glu(x, activation="sigmoid"):
     return x[..., :half] * _GATES[activation](x[..., half:])
 
 
+def rotary_embedding(positions, query, key, cos_sin_cache, head_size, is_neox=True):
+    """vLLM's rotary embedding, in float64: the rotated (query, key)."""
+    cache = np.asarray(cos_sin_cache, np.float64)
+    rot = cache.shape[1]
+    half = rot // 2
+
+    def rotate(x):
+        x = np.asarray(x, np.float64).copy()
+        heads = x.reshape(x.shape[0], -1, head_size)
+        for n, p in enumerate(np.asarray(positions)):
+            if not 0 <= p < cache.shape[0]:
+                continue  # left as it is
+            cos, sin = cache[p, :half], cache[p, half:]
+            xi = np.arange(half) if is_neox else 2 * np.arange(half)
+            yi = xi + half if is_neox else xi + 1
+            a, b = heads[n][:, xi].copy(), heads[n][:, yi].copy()
+            heads[n][:, xi] = a * cos - b * sin
+            heads[n][:, yi] = b * cos + a * sin
+        return heads.reshape(x.shape)
+
+    return rotate(query), rotate(key)
+
+
 def relative_error(got, ref):
     got = np.asarray(got, np.float64)
     assert got.shape == ref.shape, (got.shape, ref.shape)

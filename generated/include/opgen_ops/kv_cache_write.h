@@ -27,7 +27,8 @@ struct Args {
   const T* cache;  // [B, S, H]; the same buffer as output 'cache_out'
   const T* values;  // [B, H]
   const int32_t* pos;  // [B]
-  // Outputs, dense and row-major; the body writes every element (of each output that aliases no input).
+  // Outputs: each one that aliases no input is dense and row-major, and the
+  // body writes every element of it; one that aliases an input has its layout.
   T* cache_out;  // [B, S, H]; aliases input 'cache': holds its contents on entry, update it in place
   // Shape symbols, bound from the inputs and checked to agree.
   int64_t B;

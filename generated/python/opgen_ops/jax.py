@@ -22,6 +22,7 @@ __all__ = [
     'glu',
     'kv_cache_write',
     'rms_norm',
+    'rotary_embedding',
     'simple_add',
 ]
 
@@ -44,6 +45,11 @@ def kv_cache_write(cache, values, pos, *, api_version=4):
 def rms_norm(x, weight=None, bias=None, *, eps=1e-06, api_version=4):
     'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square; > 0, so that a row of zeros divides by no zero\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
     return _call(_ops.rms_norm.OP, (x, weight, bias), {'eps': eps}, api_version)
+
+
+def rotary_embedding(positions, query, key, cos_sin_cache, *, head_size, is_neox=True, api_version=4):
+    "Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32.\n\nArgs:\n  positions: I[N] the position of each token\n  query: T[N, QD] the query heads of each token, head after head (QD = heads * head_size)\n  key: T[N, KD] the key heads of each token (KD = kv heads * head_size)\n  cos_sin_cache: T[P, R] per position, R/2 cosines then R/2 sines\n  head_size: i64 the size of one head\n  is_neox: bool = True NeoX style (rotate the halves) or GPT-J style (rotate neighbours)\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  query_out: T[N, QD] the rotated query (the same buffer)\n  key_out: T[N, KD] the rotated key (the same buffer)"
+    return _call(_ops.rotary_embedding.OP, (positions, query, key, cos_sin_cache), {'head_size': head_size, 'is_neox': is_neox}, api_version)
 
 
 def simple_add(a, b, *, alpha=1.0, api_version=4):

@@ -11,6 +11,7 @@ __all__ = [
     'glu',
     'kv_cache_write',
     'rms_norm',
+    'rotary_embedding',
     'simple_add',
 ]
 
@@ -42,6 +43,17 @@ def rms_norm(
     bias: _jax.typing.ArrayLike | None = None,
     *,
     eps: float = 1e-06,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array]: ...
+
+def rotary_embedding(
+    positions: _jax.typing.ArrayLike,
+    query: _jax.typing.ArrayLike,
+    key: _jax.typing.ArrayLike,
+    cos_sin_cache: _jax.typing.ArrayLike,
+    *,
+    head_size: int,
+    is_neox: bool = True,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
 

@@ -12,6 +12,7 @@ __all__ = [
     'glu',
     'kv_cache_write',
     'rms_norm',
+    'rotary_embedding',
     'simple_add',
     "xla_graph_only",
 ]
@@ -42,6 +43,16 @@ def rms_norm(
     bias: _torch.Tensor | None = None,
     *,
     eps: float = 1e-06,
+) -> tuple[_torch.Tensor, _torch.Tensor]: ...
+
+def rotary_embedding(
+    positions: _torch.Tensor,
+    query: _torch.Tensor,
+    key: _torch.Tensor,
+    cos_sin_cache: _torch.Tensor,
+    *,
+    head_size: int,
+    is_neox: bool = True,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
 
 def simple_add(

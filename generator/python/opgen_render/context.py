@@ -57,6 +57,7 @@ def op_data(op, package, dtypes, attr_types):
         'fresh_outputs': [t for t in outputs if not t['alias']],  # allocated by the binding
         'aliased_outputs': [t for t in outputs if t['alias']],  # an input's buffer, updated in place
         'attrs': attrs,
+        'constraints': op['constraints'],
         'symbols': [dict(s, input_name=op['inputs'][s['input']]['name'], where=sp.binding_place(op, s))
                     for s in op['symbols']],
         'platforms': op['platforms'],
@@ -113,6 +114,12 @@ def _tensor(op, t, index, is_input, dtypes):
         'dtype_text': t['type_var'] or t['dtype'],
         'batch': t['batch'],
         'optional': t['optional'],
+        'layout': t['layout'],
+        # contiguous, rows, strided -> the opgen::Layout enumerator
+        'layout_cpp': 'opgen::Layout::k' + t['layout'].capitalize(),
+        # A rows or strided input's strides in Args: the batch stride first.
+        'strides': None if t['layout'] == 'contiguous' else t['name'] + '_strides',
+        'stride_count': len(dims) + (1 if t['batch'] else 0),
         'alias': t['alias'],
         'alias_index': None,
         'aliased_by': None,

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace opgen {
@@ -60,6 +61,19 @@ class CheckedDim {
     return CheckedDim(a.value_ / b.value_);
   }
 
+  // The remainder of a / b with C++'s sign (of a); b == 0 fails as kInexact.
+  friend constexpr CheckedDim operator%(CheckedDim a, CheckedDim b) {
+    if (!a.ok()) return a;
+    if (!b.ok()) return b;
+    if (b.value_ == 0) {
+      CheckedDim r(0);
+      r.failure_ = Failure::kInexact;
+      r.numerator_ = a.value_;
+      return r;
+    }
+    return CheckedDim(b.value_ == -1 ? 0 : a.value_ % b.value_);
+  }
+
  private:
   static constexpr CheckedDim overflow() {
     CheckedDim r(0);
@@ -71,5 +85,32 @@ class CheckedDim {
   Failure failure_ = Failure::kNone;
   int64_t numerator_ = 0, denominator_ = 0;
 };
+
+// A constraint of a spec (`H % KVH == 0`, `R <= head_size`), over values
+// that are compared only where both were computed: a failed computation
+// fails the constraint.
+enum class Compare { kEq, kNe, kLt, kLe, kGt, kGe };
+
+constexpr bool holds(CheckedDim a, Compare c, CheckedDim b) {
+  if (!a.ok() || !b.ok()) return false;
+  switch (c) {
+    case Compare::kEq: return a.value() == b.value();
+    case Compare::kNe: return a.value() != b.value();
+    case Compare::kLt: return a.value() < b.value();
+    case Compare::kLe: return a.value() <= b.value();
+    case Compare::kGt: return a.value() > b.value();
+    case Compare::kGe: return a.value() >= b.value();
+  }
+  return false;
+}
+
+// `Dh in [64, 128, 256]`.
+constexpr bool holds_in(CheckedDim a, std::initializer_list<int64_t> set) {
+  if (!a.ok()) return false;
+  for (int64_t v : set) {
+    if (a.value() == v) return true;
+  }
+  return false;
+}
 
 }  // namespace opgen

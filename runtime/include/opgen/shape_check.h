@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "opgen/checked_dim.h"
 
@@ -83,5 +85,9 @@ std::string dim_error(const char* op, const char* tensor, const char* declared, 
 
 // "glu: output 'out' would have more than 2^63 - 1 elements"
 std::string too_many_elements(const char* op, const char* tensor);
+
+// "rotary: the spec requires QD % head_size == 0, but QD = 100, head_size = 64"
+std::string constraint_failed(const char* op, const char* constraint,
+                              std::initializer_list<std::pair<const char*, int64_t>> values);
 
 }  // namespace opgen

@@ -64,9 +64,8 @@ struct TensorView {
   bool is_cuda() const { return device_type == aoti_torch_device_type_cuda(); }
   bool is_cpu() const { return device_type == aoti_torch_device_type_cpu(); }
   std::string device_text() const;
-  // The bytes from the first element to one past the last (0 when empty).
-  uint64_t byte_extent() const;
 };
+
 
 // A new dense tensor on the device of `like`.
 Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, void** data);

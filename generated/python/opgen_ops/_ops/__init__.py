@@ -6,6 +6,7 @@ from . import (
     glu,
     kv_cache_write,
     rms_norm,
+    rotary_embedding,
     simple_add,
 )
 
@@ -14,5 +15,6 @@ OPS = (
     glu.OP,
     kv_cache_write.OP,
     rms_norm.OP,
+    rotary_embedding.OP,
     simple_add.OP,
 )
