@@ -125,6 +125,16 @@ std::string range_text(const Attr& a) {
   return "";
 }
 
+std::string values_range_text(const Tensor& t) {
+  if (t.values_min && t.values_max) {
+    return std::string("in ") + (t.values_min_exclusive ? "(" : "[") + t.values_min_text + ", " + t.values_max_text +
+           (t.values_max_exclusive ? ")" : "]");
+  }
+  if (t.values_min) return (t.values_min_exclusive ? "> " : ">= ") + t.values_min_text;
+  if (t.values_max) return (t.values_max_exclusive ? "< " : "<= ") + t.values_max_text;
+  return "";
+}
+
 bool Op::has_platform(Platform p) const {
   return std::find(platforms.begin(), platforms.end(), p) != platforms.end();
 }

@@ -133,6 +133,12 @@ struct Tensor {
   std::vector<Dim> shape;     // the dimensions after `...`
   bool optional = false;      // inputs only: may be omitted (the kernel sees nullptr)
   Layout layout = Layout::kContiguous;  // inputs only
+  // Integer inputs only: the range their values lie in (an index's), which
+  // the bindings cannot check (the values are on the device): the body
+  // guards it (Args::<name>_in_range), tests draw valid values from it.
+  std::shared_ptr<const Expr> values_min, values_max;
+  std::string values_min_text, values_max_text;  // as the spec writes them
+  bool values_min_exclusive = false, values_max_exclusive = false;
   std::string alias;          // outputs only: the input whose buffer it updates in place, or ""
   std::string doc;
   Location where;
@@ -157,6 +163,9 @@ struct Attr {
 // An attribute's range as messages and docs state it: ">= 0.0", "> 0",
 // "in [-2, -1]", "in (0.0, 1.0]"; "" when it has none.
 std::string range_text(const Attr& a);
+
+// An integer input's value range, likewise: "in [0, S)", ">= 0"; "" when none.
+std::string values_range_text(const Tensor& t);
 
 // A rule between an op's sizes and integer attributes (the spec's
 // `constraints:`), checked wherever the op is called: `H % KVH == 0`,

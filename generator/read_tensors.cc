@@ -111,7 +111,8 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   t.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, role + " name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout"})
+  const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout", "min", "max",
+                                                                "exclusive_min", "exclusive_max"})
                                        : f.entries(node, what, {"dtype", "shape", "doc", "alias"});
   // An output that aliases an input takes that input's dtype and shape.
   if (role == "output" && node["alias"]) {
@@ -180,6 +181,29 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       std::optional<bool> b = f.boolean(value, "'optional' of " + what);
       if (b) t.optional = *b;
       else ok = false;
+    } else if (key == "min" || key == "max" || key == "exclusive_min" || key == "exclusive_max") {
+      // The range of an index's values: an integer or an expression over
+      // shape symbols and integer attributes (checked when the op resolves).
+      const bool exclusive = key.rfind("exclusive_", 0) == 0;
+      const bool lower = key == "min" || key == "exclusive_min";
+      const std::string twin = exclusive ? key.substr(10) : "exclusive_" + key;
+      if (node[twin]) {
+        f.error(f.at(value), what + " has both '" + key + "' and '" + twin + "'; a bound is one or the other");
+        ok = false;
+        continue;
+      }
+      std::optional<std::string> text = value.IsScalar() ? std::optional<std::string>(value.Scalar()) : std::nullopt;
+      std::string error;
+      std::shared_ptr<const Expr> bound = text ? parse_shape_expr(*text, error) : nullptr;
+      if (!bound) {
+        f.error(f.at(value), "the " + key + " of " + what + " must be an integer or an expression over shape symbols" +
+                                 (error.empty() ? std::string() : " (" + error + ")"));
+        ok = false;
+        continue;
+      }
+      (lower ? t.values_min : t.values_max) = bound;
+      (lower ? t.values_min_text : t.values_max_text) = *text;
+      (lower ? t.values_min_exclusive : t.values_max_exclusive) = exclusive;
     } else if (key == "layout") {
       std::optional<std::string> s = f.string(value, "the layout of " + what);
       const auto& names = layout_names();
@@ -195,6 +219,15 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
         }
         ok = false;
       }
+    }
+  }
+  if (ok && have_dtype && (t.values_min || t.values_max)) {
+    // Only integers index; the type variable's dtypes are checked when it resolves.
+    const bool integer = !t.type_var.empty() || t.dtype == DType::kI32 || t.dtype == DType::kI64 || t.dtype == DType::kU8;
+    if (!integer) {
+      f.error(t.where, what + " has a value range, but its dtype " + info(t.dtype).name +
+                           " is not an integer type (a range describes index values)");
+      ok = false;
     }
   }
   if (ok && have_shape && t.layout == Layout::kRows && t.shape.empty()) {

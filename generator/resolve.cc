@@ -184,26 +184,59 @@ bool check_unique_names(SpecFile& f, const Op& op) {
   return ok;
 }
 
-// Each name in a constraint is a shape symbol of a required input or an
-// integer attribute (i32 or i64), so that every call has its value.
+// Each name `what` uses is a shape symbol of a required input or an integer
+// attribute (i32 or i64), so that every call has its value.
+bool check_names(SpecFile& f, const Op& op, const std::vector<std::string>& names, const Location& where,
+                 const std::string& what) {
+  for (const std::string& name : names) {
+    const bool symbol = std::any_of(op.symbols.begin(), op.symbols.end(),
+                                    [&](const SymbolBinding& s) { return s.symbol == name; });
+    const auto attr = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& a) { return a.name == name; });
+    if (symbol) continue;
+    if (attr != op.attrs.end() && (attr->type == AttrType::kI32 || attr->type == AttrType::kI64)) continue;
+    f.error(where, what + " names '" + name + "', which is " +
+                       (attr != op.attrs.end() ? std::string("a ") + info(attr->type).name +
+                                                     " attribute (only integer attributes may appear there)"
+                                               : "neither a shape symbol of a required input nor an attribute"));
+    return false;
+  }
+  return true;
+}
+
 bool resolve_constraints(SpecFile& f, const Op& op) {
   bool ok = true;
   for (const Constraint& c : op.constraints) {
     std::vector<std::string> names;
     expr_symbols(*c.lhs, names);
     if (c.rhs) expr_symbols(*c.rhs, names);
-    for (const std::string& name : names) {
-      const bool symbol = std::any_of(op.symbols.begin(), op.symbols.end(),
-                                      [&](const SymbolBinding& s) { return s.symbol == name; });
-      const auto attr = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& a) { return a.name == name; });
-      if (symbol) continue;
-      if (attr != op.attrs.end() && (attr->type == AttrType::kI32 || attr->type == AttrType::kI64)) continue;
-      f.error(c.where, "constraint '" + c.text + "' names '" + name + "', which is " +
-                           (attr != op.attrs.end() ? std::string("a ") + info(attr->type).name +
-                                                         " attribute (a constraint takes integer attributes)"
-                                                   : "neither a shape symbol of a required input nor an attribute"));
-      ok = false;
-      break;
+    ok = check_names(f, op, names, c.where, "constraint '" + c.text + "'") && ok;
+  }
+  return ok;
+}
+
+// An input with a value range is of integer dtypes, and its bounds name
+// only what every call has.
+bool resolve_value_ranges(SpecFile& f, const Op& op) {
+  bool ok = true;
+  for (const Tensor& t : op.inputs) {
+    if (!t.values_min && !t.values_max) continue;
+    const std::string what = "the value range of input '" + t.name + "'";
+    if (!t.type_var.empty()) {
+      const auto v = std::find_if(op.type_vars.begin(), op.type_vars.end(),
+                                  [&](const TypeVar& tv) { return tv.name == t.type_var; });
+      for (DType d : v->dtypes) {
+        if (d == DType::kI32 || d == DType::kI64 || d == DType::kU8) continue;
+        f.error(t.where, "input '" + t.name + "' has a value range, but its type variable " + t.type_var +
+                             " takes " + info(d).name + ", which is not an integer type");
+        ok = false;
+        break;
+      }
+    }
+    for (const auto& bound : {t.values_min, t.values_max}) {
+      if (!bound) continue;
+      std::vector<std::string> names;
+      expr_symbols(*bound, names);
+      ok = check_names(f, op, names, t.where, what) && ok;
     }
   }
   return ok;
@@ -215,6 +248,7 @@ bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   if (!resolve_symbols(f, op)) return false;
   if (!check_unique_names(f, op)) return false;
   if (!resolve_constraints(f, op)) return false;
+  if (!resolve_value_ranges(f, op)) return false;
   // vmap by expand_dims/broadcast_all, and batch partitioning, add leading
   // dimensions to every operand and result: each must take them in its '...'.
   const bool all_batched =

@@ -57,6 +57,12 @@ py::dict tensor_facts(const Tensor& t) {
   out["batch"] = t.batch;
   out["optional"] = t.optional;
   out["layout"] = layout_names()[static_cast<size_t>(t.layout)];
+  bool symbolic = false;
+  out["values_min"] = t.values_min ? py::object(expr_tree(*t.values_min, &symbolic)) : py::object(py::none());
+  out["values_max"] = t.values_max ? py::object(expr_tree(*t.values_max, &symbolic)) : py::object(py::none());
+  out["values_min_exclusive"] = t.values_min_exclusive;
+  out["values_max_exclusive"] = t.values_max_exclusive;
+  out["values_range_text"] = values_range_text(t);
   out["alias"] = text_or_none(t.alias);
   py::list dims;
   for (const Dim& d : t.shape) {

@@ -10,7 +10,7 @@ template <typename T>
 opgen::Status run_cpu(const Args<T>& args) {
   for (int64_t b = 0; b < args.B; ++b) {
     const int64_t p = args.pos[b];
-    if (p < 0 || p >= args.S) continue;  // dropped, as documented in the spec
+    if (!args.pos_in_range(p)) continue;  // dropped, as documented in the spec
     std::memcpy(args.cache_out + (b * args.S + p) * args.H, args.values + b * args.H, sizeof(T) * args.H);
   }
   return opgen::Status::Ok();

@@ -14,7 +14,7 @@ __global__ void write_rows(Args<T> args) {
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < n; k += int64_t{gridDim.x} * blockDim.x) {
     const int64_t b = k / args.H, h = k % args.H;
     const int64_t p = args.pos[b];
-    if (p < 0 || p >= args.S) continue;  // dropped, as documented in the spec
+    if (!args.pos_in_range(p)) continue;  // dropped, as documented in the spec
     args.cache_out[(b * args.S + p) * args.H + h] = args.values[k];
   }
 }

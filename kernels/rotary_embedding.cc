@@ -29,7 +29,7 @@ template <typename T, typename I>
 opgen::Status run_cpu(const Args<T, I>& args) {
   for (int64_t n = 0; n < args.N; ++n) {
     const int64_t p = args.positions[n];
-    if (p < 0 || p >= args.P) continue;  // left as it is, as the spec says
+    if (!args.positions_in_range(p)) continue;  // left as it is, as the spec says
     const T* cos = args.cos_sin_cache + p * args.R;
     rotate(args.query_out + n * args.query_strides[0], args.QD / args.head_size, cos, cos + args.R / 2, args);
     rotate(args.key_out + n * args.key_strides[0], args.KD / args.head_size, cos, cos + args.R / 2, args);

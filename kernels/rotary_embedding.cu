@@ -30,7 +30,7 @@ __global__ void rotate_tokens(Args<T, I> args) {
   extern __shared__ float angles[];  // R/2 cosines, then R/2 sines
   for (int64_t n = blockIdx.x; n < args.N; n += gridDim.x) {
     const int64_t p = args.positions[n];
-    if (p < 0 || p >= args.P) continue;  // left as it is, as the spec says
+    if (!args.positions_in_range(p)) continue;  // left as it is, as the spec says
     __syncthreads();  // the previous token's angles are no longer read
     for (int64_t i = threadIdx.x; i < args.R; i += blockDim.x) {
       angles[i] = opgen::kernels::load(args.cos_sin_cache + p * args.R, i);

@@ -85,6 +85,13 @@ class Tensor:
     batch: bool = False  # the shape starts with '...'
     optional: bool = False  # inputs: may be None
     layout: str = "contiguous"  # inputs: contiguous, rows (any row stride) or strided (the C++ bindings check it)
+    # Integer inputs that index: the range of their values, as Expr trees over
+    # symbols and integer attributes (unchecked: the values live on the device).
+    values_min: object = None
+    values_max: object = None
+    values_min_exclusive: bool = False
+    values_max_exclusive: bool = False
+    values_range: str = ""  # "in [0, S)"
     alias: str | None = None  # outputs: the input it updates in place
     doc: str = ""
 

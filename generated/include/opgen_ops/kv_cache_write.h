@@ -34,6 +34,13 @@ struct Args {
   int64_t B;
   int64_t S;
   int64_t H;
+
+  // Whether a value of an index input lies in the spec's range for it. The
+  // bindings cannot check the values (they live on the device): the body
+  // guards what it reads with them.
+  OPGEN_HD bool pos_in_range(int64_t v) const {  // in [0, S)
+    return v >= 0 && v < S;
+  }
 };
 
 // Every Args the bindings run, in the order they number them (the first type

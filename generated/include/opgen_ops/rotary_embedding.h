@@ -52,6 +52,13 @@ struct Args {
   // Attributes.
   int64_t head_size;  // >= 1
   bool is_neox;
+
+  // Whether a value of an index input lies in the spec's range for it. The
+  // bindings cannot check the values (they live on the device): the body
+  // guards what it reads with them.
+  OPGEN_HD bool positions_in_range(int64_t v) const {  // in [0, P)
+    return v >= 0 && v < P;
+  }
 };
 
 // Every Args the bindings run, in the order they number them (the first type

@@ -115,6 +115,11 @@ def _tensor(op, t, index, is_input, dtypes):
         'batch': t['batch'],
         'optional': t['optional'],
         'layout': t['layout'],
+        'values_min': t['values_min'],
+        'values_max': t['values_max'],
+        'values_min_exclusive': t['values_min_exclusive'],
+        'values_max_exclusive': t['values_max_exclusive'],
+        'values_range_text': t['values_range_text'],
         # contiguous, rows, strided -> the opgen::Layout enumerator
         'layout_cpp': 'opgen::Layout::k' + t['layout'].capitalize(),
         # A rows or strided input's strides in Args: the batch stride first.

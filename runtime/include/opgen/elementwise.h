@@ -12,9 +12,7 @@
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#define OPGEN_HD __host__ __device__ __forceinline__
 #else
-#define OPGEN_HD inline
 #if !defined(__FLT16_MAX__)
 #error "the CPU bodies need the compiler's _Float16 (GCC >= 12 or Clang >= 15 on x86-64 or AArch64)"
 #endif

@@ -13,7 +13,7 @@ OP = Op(
     inputs=(
         Tensor('cache', 'T', ('B', 'S', 'H'), doc='B sequences of S positions of H values (heads times head size)'),
         Tensor('values', 'T', ('B', 'H'), doc='the new entry of each sequence'),
-        Tensor('pos', 'int32', ('B',), doc='the position each entry goes to'),
+        Tensor('pos', 'int32', ('B',), values_min=0, values_max='S', values_max_exclusive=True, values_range='in [0, S)', doc='the position each entry goes to'),
     ),
     outputs=(
         Tensor('cache_out', 'T', alias='cache', doc='the cache with the new entries (the same buffer)'),

@@ -11,7 +11,7 @@ OP = Op(
     doc="Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32.",
     type_vars={'T': ('float16', 'bfloat16', 'float32'), 'I': ('int32', 'int64')},
     inputs=(
-        Tensor('positions', 'I', ('N',), doc='the position of each token'),
+        Tensor('positions', 'I', ('N',), values_min=0, values_max='P', values_max_exclusive=True, values_range='in [0, P)', doc='the position of each token'),
         Tensor('query', 'T', ('N', 'QD'), layout='rows', doc='the query heads of each token, head after head (QD = heads * head_size)'),
         Tensor('key', 'T', ('N', 'KD'), layout='rows', doc='the key heads of each token (KD = kv heads * head_size)'),
         Tensor('cos_sin_cache', 'T', ('P', 'R'), doc='per position, R/2 cosines then R/2 sines'),
