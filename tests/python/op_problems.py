@@ -1,0 +1,133 @@
+"""Random valid calls of an op, drawn from its description alone
+(``opgen_ops._ops.<op>.OP``): sizes for its shape symbols that satisfy its
+constraints and output expressions, leading dimensions where a shape has
+'...', attribute values, and input values -- of an index input, inside the
+value range its spec declares. test_every_op.py runs every op of the package
+on them, so that an op added to specs/ is tested without a line written for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from opgen_ops import _spec
+
+_INTEGERS = ("int32", "int64", "uint8")
+
+
+def instantiations(op) -> list[dict]:
+    """Every dtype combination of the op's type variables ({} when it has none)."""
+    names = list(op.type_vars)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(op.type_vars[n] for n in names))]
+
+
+def instantiation_id(dtypes: dict) -> str:
+    return "-".join(f"{k}={v}" for k, v in dtypes.items()) or "fixed"
+
+
+@dataclass
+class Problem:
+    op: object
+    dtypes: dict  # type variable -> dtype name
+    inputs: list  # numpy arrays; None for an optional input left out
+    attrs: dict  # every attribute without a default, and random values for some with one
+    call: object  # the _spec.Call the description makes of it (output shapes and dtypes)
+
+
+def numpy_dtype(name: str):
+    return np.dtype(getattr(ml_dtypes, name, name))
+
+
+def dtype_of(op, t, dtypes: dict) -> str:
+    return dtypes.get(t.dtype, t.dtype)
+
+
+def _evaluate(tree, values: dict) -> int:
+    if isinstance(tree, int):
+        return tree
+    if isinstance(tree, str):
+        return values[tree]
+    operator, lhs, rhs = tree
+    a, b = _evaluate(lhs, values), _evaluate(rhs, values)
+    if operator == "+":
+        return a + b
+    if operator == "-":
+        return a - b
+    if operator == "*":
+        return a * b
+    return a // b if operator == "/" else a % b
+
+
+def _symbols(op) -> list:
+    out = []
+    for t in op.inputs:
+        for d in t.shape:
+            if isinstance(d, str) and d not in out:
+                out.append(d)
+    return out
+
+
+def _attr_value(a, rng):
+    """A value of attribute `a`: its default, or (without one, or at random) one drawn from its type and range."""
+    if a.default is not _spec.REQUIRED and rng.random() < 0.5:
+        return a.default
+    if a.type == "enum":
+        return a.values[rng.integers(len(a.values))]
+    if a.type == "bool":
+        return bool(rng.integers(2))
+    if a.is_array:
+        return a.default if a.default is not _spec.REQUIRED else []
+    low = a.min if a.min is not None else (-4 if a.max is None else a.max - 8)
+    high = a.max if a.max is not None else low + 8
+    if a.type in ("i32", "i64"):
+        low, high = int(low) + (1 if a.min_exclusive else 0), int(high) - (1 if a.max_exclusive else 0)
+        return int(rng.integers(low, min(high, low + 8) + 1))
+    return float(rng.uniform(low, high)) if high > low else float(low) + 1.0
+
+
+def _values(t, shape, dtype: str, bounds: dict, rng):
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype in _INTEGERS:
+        low, high = (0, 255) if dtype == "uint8" else (-5, 9)
+        if t.values_min is not None:
+            low = _evaluate(t.values_min, bounds) + (1 if t.values_min_exclusive else 0)
+        if t.values_max is not None:
+            high = _evaluate(t.values_max, bounds) - (1 if t.values_max_exclusive else 0)
+        return rng.integers(low, high + 1, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(numpy_dtype(dtype))
+
+
+def draw(op, dtypes: dict, rng, *, with_optional: bool = True, batch: tuple | None = None, tries: int = 2000) -> Problem:
+    """A valid call of `op` with `dtypes`; sizes from 1 to 8, leading
+    dimensions of 1 to 3 (or `batch`)."""
+    symbols = _symbols(op)
+    for _ in range(tries):
+        sizes = {s: int(rng.integers(1, 9)) for s in symbols}
+        attrs = {a.name: _attr_value(a, rng) for a in op.attrs}
+        lead = batch if batch is not None else tuple(int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3))))
+        bounds = {**sizes, **{k: v for k, v in attrs.items() if isinstance(v, int) and not isinstance(v, bool)}}
+        inputs = []
+        for t in op.inputs:
+            if t.optional and not with_optional:
+                inputs.append(None)
+                continue
+            shape = (lead if t.batch else ()) + tuple(d if isinstance(d, int) else sizes[d] for d in t.shape)
+            inputs.append(_values(t, shape, dtype_of(op, t, dtypes), bounds, rng))
+        try:
+            call = _spec.check(op, inputs, attrs)
+        except (_spec.OpValueError, ValueError):
+            continue  # a constraint or an output expression does not hold: draw again
+        return Problem(op, dtypes, inputs, attrs, call)
+    raise AssertionError(f"{op.name}: no valid call in {tries} draws of sizes from 1 to 8")
+
+
+def redraw(p: Problem, rng) -> Problem:
+    """Another call of the same sizes and attributes, with fresh input values."""
+    bounds = {**p.call.symbols, **{k: v for k, v in p.attrs.items() if isinstance(v, int) and not isinstance(v, bool)}}
+    inputs = [None if x is None else _values(t, x.shape, x.dtype.name, bounds, rng) for t, x in zip(p.op.inputs, p.inputs)]
+    return Problem(p.op, p.dtypes, inputs, p.attrs, _spec.check(p.op, inputs, p.attrs))

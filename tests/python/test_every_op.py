@@ -1,0 +1,225 @@
+"""Tests every op of the package gets from its spec alone, on random valid
+calls drawn from its description (op_problems.py), for every dtype
+combination of its type variables:
+
+  * PyTorch: the fake (meta) kernel's output shapes and dtypes are those of
+    the real CPU kernel's outputs; torch.library.opcheck passes; an input of
+    a layout other than dense may be a view (the result is the same, and an
+    in-place update lands in the view);
+  * JAX: eager, jax.jit and jax.vmap (over a stack of two calls) agree, for
+    each api_version XLA:CPU runs;
+  * a wrong dtype, rank or size of each input is refused, by JAX and PyTorch,
+    with the message that names the op and the input;
+  * on a GPU, the CUDA body's results equal the CPU body's on the same inputs
+    (JAX and PyTorch), within the tolerance of the dtype.
+
+The op-specific tests hold the CPU bodies to float64 references; these hold
+every entry point and the CUDA body to the CPU body.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import op_problems
+import op_references as ref
+import opgen_ops.jax as jops
+import opgen_ops.torch as tops
+from conftest import gpu_devices
+from opgen_ops import _ops
+
+CPU = jax.devices("cpu")[0]
+CASES = [pytest.param(op, dtypes, id=f"{op.name}[{op_problems.instantiation_id(dtypes)}]")
+         for op in _ops.OPS for dtypes in op_problems.instantiations(op)]
+CPU_CASES = [c for c in CASES if "cpu" in c.values[0].platforms]
+GPU_CASES = [c for c in CASES if {"cpu", "cuda"} <= set(c.values[0].platforms)]
+
+
+def to_torch(x, device="cpu"):
+    if x is None:
+        return None
+    dtype = x.dtype.name
+    if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # numpy cannot hand these to torch directly
+        bits = {1: np.uint8, 2: np.int16}[x.dtype.itemsize]
+        return torch.from_numpy(x.view(bits).copy()).view(getattr(torch, dtype)).to(device)
+    return torch.from_numpy(np.array(x)).to(device)
+
+
+def as_numpy(x):
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+            return x.float().numpy()
+        return x.numpy()
+    return np.asarray(x)
+
+
+def outputs(result):
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def torch_call(p, inputs, device="cpu"):
+    """The op through its documented torch wrapper, on copies of `inputs`."""
+    tensors = [to_torch(x, device) for x in inputs]
+    return outputs(getattr(tops, p.op.name)(*tensors, **p.attrs))
+
+
+def jax_call(p, inputs, api_version=4, jit=True, device=CPU):
+    f = lambda *xs: getattr(jops, p.op.name)(*xs, **p.attrs, api_version=api_version)  # noqa: E731
+    args = [None if x is None else jax.device_put(x, device) for x in inputs]
+    return outputs((jax.jit(f) if jit else f)(*args))
+
+
+def assert_same(got, want, dtype_name, where):
+    got, want = as_numpy(got), as_numpy(want)
+    assert got.shape == want.shape, f"{where}: shape {got.shape}, expected {want.shape}"
+    if dtype_name in ref.TOLERANCE and want.size:
+        error = ref.relative_error(got.astype(np.float64), np.asarray(want, np.float64))
+        assert error < ref.TOLERANCE[dtype_name], f"{where}: relative error {error:.3g}"
+    else:  # integers, bool, 8-bit floats: exactly
+        np.testing.assert_array_equal(got.astype(np.float64), np.asarray(want, np.float64), err_msg=where)
+
+
+# --- PyTorch ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op, dtypes", CPU_CASES)
+def test_torch_fake_shapes_are_the_real_ones(rng, op, dtypes):
+    p = op_problems.draw(op, dtypes, rng)
+    real = torch_call(p, p.inputs)
+    fake = torch_call(p, p.inputs, device="meta")
+    assert len(real) == len(fake) == len(op.outputs)
+    for r, f, t, shape, dtype in zip(real, fake, op.outputs, p.call.output_shapes, p.call.output_dtypes):
+        assert f.device.type == "meta"
+        assert tuple(f.shape) == tuple(r.shape) == tuple(shape), t.name
+        assert f.dtype == r.dtype == getattr(torch, dtype), t.name
+
+
+@pytest.mark.parametrize("op, dtypes", CPU_CASES)
+def test_torch_opcheck(rng, op, dtypes):
+    if any(d.startswith("float8") for d in dtypes.values()):
+        pytest.skip("torch's opcheck multiplies the outputs (SchemaCheckMode), which torch cannot do in float8")
+    p = op_problems.draw(op, dtypes, rng)
+    overload = getattr(getattr(torch.ops, op.torch_namespace), op.name).default
+    torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), p.attrs)
+
+
+@pytest.mark.parametrize("op, dtypes", [c for c in CPU_CASES if any(t.layout != "contiguous" for t in c.values[0].inputs)])
+def test_torch_takes_views_where_the_spec_gives_a_layout(rng, op, dtypes):
+    p = op_problems.draw(op, dtypes, rng)
+    dense = torch_call(p, p.inputs)
+    # Each input with a layout becomes a column slice of a wider tensor.
+    views, wide = [], []
+    for t, x in zip(op.inputs, p.inputs):
+        tensor = to_torch(x)
+        if x is not None and t.layout != "contiguous" and tensor.dim() > 0:
+            w = torch.zeros(*tensor.shape[:-1], tensor.shape[-1] + 3, dtype=tensor.dtype)
+            w[..., 1:1 + tensor.shape[-1]] = tensor
+            tensor = w[..., 1:1 + tensor.shape[-1]]
+            wide.append((t.name, w))
+        views.append(tensor)
+    got = outputs(getattr(tops, op.name)(*views, **p.attrs))
+    for g, d, t, dtype in zip(got, dense, op.outputs, p.call.output_dtypes):
+        assert_same(g, d, dtype, f"output '{t.name}' from views")
+        if t.alias:  # the update landed in the view, and the padding around it is untouched
+            source = dict(wide).get(t.alias)
+            if source is not None:
+                assert g.data_ptr() == views[[i.name for i in op.inputs].index(t.alias)].data_ptr()
+                assert torch.count_nonzero(source[..., 0].float()) == 0
+                assert torch.count_nonzero(source[..., -2:].float()) == 0
+
+
+# --- JAX -------------------------------------------------------------------------------------
+
+
+def cpu_api_versions(op):
+    return [v for v in op.api_versions if v in (4, 3)]
+
+
+@pytest.mark.parametrize("op, dtypes", CPU_CASES)
+def test_jax_eager_jit_and_vmap_agree(rng, op, dtypes):
+    p = op_problems.draw(op, dtypes, rng)
+    for v in cpu_api_versions(op):
+        jitted = jax_call(p, p.inputs, v)
+        eager = jax_call(p, p.inputs, v, jit=False)
+        for a, b, t in zip(jitted, eager, op.outputs):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"api_version {v}, output '{t.name}'")
+        for t, out, shape in zip(op.outputs, jitted, p.call.output_shapes):
+            assert out.shape == tuple(shape), t.name
+    # vmap over two calls of the same sizes (the first api_version).
+    q = op_problems.redraw(p, rng)
+    stacked = [None if x is None else np.stack([x, y]) for x, y in zip(p.inputs, q.inputs)]
+    f = lambda *xs: getattr(jops, op.name)(*xs, **p.attrs, api_version=cpu_api_versions(op)[0])  # noqa: E731
+    in_axes = [None if x is None else 0 for x in stacked]
+    mapped = outputs(jax.vmap(f, in_axes=in_axes)(*stacked))
+    for k, single in enumerate((p, q)):
+        one = jax_call(single, single.inputs, cpu_api_versions(op)[0])
+        for m, o, t in zip(mapped, one, op.outputs):
+            np.testing.assert_array_equal(np.asarray(m)[k], np.asarray(o), err_msg=f"vmap item {k}, output '{t.name}'")
+
+
+# --- Refusals ----------------------------------------------------------------------------------
+
+
+def wrong_dtype(op, t, dtypes):
+    allowed = op.type_vars.get(t.dtype, (t.dtype,))
+    return next(d for d in ("float32", "int32", "float16", "uint8", "complex64") if d not in allowed)
+
+
+@pytest.mark.parametrize("op, dtypes", [c for c in CPU_CASES if c.values[1] == op_problems.instantiations(c.values[0])[0]])
+def test_a_wrong_dtype_rank_or_size_is_refused(rng, op, dtypes):
+    p = op_problems.draw(op, dtypes, rng)
+    for i, t in enumerate(op.inputs):
+        if p.inputs[i] is None:
+            continue
+        bad = []
+        d = wrong_dtype(op, t, dtypes)
+        bad.append((p.inputs[i].astype(op_problems.numpy_dtype(d)), rf"{op.name}: input '{t.name}' has dtype"))
+        if not t.batch:
+            bad.append((p.inputs[i][None], rf"{op.name}: input '{t.name}' has rank"))
+        for axis, dim in enumerate(t.shape):
+            if isinstance(dim, int) or any(dim in u.shape for u in op.inputs[:i]) or \
+                    any(dim in u.shape[:axis] for u in op.inputs[i:i + 1]):
+                # A fixed size, or a symbol bound before: one more is wrong.
+                shape = list(p.inputs[i].shape)
+                shape[len(shape) - len(t.shape) + axis] += 1
+                bad.append((np.resize(p.inputs[i], shape), rf"{op.name}: input '{t.name}' has shape"))
+                break
+        for x, message in bad:
+            inputs = list(p.inputs)
+            inputs[i] = x
+            with pytest.raises((TypeError, ValueError), match=message):
+                jax_call(p, inputs)
+            with pytest.raises((RuntimeError, TypeError, ValueError), match=message):
+                torch_call(p, inputs)
+
+
+# --- The CUDA body against the CPU body -----------------------------------------------------------
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("op, dtypes", GPU_CASES)
+def test_jax_cuda_body_matches_the_cpu_body(rng, op, dtypes):
+    p = op_problems.draw(op, dtypes, rng)
+    for v in op.api_versions:
+        on_gpu = jax_call(p, p.inputs, v, device=gpu_devices()[0])
+        if v not in (4, 3):
+            on_cpu = jax_call(p, p.inputs, cpu_api_versions(op)[0])
+        else:
+            on_cpu = jax_call(p, p.inputs, v)
+        for g, c, t, dtype in zip(on_gpu, on_cpu, op.outputs, p.call.output_dtypes):
+            assert_same(g, c, dtype, f"api_version {v}, output '{t.name}'")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("op, dtypes", GPU_CASES)
+def test_torch_cuda_body_matches_the_cpu_body(rng, op, dtypes):
+    p = op_problems.draw(op, dtypes, rng)
+    on_gpu = torch_call(p, p.inputs, device="cuda")
+    on_cpu = torch_call(p, p.inputs)
+    for g, c, t, dtype in zip(on_gpu, on_cpu, op.outputs, p.call.output_dtypes):
+        assert g.device.type == "cuda", t.name
+        assert_same(g, c, dtype, f"output '{t.name}'")
