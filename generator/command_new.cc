@@ -65,9 +65,18 @@ int new_op(const NewOptions& o) {
     std::cerr << "opgen: error: " << e.what() << "\n";
     return 1;
   }
-  std::cout << "opgen: next: edit the three files, then rebuild (cmake --build build); the op is "
-            << package->name << ".jax." << o.op << " and torch.ops." << package->torch_namespace
-            << "." << o.op << "\n";
+  const std::string spec = (fs::path(o.specs_dir) / (o.op + ".yaml")).string();
+  const std::string cc = (fs::path(o.kernels_dir) / (o.op + ".cc")).string();
+  const std::string cu = (fs::path(o.kernels_dir) / (o.op + ".cu")).string();
+  std::cout << "opgen: they build and run as they are (out = x * scale). To make them your op, fill in:\n"
+            << "  " << spec << "  its inputs, outputs, attributes and constraints (docs/spec.md)\n"
+            << "  " << cc << "  run_cpu, the reference every other body is tested against\n"
+            << "  " << cu << "  launch_cuda, enqueued on the stream it is given\n"
+            << "then rebuild (cmake --build build): no other file needs a change. The op is "
+            << package->name << ".jax." << o.op << "\nand torch.ops." << package->torch_namespace << "." << o.op
+            << "; tests/python/test_every_op.py tests it from its spec (fake shapes,\n"
+            << "opcheck, jit and vmap, refusals, the CUDA body against run_cpu). Add a float64 reference test of your\n"
+            << "own, and an example in scripts/run_examples.py to show it at a real size.\n";
   return 0;
 }
 
