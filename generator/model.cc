@@ -209,6 +209,8 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
     }
     sig += ",";
   }
+  // Legacy calls pass each workspace as one more result buffer.
+  for (const Tensor& w : workspaces) sig += "workspace:" + w.name + ",";
   sig += ")";
   return fnv1a64(sig);
 }

@@ -242,9 +242,14 @@ struct Op {
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
   std::vector<Attr> attrs;
+  // Scratch buffers for the body (partial results of a split reduction, say),
+  // sized by expressions over shape symbols and integer attributes; each
+  // framework allocates them (XLA's scratch allocator, torch's caching one).
+  std::vector<Tensor> workspaces;
   std::vector<Platform> platforms;  // in spec order, no duplicates
   std::vector<int> api_versions;    // in spec order, no duplicates
-  bool command_buffer_compatible = true;
+  // As the spec says; unset: compatible unless the op has a workspace.
+  std::optional<bool> command_buffer_compatible;
   std::string vmap_method = "sequential";
   bool batch_partitionable = false;
   std::vector<TypeVar> type_vars;      // in declaration order
@@ -261,6 +266,8 @@ struct Op {
   bool has_platform(Platform p) const;
   bool has_api_version(int v) const;
   bool has_legacy_api() const;
+  // Whether XLA may capture the CUDA handler in a command buffer (a CUDA graph).
+  bool cmd_buffer_compatible() const { return command_buffer_compatible.value_or(workspaces.empty()); }
   // Identifies the opaque layout of this op: two ops (or two revisions of
   // one) whose descriptors differ in any field get different fingerprints.
   uint64_t opaque_fingerprint(const std::string& package) const;

@@ -181,7 +181,7 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   const int errors_before = diags.error_count();
   const auto top = f.entries(
       root, "the spec",
-      {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "constraints", "platforms", "xla"});
+      {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "platforms", "xla"});
   f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
   // Type variables first: tensors refer to them wherever `types:` stands.
@@ -221,6 +221,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
       ok = read_tensors(f, value, "inputs", "input", op.type_vars, op.inputs) && ok;
     } else if (key == "outputs") {
       ok = read_tensors(f, value, "outputs", "output", op.type_vars, op.outputs) && ok;
+    } else if (key == "workspace") {
+      ok = read_tensors(f, value, "workspace", "workspace", op.type_vars, op.workspaces) && ok;
     } else if (key == "attrs") {
       if (!f.expect_map(value, "'attrs'")) {
         ok = false;

@@ -111,9 +111,10 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   t.where = name_at;
   bool ok = f.checked_snake_name(name, name_at, role + " name");
   if (!f.expect_map(node, what)) return std::nullopt;
-  const auto fields = role == "input" ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout", "min", "max",
-                                                                "exclusive_min", "exclusive_max"})
-                                       : f.entries(node, what, {"dtype", "shape", "doc", "alias"});
+  const auto fields = role == "input"    ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout", "min",
+                                                                   "max", "exclusive_min", "exclusive_max"})
+                      : role == "output" ? f.entries(node, what, {"dtype", "shape", "doc", "alias"})
+                                         : f.entries(node, what, {"dtype", "shape", "doc"});
   // An output that aliases an input takes that input's dtype and shape.
   if (role == "output" && node["alias"]) {
     std::optional<std::string> input = f.snake_name(node["alias"], "the input that " + what + " aliases");
@@ -170,7 +171,7 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       have_shape = true;
       bool first = true;
       for (const YAML::Node& dim : value) {
-        ok = read_dim(f, dim, what, role == "output", first, t) && ok;
+        ok = read_dim(f, dim, what, role != "input", first, t) && ok;
         first = false;
       }
     } else if (key == "doc") {

@@ -49,18 +49,22 @@ bool resolve_symbols(SpecFile& f, Op& op) {
       op.symbols.push_back({d.symbol, static_cast<int>(i), static_cast<int>(axis)});
     }
   }
-  for (const Tensor& t : op.inputs) {
+  // A symbol that only optional inputs name is bound by the first of them
+  // that a call gives (0 when it gives none): only what leaves with them (an
+  // output that updates one in place, a constraint, checked when given) may use it.
+  std::map<std::string, std::string> optional_only;  // symbol -> the optional input that binds it
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const Tensor& t = op.inputs[i];
     if (!t.optional) continue;
     if (t.batch && !input_batch) {
       f.error(t.where, "optional input '" + t.name + "' has batch dimensions ('...') but no required input has any to match");
       ok = false;
     }
-    for (const Dim& d : t.shape) {
-      if (!d.symbol.empty() && !bound.count(d.symbol)) {
-        f.error(d.where, "shape symbol '" + d.symbol + "' of optional input '" + t.name +
-                             "' is not bound by a required input (an absent input cannot give its size)");
-        ok = false;
-      }
+    for (size_t axis = 0; axis < t.shape.size(); ++axis) {
+      const Dim& d = t.shape[axis];
+      if (d.symbol.empty() || bound.count(d.symbol) || optional_only.count(d.symbol)) continue;
+      optional_only[d.symbol] = t.name;
+      op.symbols.push_back({d.symbol, static_cast<int>(i), static_cast<int>(axis)});
     }
   }
   std::map<std::string, std::string> aliased;  // input -> the output that aliases it
@@ -77,11 +81,6 @@ bool resolve_symbols(SpecFile& f, Op& op) {
       ok = false;
       continue;
     }
-    if (input->optional) {
-      f.error(t.where, "output '" + t.name + "' aliases optional input '" + t.alias + "'; an in-place output needs its input in every call");
-      ok = false;
-      continue;
-    }
     if (!aliased.emplace(t.alias, t.name).second) {
       f.error(t.where, "output '" + t.name + "' aliases input '" + t.alias + "', which output '" + aliased[t.alias] + "' already aliases");
       ok = false;
@@ -91,6 +90,12 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     t.type_var = input->type_var;
     t.batch = input->batch;
     t.shape = input->shape;
+    t.optional = input->optional;  // an output left out with its input
+  }
+  if (ok && std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.optional; })) {
+    f.error(op.outputs.front().where, "every output updates an optional input; a call that omits them all would "
+                                      "have no result (make one input required, or add an output)");
+    ok = false;
   }
   for (const Tensor& t : op.outputs) {
     if (t.batch && !input_batch) {
@@ -102,8 +107,11 @@ bool resolve_symbols(SpecFile& f, Op& op) {
       if (d.expr) expr_symbols(*d.expr, used);
       else if (!d.symbol.empty()) used.push_back(d.symbol);
       for (const std::string& s : used) {
-        if (bound.count(s)) continue;
-        f.error(d.where, "shape symbol '" + s + "' of output '" + t.name + "' is not bound by any input's shape");
+        if (bound.count(s) || (!t.alias.empty() && optional_only.count(s))) continue;
+        f.error(d.where, optional_only.count(s)
+                             ? "output '" + t.name + "' uses shape symbol '" + s + "', which only optional input '" +
+                                   optional_only[s] + "' gives (a call may omit it)"
+                             : "shape symbol '" + s + "' of output '" + t.name + "' is not bound by any input's shape");
         ok = false;
       }
     }
@@ -132,13 +140,14 @@ bool check_unique_names(SpecFile& f, const Op& op) {
       const Location& first = it->second.second;
       f.error(where, "the name '" + name + "' of this " + role + " is already used by the " +
                          it->second.first + " at line " + std::to_string(first.line) +
-                         "; inputs, outputs, attributes, shape symbols and type variables share one namespace");
+                         "; inputs, outputs, attributes, workspaces, shape symbols and type variables share one namespace");
       ok = false;
     }
   };
   for (const Tensor& t : op.inputs) claim(t.name, "input", t.where);
   for (const Tensor& t : op.outputs) claim(t.name, "output", t.where);
   for (const Attr& a : op.attrs) claim(a.name, "attribute", a.where);
+  for (const Tensor& w : op.workspaces) claim(w.name, "workspace", w.where);
   for (const SymbolBinding& s : op.symbols) {
     const Dim& d = op.inputs[s.input].shape[s.axis];
     claim(s.symbol, "shape symbol", d.where);
@@ -187,12 +196,17 @@ bool check_unique_names(SpecFile& f, const Op& op) {
 // Each name `what` uses is a shape symbol of a required input or an integer
 // attribute (i32 or i64), so that every call has its value.
 bool check_names(SpecFile& f, const Op& op, const std::vector<std::string>& names, const Location& where,
-                 const std::string& what) {
+                 const std::string& what, bool optional_ok = false) {
   for (const std::string& name : names) {
-    const bool symbol = std::any_of(op.symbols.begin(), op.symbols.end(),
-                                    [&](const SymbolBinding& s) { return s.symbol == name; });
+    const auto symbol = std::find_if(op.symbols.begin(), op.symbols.end(),
+                                     [&](const SymbolBinding& s) { return s.symbol == name; });
     const auto attr = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& a) { return a.name == name; });
-    if (symbol) continue;
+    if (symbol != op.symbols.end() && op.inputs[symbol->input].optional && !optional_ok) {
+      f.error(where, what + " names '" + name + "', which only optional input '" + op.inputs[symbol->input].name +
+                         "' gives (a call may omit it)");
+      return false;
+    }
+    if (symbol != op.symbols.end()) continue;
     if (attr != op.attrs.end() && (attr->type == AttrType::kI32 || attr->type == AttrType::kI64)) continue;
     f.error(where, what + " names '" + name + "', which is " +
                        (attr != op.attrs.end() ? std::string("a ") + info(attr->type).name +
@@ -203,13 +217,40 @@ bool check_names(SpecFile& f, const Op& op, const std::vector<std::string>& name
   return true;
 }
 
+// A workspace's sizes come from what every call has; `...` stands for the
+// batch of the inputs.
+bool resolve_workspaces(SpecFile& f, const Op& op) {
+  bool ok = true;
+  const bool input_batch = std::any_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.batch; });
+  for (const Tensor& w : op.workspaces) {
+    if (w.batch && !input_batch) {
+      f.error(w.where, "workspace '" + w.name + "' has batch dimensions ('...') but no input has any to take them from");
+      ok = false;
+    }
+    for (const Dim& d : w.shape) {
+      std::vector<std::string> names;
+      if (d.expr) expr_symbols(*d.expr, names);
+      else if (!d.symbol.empty()) names.push_back(d.symbol);
+      ok = check_names(f, op, names, d.where, "the shape of workspace '" + w.name + "'") && ok;
+    }
+  }
+  if (!op.workspaces.empty() && op.command_buffer_compatible.value_or(false)) {
+    f.error(op.workspaces.front().where,
+            "an op with a workspace is not command-buffer compatible (its memory comes from XLA's scratch allocator "
+            "at each call, which a captured CUDA graph would replay); remove 'command_buffer_compatible: true'");
+    ok = false;
+  }
+  return ok;
+}
+
 bool resolve_constraints(SpecFile& f, const Op& op) {
   bool ok = true;
   for (const Constraint& c : op.constraints) {
     std::vector<std::string> names;
     expr_symbols(*c.lhs, names);
     if (c.rhs) expr_symbols(*c.rhs, names);
-    ok = check_names(f, op, names, c.where, "constraint '" + c.text + "'") && ok;
+    // Checked only when the optional inputs it names are given.
+    ok = check_names(f, op, names, c.where, "constraint '" + c.text + "'", true) && ok;
   }
   return ok;
 }
@@ -249,6 +290,7 @@ bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   if (!check_unique_names(f, op)) return false;
   if (!resolve_constraints(f, op)) return false;
   if (!resolve_value_ranges(f, op)) return false;
+  if (!resolve_workspaces(f, op)) return false;
   // vmap by expand_dims/broadcast_all, and batch partitioning, add leading
   // dimensions to every operand and result: each must take them in its '...'.
   const bool all_batched =

@@ -221,6 +221,8 @@ py::dict op_facts(const Op& op, const std::string& package) {
   py::list inputs, outputs, attrs, symbols, type_vars, platforms;
   for (const Tensor& t : op.inputs) inputs.append(tensor_facts(t));
   for (const Tensor& t : op.outputs) outputs.append(tensor_facts(t));
+  py::list workspaces;
+  for (const Tensor& t : op.workspaces) workspaces.append(tensor_facts(t));
   for (const Attr& a : op.attrs) attrs.append(attr_facts(a));
   for (const SymbolBinding& s : op.symbols) {
     py::dict d;
@@ -240,6 +242,7 @@ py::dict op_facts(const Op& op, const std::string& package) {
   for (Platform p : op.platforms) platforms.append(platform_name(p));
   out["inputs"] = inputs;
   out["outputs"] = outputs;
+  out["workspaces"] = workspaces;
   out["attrs"] = attrs;
   out["symbols"] = symbols;  // in binding order
   py::list constraints;
@@ -248,7 +251,7 @@ py::dict op_facts(const Op& op, const std::string& package) {
   out["type_vars"] = type_vars;
   out["platforms"] = platforms;
   out["api_versions"] = op.api_versions;
-  out["command_buffer_compatible"] = op.command_buffer_compatible;
+  out["command_buffer_compatible"] = op.cmd_buffer_compatible();
   out["vmap_method"] = op.vmap_method;
   out["batch_partitionable"] = op.batch_partitionable;
   out["opaque"] = opaque_facts(op.opaque_layout(package));

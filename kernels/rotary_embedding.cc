@@ -32,7 +32,7 @@ opgen::Status run_cpu(const Args<T, I>& args) {
     if (!args.positions_in_range(p)) continue;  // left as it is, as the spec says
     const T* cos = args.cos_sin_cache + p * args.R;
     rotate(args.query_out + n * args.query_strides[0], args.QD / args.head_size, cos, cos + args.R / 2, args);
-    rotate(args.key_out + n * args.key_strides[0], args.KD / args.head_size, cos, cos + args.R / 2, args);
+    if (args.key_out) rotate(args.key_out + n * args.key_strides[0], args.KD / args.head_size, cos, cos + args.R / 2, args);
   }
   return opgen::Status::Ok();
 }

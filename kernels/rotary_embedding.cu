@@ -38,7 +38,9 @@ __global__ void rotate_tokens(Args<T, I> args) {
     __syncthreads();
     const int64_t half = args.R / 2;
     rotate_pairs(args.query_out + n * args.query_strides[0], args.QD / args.head_size, angles, angles + half, args);
-    rotate_pairs(args.key_out + n * args.key_strides[0], args.KD / args.head_size, angles, angles + half, args);
+    if (args.key_out) {
+      rotate_pairs(args.key_out + n * args.key_strides[0], args.KD / args.head_size, angles, angles + half, args);
+    }
   }
 }
 

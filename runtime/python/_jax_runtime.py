@@ -72,14 +72,17 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
             raise OpTypeError(f"{op.name}: attribute '{name}' must be a Python value, not a traced array "
                               "(attributes are compile-time constants of the custom call)")
     checked = _spec.check(op, inputs, attrs, hint="jax")
+    # The call's results: the outputs, less those left out with the optional
+    # input they update.
+    kept = [shape is not None for shape in checked.output_shapes]
     results = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
-               for shape, dtype in zip(checked.output_shapes, checked.output_dtypes)]
+               for shape, dtype, k in zip(checked.output_shapes, checked.output_dtypes, kept) if k]
     # An output updated in place gets its input's buffer (XLA copies the input
-    # first where the caller still needs it). Such inputs are required, and
-    # the required inputs lead the operands.
+    # first where the caller still needs it): operand and result indices.
     operands = checked.operands
-    required = [t.name for t in op.required_inputs]
-    aliases = {required.index(o.alias): i for i, o in enumerate(op.outputs) if o.alias}
+    given = [t.name for t, x in zip(op.inputs, inputs) if x is not None]  # the operands' order
+    outputs = [o for o, k in zip(op.outputs, kept) if k]
+    aliases = {given.index(o.alias): i for i, o in enumerate(outputs) if o.alias}
     if api_version == 4:
         ffi_attrs = {a.name: _ffi_attr(a, checked.attrs[a.name]) for a in op.attrs}
         if op.optional_inputs:
@@ -87,16 +90,22 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
         out = jax.ffi.ffi_call(op.ffi_target, results, vmap_method=op.vmap_method,
                                input_output_aliases=aliases or None)(*operands, **ffi_attrs)
     else:
+        # A legacy call has no scratch allocator: its workspaces are results
+        # that XLA plans like any other, dropped here.
+        scratch = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
+                   for shape, dtype in zip(checked.workspace_shapes, checked.workspace_dtypes)]
         out = jax.ffi.ffi_call(
             op.legacy_target(api_version),
-            results,
+            results + scratch,
             # The descriptor fixes the sizes at trace time, so vmap must not
             # add dimensions behind it: legacy calls always map sequentially.
             vmap_method="sequential",
             custom_call_api_version=api_version,
             input_output_aliases=aliases or None,
             legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
-        )(*operands)
+        )(*operands)[:len(results)]
+    out = list(out)
+    out = [out.pop(0) if k else None for k in kept]
     return out[0] if len(out) == 1 else tuple(out)
 
 

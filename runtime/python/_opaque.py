@@ -61,7 +61,7 @@ def fields_of(call: Call) -> dict:
         elif kind == "batch":
             out[name] = _product(call.batch)
         elif kind == "symbol":
-            out[name] = int(call.symbols[name])
+            out[name] = int(call.symbols.get(name, 0))  # 0: bound only by an omitted optional input
         elif kind == "enum":
             out[name] = call.enum_index(name)
         else:  # attr, array

@@ -143,6 +143,7 @@ class Op:
     inputs: tuple
     outputs: tuple
     attrs: tuple = ()
+    workspaces: tuple = ()  # scratch buffers for the body: Tensors sized by symbols and integer attributes
     constraints: tuple = ()
     type_vars: Mapping = field(default_factory=dict)  # name -> the dtypes it ranges over
     api_versions: tuple = (4,)
@@ -207,8 +208,10 @@ class Call:
     symbols: dict  # shape symbol -> size
     batch: tuple  # the leading dimensions ('...')
     attrs: dict  # attribute -> checked value (enum: its name; array: a tuple of ints)
-    output_shapes: tuple
+    output_shapes: tuple  # None for an output left out with the optional input it updates
     output_dtypes: tuple  # framework dtype names
+    workspace_shapes: tuple = ()  # a legacy call passes each workspace as one more result
+    workspace_dtypes: tuple = ()
 
     @property
     def present(self) -> int:
@@ -252,10 +255,17 @@ def check(op: Op, inputs: Sequence, attrs: Mapping | None, *, hint: str = "jax",
     dtypes = _bind_dtypes(op, described, hint)
     symbols, batch = _bind_shapes(op, described, require)
     checked = {} if attrs is None else check_attrs(op, attrs)
-    shapes = tuple(_output_shape(op, t, symbols, batch, require) for t in op.outputs)
+    # An output that updates an optional input the call omits is left out (None).
+    given = {t.name for t, x in zip(op.inputs, inputs) if x is not None}
+    kept = [not t.alias or t.alias in given for t in op.outputs]
+    shapes = tuple(_output_shape(op, t, symbols, batch, require) if k else None for t, k in zip(op.outputs, kept))
     _check_constraints(op, symbols, checked, require)
-    out_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.outputs)
-    return Call(op, tuple(inputs), dtypes, symbols, batch, checked, shapes, out_dtypes)
+    out_dtypes = tuple(_result_dtype(op, t, dtypes) if k else None for t, k in zip(op.outputs, kept))
+    sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v)}}
+    workspace_shapes = tuple(_output_shape(op, t, sizes, batch, require, "workspace") for t in op.workspaces)
+    workspace_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.workspaces)
+    return Call(op, tuple(inputs), dtypes, symbols, batch, checked, shapes, out_dtypes, workspace_shapes,
+                workspace_dtypes)
 
 
 def _result_dtype(op: Op, t: Tensor, dtypes: Mapping) -> str:
@@ -411,7 +421,7 @@ def _is_static(v) -> bool:
     return isinstance(v, int)
 
 
-def _output_shape(op: Op, t: Tensor, symbols: Mapping, batch: tuple, require: Callable) -> tuple:
+def _output_shape(op: Op, t: Tensor, symbols: Mapping, batch: tuple, require: Callable, role: str = "output") -> tuple:
     if t.alias:
         source = next(i for i in op.inputs if i.name == t.alias)
         return _output_shape(op, Tensor(t.name, source.dtype, source.shape, source.batch), symbols, batch, require)
@@ -421,12 +431,12 @@ def _output_shape(op: Op, t: Tensor, symbols: Mapping, batch: tuple, require: Ca
             try:
                 v = _evaluate(d.tree, symbols, require)
             except _Inexact as e:
-                raise OpValueError(f"{op.name}: output '{t.name}' is declared {t.declared}, but {e.numerator} is "
+                raise OpValueError(f"{op.name}: {role} '{t.name}' is declared {t.declared}, but {e.numerator} is "
                                    f"not divisible by {e.denominator}") from None
             except _Overflow:
-                raise OpValueError(f"{op.name}: output '{t.name}' has a dimension {d.text} that overflows "
+                raise OpValueError(f"{op.name}: {role} '{t.name}' has a dimension {d.text} that overflows "
                                    "int64") from None
-            require(v >= 0, lambda: f"{op.name}: output '{t.name}' has a dimension {d.text} = {v} < 0")
+            require(v >= 0, lambda: f"{op.name}: {role} '{t.name}' has a dimension {d.text} = {v} < 0")
             dims.append(v)
         elif isinstance(d, int):
             dims.append(d)
@@ -436,9 +446,9 @@ def _output_shape(op: Op, t: Tensor, symbols: Mapping, batch: tuple, require: Ca
     count = math.prod(shape)
     if all(_is_static(v) for v in shape):
         if count > INT64_MAX:
-            raise OpValueError(f"{op.name}: output '{t.name}' would have more than 2^63 - 1 elements")
+            raise OpValueError(f"{op.name}: {role} '{t.name}' would have more than 2^63 - 1 elements")
     else:
-        require(count <= INT64_MAX, lambda: f"{op.name}: output '{t.name}' would have more than 2^63 - 1 elements")
+        require(count <= INT64_MAX, lambda: f"{op.name}: {role} '{t.name}' would have more than 2^63 - 1 elements")
     return shape
 
 

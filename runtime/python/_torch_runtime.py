@@ -142,8 +142,8 @@ def register(op: Op, capsules: Mapping) -> None:
         # A lowered op's attributes were checked where they were lowered.
         checked = check(op, inputs, None if op.torch_lowered else attrs)
         first = next(x for x in inputs if x is not None)
-        return _fresh(op, [first.new_empty(shape, dtype=_DTYPES[d])
-                           for shape, d in zip(checked.output_shapes, checked.output_dtypes)])
+        return _fresh(op, [None if o.alias else first.new_empty(shape, dtype=_DTYPES[d])
+                           for o, shape, d in zip(op.outputs, checked.output_shapes, checked.output_dtypes)])
 
     def xla(*args, **kwargs):
         inputs, attrs = _split(op, args, kwargs)
@@ -186,7 +186,7 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         checked = check(op, inputs, attrs)
         outs = xla_custom_call(checked, capsules)
         for o, value in zip(op.outputs, outs):
-            if o.alias:
+            if o.alias and value is not None:
                 # The custom call returns the updated tensor; the op's contract is in place.
                 inputs[[t.name for t in op.inputs].index(o.alias)].copy_(value)
         fresh = [value for o, value in zip(op.outputs, outs) if not o.alias]
@@ -283,8 +283,13 @@ def xla_custom_call(checked: _spec.Call, capsules) -> list:
             f"{op.name} cannot execute on XLA tensors here: {reason}. To build the graph anyway (to "
             f"inspect or export its HLO), call it inside opgen's xla_graph_only() context."
         )
-    return torch_xla._XLAC._xla_custom_call(
-        checked.operands, target, [list(s) for s in checked.output_shapes],
-        [_DTYPES[d] for d in checked.output_dtypes], False, _opaque.encode(op, **_opaque.fields_of(checked)),
-        api_version, {},
-    )
+    # The results: the outputs (less those left out with the optional input
+    # they update), then the workspaces, dropped here.
+    shapes = [s for s in checked.output_shapes if s is not None]
+    dtypes = [d for d in checked.output_dtypes if d is not None]
+    outs = list(torch_xla._XLAC._xla_custom_call(
+        checked.operands, target, [list(s) for s in shapes + list(checked.workspace_shapes)],
+        [_DTYPES[d] for d in dtypes + list(checked.workspace_dtypes)], False,
+        _opaque.encode(op, **_opaque.fields_of(checked)), api_version, {},
+    )[:len(shapes)])
+    return [outs.pop(0) if s is not None else None for s in checked.output_shapes]

@@ -373,6 +373,17 @@ void Binder::enum_index(size_t i, const char* name, std::initializer_list<const 
 
 // --- outputs and scratch ------------------------------------------------------
 
+size_t result_count(const int* aliases, size_t outputs, size_t required_inputs, uint64_t present) {
+  size_t n = outputs;
+  for (size_t i = 0; i < outputs; ++i) {
+    const int a = aliases[i];
+    if (a >= static_cast<int>(required_inputs) && !(present & (uint64_t{1} << (a - static_cast<int>(required_inputs))))) {
+      --n;
+    }
+  }
+  return n;
+}
+
 const TensorRef* Binder::given(size_t i, const char* name, unsigned flags) {
   if (!ok()) return nullptr;
   const TensorRef* t = source_.input(i);
@@ -398,7 +409,7 @@ void* Binder::output_buffer(size_t i, const char* name, const char* declared, DT
   }
   for (int64_t d : dims) shape[rank++] = d;
   void* data = nullptr;
-  fail(source_.output(i, name, declared, dtype, shape, rank, alias, &data));
+  fail(source_.output(i - omitted_, name, declared, dtype, shape, rank, alias, &data));
   if (!ok()) return nullptr;
   const int64_t count = element_count(shape, rank);
   data_[i] = data;

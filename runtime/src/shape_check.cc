@@ -132,7 +132,7 @@ size_t present_count(int64_t present) {
 
 std::string dim_error(const char* op, const char* tensor, const char* declared, const char* expression,
                       const CheckedDim& d) {
-  const std::string who = std::string(op) + ": output '" + tensor + "'";
+  const std::string who = std::string(op) + ": " + tensor;
   switch (d.failure()) {
     case CheckedDim::Failure::kInexact:
       return who + " is declared " + declared + ", but " + std::to_string(d.numerator()) +
@@ -158,7 +158,7 @@ std::string constraint_failed(const char* op, const char* constraint,
 }
 
 std::string too_many_elements(const char* op, const char* tensor) {
-  return std::string(op) + ": output '" + tensor + "' would have more than 2^63 - 1 elements";
+  return std::string(op) + ": " + tensor + " would have more than 2^63 - 1 elements";
 }
 
 }  // namespace opgen

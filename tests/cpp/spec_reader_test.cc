@@ -272,7 +272,7 @@ TEST_F(SimpleAddSpec, PlatformsAndApiVersions) {
   for (int v = 1; v <= 4; ++v) EXPECT_TRUE(op_->has_api_version(v)) << v;
   EXPECT_FALSE(op_->has_api_version(5));
   EXPECT_TRUE(op_->has_legacy_api());
-  EXPECT_TRUE(op_->command_buffer_compatible);
+  EXPECT_TRUE(op_->cmd_buffer_compatible());
 }
 
 TEST_F(SimpleAddSpec, SymbolNIsBoundToInput0Axis0) {
@@ -348,7 +348,7 @@ outputs:
   EXPECT_EQ(op->platforms, (std::vector<opgen::gen::Platform>{opgen::gen::Platform::kCuda, opgen::gen::Platform::kCpu}));
   EXPECT_EQ(op->api_versions, std::vector<int>{4});
   EXPECT_FALSE(op->has_legacy_api());
-  EXPECT_TRUE(op->command_buffer_compatible);
+  EXPECT_TRUE(op->cmd_buffer_compatible());
   EXPECT_TRUE(op->attrs.empty());
   EXPECT_TRUE(op->doc.empty());
   ASSERT_EQ(op->inputs.size(), 1u);
@@ -400,7 +400,7 @@ xla:
   EXPECT_EQ(op->platforms, std::vector<opgen::gen::Platform>{opgen::gen::Platform::kCpu});
   EXPECT_EQ(op->api_versions, std::vector<int>{2});
   EXPECT_TRUE(op->has_legacy_api());
-  EXPECT_FALSE(op->command_buffer_compatible);
+  EXPECT_FALSE(op->cmd_buffer_compatible());
 }
 
 TEST(SpecReader, ReportsEveryMistakeInOneFile) {

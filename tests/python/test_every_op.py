@@ -61,6 +61,12 @@ def outputs(result):
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
+def problems(op, dtypes, rng):
+    """A call with every optional input given and, where the op has any, one without them."""
+    return [op_problems.draw(op, dtypes, rng, with_optional=given) for given in ([True, False] if op.optional_inputs
+                                                                                  else [True])]
+
+
 def torch_call(p, inputs, device="cpu"):
     """The op through its documented torch wrapper, on copies of `inputs`."""
     tensors = [to_torch(x, device) for x in inputs]
@@ -88,14 +94,17 @@ def assert_same(got, want, dtype_name, where):
 
 @pytest.mark.parametrize("op, dtypes", CPU_CASES)
 def test_torch_fake_shapes_are_the_real_ones(rng, op, dtypes):
-    p = op_problems.draw(op, dtypes, rng)
-    real = torch_call(p, p.inputs)
-    fake = torch_call(p, p.inputs, device="meta")
-    assert len(real) == len(fake) == len(op.outputs)
-    for r, f, t, shape, dtype in zip(real, fake, op.outputs, p.call.output_shapes, p.call.output_dtypes):
-        assert f.device.type == "meta"
-        assert tuple(f.shape) == tuple(r.shape) == tuple(shape), t.name
-        assert f.dtype == r.dtype == getattr(torch, dtype), t.name
+    for p in problems(op, dtypes, rng):
+        real = torch_call(p, p.inputs)
+        fake = torch_call(p, p.inputs, device="meta")
+        assert len(real) == len(fake) == len(op.outputs)
+        for r, f, t, shape, dtype in zip(real, fake, op.outputs, p.call.output_shapes, p.call.output_dtypes):
+            if shape is None:  # left out with the optional input it updates
+                assert r is None and f is None, t.name
+                continue
+            assert f.device.type == "meta"
+            assert tuple(f.shape) == tuple(r.shape) == tuple(shape), t.name
+            assert f.dtype == r.dtype == getattr(torch, dtype), t.name
 
 
 @pytest.mark.parametrize("op, dtypes", CPU_CASES)
@@ -141,14 +150,21 @@ def cpu_api_versions(op):
 
 @pytest.mark.parametrize("op, dtypes", CPU_CASES)
 def test_jax_eager_jit_and_vmap_agree(rng, op, dtypes):
-    p = op_problems.draw(op, dtypes, rng)
+    for p in problems(op, dtypes, rng):
+        check_eager_jit_and_vmap(p, rng)
+
+
+def check_eager_jit_and_vmap(p, rng):
+    op = p.op
     for v in cpu_api_versions(op):
         jitted = jax_call(p, p.inputs, v)
         eager = jax_call(p, p.inputs, v, jit=False)
-        for a, b, t in zip(jitted, eager, op.outputs):
+        for a, b, t, shape in zip(jitted, eager, op.outputs, p.call.output_shapes):
+            if shape is None:
+                assert a is None and b is None, t.name
+                continue
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"api_version {v}, output '{t.name}'")
-        for t, out, shape in zip(op.outputs, jitted, p.call.output_shapes):
-            assert out.shape == tuple(shape), t.name
+            assert a.shape == tuple(shape), t.name
     # vmap over two calls of the same sizes (the first api_version).
     q = op_problems.redraw(p, rng)
     stacked = [None if x is None else np.stack([x, y]) for x, y in zip(p.inputs, q.inputs)]
@@ -158,6 +174,9 @@ def test_jax_eager_jit_and_vmap_agree(rng, op, dtypes):
     for k, single in enumerate((p, q)):
         one = jax_call(single, single.inputs, cpu_api_versions(op)[0])
         for m, o, t in zip(mapped, one, op.outputs):
+            if o is None:
+                assert m is None, t.name
+                continue
             np.testing.assert_array_equal(np.asarray(m)[k], np.asarray(o), err_msg=f"vmap item {k}, output '{t.name}'")
 
 
@@ -203,7 +222,12 @@ def test_a_wrong_dtype_rank_or_size_is_refused(rng, op, dtypes):
 @pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
 @pytest.mark.parametrize("op, dtypes", GPU_CASES)
 def test_jax_cuda_body_matches_the_cpu_body(rng, op, dtypes):
-    p = op_problems.draw(op, dtypes, rng)
+    for p in problems(op, dtypes, rng):
+        check_jax_cuda_body(p)
+
+
+def check_jax_cuda_body(p):
+    op = p.op
     for v in op.api_versions:
         on_gpu = jax_call(p, p.inputs, v, device=gpu_devices()[0])
         if v not in (4, 3):
@@ -211,15 +235,18 @@ def test_jax_cuda_body_matches_the_cpu_body(rng, op, dtypes):
         else:
             on_cpu = jax_call(p, p.inputs, v)
         for g, c, t, dtype in zip(on_gpu, on_cpu, op.outputs, p.call.output_dtypes):
-            assert_same(g, c, dtype, f"api_version {v}, output '{t.name}'")
+            if dtype is not None:
+                assert_same(g, c, dtype, f"api_version {v}, output '{t.name}'")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
 @pytest.mark.parametrize("op, dtypes", GPU_CASES)
 def test_torch_cuda_body_matches_the_cpu_body(rng, op, dtypes):
-    p = op_problems.draw(op, dtypes, rng)
-    on_gpu = torch_call(p, p.inputs, device="cuda")
-    on_cpu = torch_call(p, p.inputs)
-    for g, c, t, dtype in zip(on_gpu, on_cpu, op.outputs, p.call.output_dtypes):
-        assert g.device.type == "cuda", t.name
-        assert_same(g, c, dtype, f"output '{t.name}'")
+    for p in problems(op, dtypes, rng):
+        on_gpu = torch_call(p, p.inputs, device="cuda")
+        on_cpu = torch_call(p, p.inputs)
+        for g, c, t, dtype in zip(on_gpu, on_cpu, op.outputs, p.call.output_dtypes):
+            if dtype is None:
+                continue
+            assert g.device.type == "cuda", t.name
+            assert_same(g, c, dtype, f"output '{t.name}'")

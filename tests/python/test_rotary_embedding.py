@@ -35,7 +35,7 @@ def problem(rng, dtype, n=5, heads=4, kv_heads=2, head_size=64, rot=32, position
 def test_jax_matches_the_reference(rng, dtype, is_neox, api_version):
     pos, query, key, cache = problem(rng, dtype)
     f = jax.jit(lambda *a: jops.rotary_embedding(*a, head_size=64, is_neox=is_neox, api_version=api_version))
-    q, k = f(*(jax.device_put(x, CPU) for x in (pos, query, key, cache)))
+    q, k = f(*(jax.device_put(x, CPU) for x in (pos, query, cache, key)))
     want_q, want_k = ref.rotary_embedding(pos, query, key, cache, 64, is_neox)
     assert ref.relative_error(q, want_q) < ref.TOLERANCE[dtype]
     assert ref.relative_error(k, want_k) < ref.TOLERANCE[dtype]
@@ -56,7 +56,7 @@ def check_views_update_qkv(rng, dtype, device, is_neox):
     before = qkv.clone()
     query, key = qkv[:, :q_size], qkv[:, q_size:q_size + k_size]
     assert not query.is_contiguous()
-    q, k = tops.rotary_embedding(pos, query, key, cache, head_size=64, is_neox=is_neox)
+    q, k = tops.rotary_embedding(pos, query, cache, key, head_size=64, is_neox=is_neox)
     assert q.data_ptr() == query.data_ptr() and k.data_ptr() == key.data_ptr()  # the views themselves
     want_q, want_k = ref.rotary_embedding(pos.cpu().numpy(), before[:, :q_size].float().cpu().numpy(),
                                           before[:, q_size:q_size + k_size].float().cpu().numpy(),
@@ -87,8 +87,8 @@ def test_torch_updates_the_qkv_tensor_through_its_views_on_cuda(rng, dtype, is_n
 def test_jax_cuda_body_matches_the_cpu_body(rng, dtype, is_neox):
     pos, query, key, cache = problem(rng, dtype, n=300, heads=32, kv_heads=8, head_size=128, rot=128, positions=4096)
     f = jax.jit(lambda *a: jops.rotary_embedding(*a, head_size=128, is_neox=is_neox))
-    on_gpu = f(*(jax.device_put(x, gpu_devices()[0]) for x in (pos, query, key, cache)))
-    on_cpu = f(*(jax.device_put(x, CPU) for x in (pos, query, key, cache)))
+    on_gpu = f(*(jax.device_put(x, gpu_devices()[0]) for x in (pos, query, cache, key)))
+    on_cpu = f(*(jax.device_put(x, CPU) for x in (pos, query, cache, key)))
     for g, c in zip(on_gpu, on_cpu):
         assert ref.relative_error(g, np.asarray(c, np.float64)) < ref.TOLERANCE[dtype]
 
@@ -97,14 +97,14 @@ def test_a_view_that_reaches_into_the_other_is_refused(rng):
     qkv, q_size, k_size, pos, cache = qkv_views(rng, "float32", "cpu")
     with pytest.raises(RuntimeError, match=r"rotary_embedding: input 'key' shares memory with input 'query', which "
                                            r"the op updates in place"):
-        tops.rotary_embedding(pos, qkv[:, :q_size + 1], qkv[:, q_size:q_size + k_size], cache, head_size=64)
+        tops.rotary_embedding(pos, qkv[:, :q_size + 1], cache, qkv[:, q_size:q_size + k_size], head_size=64)
 
 
 def test_a_view_with_a_strided_last_dimension_is_refused(rng):
     qkv, q_size, k_size, pos, cache = qkv_views(rng, "float32", "cpu")
     with pytest.raises(RuntimeError, match=r"input 'query' has stride 2 in its last dimension; its spec layout "
                                            r"`rows` needs that dimension contiguous"):
-        tops.rotary_embedding(pos, qkv[:, :2 * q_size:2], qkv[:, q_size * 2:q_size * 2 + k_size], cache, head_size=64)
+        tops.rotary_embedding(pos, qkv[:, :2 * q_size:2], cache, qkv[:, q_size * 2:q_size * 2 + k_size], head_size=64)
 
 
 CONSTRAINTS = [
@@ -117,8 +117,8 @@ CONSTRAINTS = [
 def test_constraints_are_checked_by_every_entry_point(rng, attrs, message):
     pos, query, key, cache = problem(rng, "float32")
     with pytest.raises(ValueError, match=message):
-        jops.rotary_embedding(pos, query, key, cache, **attrs)
-    t = [torch.from_numpy(x) for x in (pos, query, key, cache)]
+        jops.rotary_embedding(pos, query, cache, key, **attrs)
+    t = [torch.from_numpy(x) for x in (pos, query, cache, key)]
     with pytest.raises(RuntimeError, match=message):  # the C++ kernel
         tops.rotary_embedding(*t, **attrs)
     with pytest.raises(Exception, match=message):  # the fake kernel (torch.compile, meta tensors)
@@ -126,12 +126,37 @@ def test_constraints_are_checked_by_every_entry_point(rng, attrs, message):
     # A raw typed-FFI call, past the wrapper's checks.
     call = jax.ffi.ffi_call("opgen_ops_rotary_embedding_ffi",
                             (jax.ShapeDtypeStruct(query.shape, jnp.float32), jax.ShapeDtypeStruct(key.shape, jnp.float32)),
-                            input_output_aliases={1: 0, 2: 1})
+                            input_output_aliases={1: 0, 3: 1})
     with pytest.raises(Exception, match=message):
-        jax.block_until_ready(call(pos, query, key, cache, head_size=np.int64(attrs["head_size"]), is_neox=True))
+        jax.block_until_ready(call(pos, query, cache, key, head_size=np.int64(attrs["head_size"]), is_neox=True,
+                                   present_=np.int64(1)))
 
 
 def test_an_odd_rotary_dimension_is_refused(rng):
     pos, query, key, cache = problem(rng, "float32")
     with pytest.raises(ValueError, match=r"the spec requires R % 2 == 0, but R = 31"):
-        jops.rotary_embedding(pos, query, key, cache[:, :31], head_size=64)
+        jops.rotary_embedding(pos, query, cache[:, :31], key, head_size=64)
+
+
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_without_a_key_rotates_the_query_alone(rng, api_version):
+    pos, query, key, cache = problem(rng, "float32")
+    q, k = jax.jit(lambda *a: jops.rotary_embedding(*a, head_size=64, api_version=api_version))(pos, query, cache)
+    assert k is None
+    want_q, _ = ref.rotary_embedding(pos, query, key, cache, 64)
+    assert ref.relative_error(q, want_q) < ref.TOLERANCE["float32"]
+
+
+def test_torch_without_a_key_rotates_the_query_alone(rng):
+    qkv, q_size, k_size, pos, cache = qkv_views(rng, "float32", "cpu")
+    before = qkv.clone()
+    q, k = tops.rotary_embedding(pos, qkv[:, :q_size], cache, head_size=64)
+    assert k is None
+    want_q, _ = ref.rotary_embedding(pos.numpy(), before[:, :q_size].numpy(), before[:, q_size:q_size + k_size].numpy(),
+                                     cache.numpy(), 64)
+    assert ref.relative_error(qkv[:, :q_size].numpy(), want_q) < ref.TOLERANCE["float32"]
+    torch.testing.assert_close(qkv[:, q_size:], before[:, q_size:], rtol=0, atol=0)  # the key is untouched
+    # The C++ kernel takes None for the key (torch.ops directly), and so does the fake kernel.
+    torch.ops.opgen_ops.rotary_embedding(pos, qkv[:, :q_size], cache, None, head_size=64)
+    torch.ops.opgen_ops.rotary_embedding(pos.to("meta"), qkv[:, :q_size].to("meta"), cache.to("meta"), None,
+                                         head_size=64)

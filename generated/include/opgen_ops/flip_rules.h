@@ -42,7 +42,7 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.batch, args.M, args.N};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("flip", "out");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("flip", "output 'out'");
   }
   (void)args;
   return {};
@@ -54,6 +54,8 @@ struct Rules {
   static constexpr const char* kName = "flip";
   static constexpr size_t kInputs = 1, kRequiredInputs = 1, kOutputs = 1, kWorkspaces = 0;
   static constexpr const char* kInputNames[] = {"x"};
+  // The input each output updates in place, or -1.
+  static constexpr int kOutputAliases[] = {-1};
   using Instantiations = opgen_ops::flip::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

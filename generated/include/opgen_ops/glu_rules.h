@@ -33,10 +33,10 @@ std::string attrs(const A& args) {
 // fits int64 and is not negative, and each output's element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
-  if (std::string e_ = opgen::dim_error("glu", "out", "[..., D/2]", "D/2", (opgen::CheckedDim(args.D) / 2)); !e_.empty()) return e_;
+  if (std::string e_ = opgen::dim_error("glu", "output 'out'", "[..., D/2]", "D/2", (opgen::CheckedDim(args.D) / 2)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.batch, (args.D / 2)};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("glu", "out");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("glu", "output 'out'");
   }
   (void)args;
   return {};
@@ -48,6 +48,8 @@ struct Rules {
   static constexpr const char* kName = "glu";
   static constexpr size_t kInputs = 1, kRequiredInputs = 1, kOutputs = 1, kWorkspaces = 0;
   static constexpr const char* kInputNames[] = {"x"};
+  // The input each output updates in place, or -1.
+  static constexpr int kOutputAliases[] = {-1};
   using Instantiations = opgen_ops::glu::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

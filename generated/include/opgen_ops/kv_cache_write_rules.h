@@ -32,7 +32,7 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.B, args.S, args.H};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("kv_cache_write", "cache_out");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("kv_cache_write", "output 'cache_out'");
   }
   (void)args;
   return {};
@@ -44,6 +44,8 @@ struct Rules {
   static constexpr const char* kName = "kv_cache_write";
   static constexpr size_t kInputs = 3, kRequiredInputs = 3, kOutputs = 1, kWorkspaces = 0;
   static constexpr const char* kInputNames[] = {"cache", "values", "pos"};
+  // The input each output updates in place, or -1.
+  static constexpr int kOutputAliases[] = {0};
   using Instantiations = opgen_ops::kv_cache_write::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

@@ -35,7 +35,7 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.batch, args.D};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rms_norm", "out");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rms_norm", "output 'out'");
   }
   (void)args;
   return {};
@@ -47,6 +47,8 @@ struct Rules {
   static constexpr const char* kName = "rms_norm";
   static constexpr size_t kInputs = 3, kRequiredInputs = 1, kOutputs = 2, kWorkspaces = 0;
   static constexpr const char* kInputNames[] = {"x", "weight", "bias"};
+  // The input each output updates in place, or -1.
+  static constexpr int kOutputAliases[] = {-1, -1};
   using Instantiations = opgen_ops::rms_norm::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

@@ -33,12 +33,12 @@ struct Args {
   // unless the spec gives a layout (then see the strides below).
   const I* positions;  // [N]
   const T* query;  // [N, QD]; layout rows; the same buffer as output 'query_out'
-  const T* key;  // [N, KD]; layout rows; the same buffer as output 'key_out'
   const T* cos_sin_cache;  // [P, R]
+  const T* key;  // [N, KD]; layout rows; nullptr when not given; the same buffer as output 'key_out'
   // Outputs: each one that aliases no input is dense and row-major, and the
   // body writes every element of it; one that aliases an input has its layout.
   T* query_out;  // [N, QD]; aliases input 'query': holds its contents on entry, update it in place
-  T* key_out;  // [N, KD]; aliases input 'key': holds its contents on entry, update it in place
+  T* key_out;  // [N, KD]; aliases input 'key': holds its contents on entry, update it in place; nullptr when not given
   // The strides, in elements, of the inputs with a layout: one per dimension
   // of the declared shape, the batch's first where it has '...'. A `rows` input's last stride is 1.
   int64_t query_strides[2];  // and output 'query_out'
@@ -46,9 +46,9 @@ struct Args {
   // Shape symbols, bound from the inputs and checked to agree.
   int64_t N;
   int64_t QD;
-  int64_t KD;
   int64_t P;
   int64_t R;
+  int64_t KD;
   // Attributes.
   int64_t head_size;  // >= 1
   bool is_neox;

@@ -29,13 +29,14 @@ std::string attrs(const A& args) {
   return {};
 }
 
-// The spec's constraints between sizes and integer attributes.
+// The spec's constraints between sizes and integer attributes (one that
+// names a size only an optional input gives: when the call gives it).
 template <typename A>
-std::string constraints(const A& args) {
+std::string constraints(const A& args, opgen::Binder& b) {
   if (!opgen::holds((opgen::CheckedDim(args.QD) % opgen::CheckedDim(args.head_size)), opgen::Compare::kEq, 0)) {
     return opgen::constraint_failed("rotary_embedding", "QD % head_size == 0", {{"QD", static_cast<int64_t>(args.QD)}, {"head_size", static_cast<int64_t>(args.head_size)}});
   }
-  if (!opgen::holds((opgen::CheckedDim(args.KD) % opgen::CheckedDim(args.head_size)), opgen::Compare::kEq, 0)) {
+  if (b.has_input(3) && !opgen::holds((opgen::CheckedDim(args.KD) % opgen::CheckedDim(args.head_size)), opgen::Compare::kEq, 0)) {
     return opgen::constraint_failed("rotary_embedding", "KD % head_size == 0", {{"KD", static_cast<int64_t>(args.KD)}, {"head_size", static_cast<int64_t>(args.head_size)}});
   }
   if (!opgen::holds(opgen::CheckedDim(args.R), opgen::Compare::kLe, opgen::CheckedDim(args.head_size))) {
@@ -44,6 +45,7 @@ std::string constraints(const A& args) {
   if (!opgen::holds((opgen::CheckedDim(args.R) % 2), opgen::Compare::kEq, 0)) {
     return opgen::constraint_failed("rotary_embedding", "R % 2 == 0", {{"R", static_cast<int64_t>(args.R)}});
   }
+  (void)b;
   return {};
 }
 
@@ -53,11 +55,11 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.N, args.QD};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding", "query_out");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding", "output 'query_out'");
   }
   {
     const int64_t dims_[] = {args.N, args.KD};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding", "key_out");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding", "output 'key_out'");
   }
   (void)args;
   return {};
@@ -67,24 +69,27 @@ std::string output_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "rotary_embedding";
-  static constexpr size_t kInputs = 4, kRequiredInputs = 4, kOutputs = 2, kWorkspaces = 0;
-  static constexpr const char* kInputNames[] = {"positions", "query", "key", "cos_sin_cache"};
+  static constexpr size_t kInputs = 4, kRequiredInputs = 3, kOutputs = 2, kWorkspaces = 0;
+  static constexpr const char* kInputNames[] = {"positions", "query", "cos_sin_cache", "key"};
+  // The input each output updates in place, or -1.
+  static constexpr int kOutputAliases[] = {1, 3};
   using Instantiations = opgen_ops::rotary_embedding::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.
-  static constexpr size_t kDescriptorFields = 9;
+  static constexpr size_t kDescriptorFields = 10;
   static constexpr opgen::opaque::Field kDescriptor[] = {
       {opgen::opaque::Field::kDtype, "dtype_T"},
       {opgen::opaque::Field::kDtype, "dtype_I"},
+      {opgen::opaque::Field::kPresent, "present_"},
       {opgen::opaque::Field::kSymbol, "N"},
       {opgen::opaque::Field::kSymbol, "QD"},
-      {opgen::opaque::Field::kSymbol, "KD"},
       {opgen::opaque::Field::kSymbol, "P"},
       {opgen::opaque::Field::kSymbol, "R"},
+      {opgen::opaque::Field::kSymbol, "KD"},
       {opgen::opaque::Field::kAttr, "head_size", opgen::AttrKind::kI64},
       {opgen::opaque::Field::kAttr, "is_neox", opgen::AttrKind::kBool},
   };
-  static constexpr uint64_t kFingerprint = 0x5118fd1d84a941efull;
+  static constexpr uint64_t kFingerprint = 0x663c2725a1d443e4ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
@@ -93,8 +98,8 @@ struct Rules {
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 1, "query", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
     int I_i_ = -1;
     [[maybe_unused]] const opgen::DType I_ = b.type_var(1, "I", 0, "positions", {opgen::DType::kI32, opgen::DType::kI64}, &I_i_);
-    b.same_dtype(2, "key", "T", "query", T_);
-    b.same_dtype(3, "cos_sin_cache", "T", "query", T_);
+    b.same_dtype(2, "cos_sin_cache", "T", "query", T_);
+    b.same_dtype(3, "key", "T", "query", T_);
     return b.ok() ? T_i_ * 2 + I_i_ : -1;
   }
 
@@ -109,21 +114,21 @@ struct Rules {
         .dim(0, 0, "N", args.N)
         .bind(1, 1, "QD", &args.QD)
         .layout(opgen::Layout::kRows, args.query_strides);
-    b.input(2, "key", "[N, KD]", 2, false, &args.key, opgen::Binder::kUpdated)
-        .dim(0, 0, "N", args.N)
-        .bind(1, 2, "KD", &args.KD)
-        .layout(opgen::Layout::kRows, args.key_strides);
-    b.input(3, "cos_sin_cache", "[P, R]", 2, false, &args.cos_sin_cache)
-        .bind(0, 3, "P", &args.P)
-        .bind(1, 4, "R", &args.R)
+    b.input(2, "cos_sin_cache", "[P, R]", 2, false, &args.cos_sin_cache)
+        .bind(0, 2, "P", &args.P)
+        .bind(1, 3, "R", &args.R)
         .layout(opgen::Layout::kContiguous);
+    b.input(3, "key", "[N, KD]", 2, false, &args.key, opgen::Binder::kOptional | opgen::Binder::kUpdated)
+        .dim(0, 0, "N", args.N)
+        .bind(1, 4, "KD", &args.KD)
+        .layout(opgen::Layout::kRows, args.key_strides);
     b.check(checks::output_dims(args));
     b.output_aliasing(0, "query_out", "[N, QD]", false, {args.N, args.QD}, &args.query_out, 1, &args.query);
-    b.output_aliasing(1, "key_out", "[N, KD]", false, {args.N, args.KD}, &args.key_out, 2, &args.key);
+    b.output_aliasing(1, "key_out", "[N, KD]", false, {args.N, args.KD}, &args.key_out, 3, &args.key);
     b.attr(0, "head_size", &args.head_size);
     b.attr(1, "is_neox", &args.is_neox);
     b.check(checks::attrs(args));
-    b.check(checks::constraints(args));
+    b.check(checks::constraints(args, b));
   }
 };
 

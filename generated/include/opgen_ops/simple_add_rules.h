@@ -40,6 +40,8 @@ struct Rules {
   static constexpr const char* kName = "simple_add";
   static constexpr size_t kInputs = 2, kRequiredInputs = 2, kOutputs = 1, kWorkspaces = 0;
   static constexpr const char* kInputNames[] = {"a", "b"};
+  // The input each output updates in place, or -1.
+  static constexpr int kOutputAliases[] = {-1};
   using Instantiations = opgen_ops::simple_add::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

@@ -49,8 +49,8 @@ def rms_norm(
 def rotary_embedding(
     positions: _jax.typing.ArrayLike,
     query: _jax.typing.ArrayLike,
-    key: _jax.typing.ArrayLike,
     cos_sin_cache: _jax.typing.ArrayLike,
+    key: _jax.typing.ArrayLike | None = None,
     *,
     head_size: int,
     is_neox: bool = True,

@@ -48,8 +48,8 @@ def rms_norm(
 def rotary_embedding(
     positions: _torch.Tensor,
     query: _torch.Tensor,
-    key: _torch.Tensor,
     cos_sin_cache: _torch.Tensor,
+    key: _torch.Tensor | None = None,
     *,
     head_size: int,
     is_neox: bool = True,

@@ -27,6 +27,7 @@ def op_data(op, package, dtypes, attr_types):
     by_name = {d['name']: d for d in dtypes}
     inputs = [_tensor(op, t, i, True, by_name) for i, t in enumerate(op['inputs'])]
     outputs = [_tensor(op, t, i, False, by_name) for i, t in enumerate(op['outputs'])]
+    workspaces = [_tensor(op, t, i, False, by_name) for i, t in enumerate(op['workspaces'])]
     for t in outputs:
         if t['alias']:
             t['alias_index'] = next(i for i, x in enumerate(op['inputs']) if x['name'] == t['alias'])
@@ -56,8 +57,13 @@ def op_data(op, package, dtypes, attr_types):
         'outputs': outputs,
         'fresh_outputs': [t for t in outputs if not t['alias']],  # allocated by the binding
         'aliased_outputs': [t for t in outputs if t['alias']],  # an input's buffer, updated in place
+        'workspaces': workspaces,
         'attrs': attrs,
-        'constraints': op['constraints'],
+        # Each constraint with the optional inputs it needs (those that bind a
+        # symbol it names, which no required input gives): checked when given.
+        'constraints': [dict(c, needs_inputs=sorted({s['input'] for s in op['symbols'] if s['name'] in c['names']
+                                                     and op['inputs'][s['input']]['optional']}))
+                        for c in op['constraints']],
         'symbols': [dict(s, input_name=op['inputs'][s['input']]['name'], where=sp.binding_place(op, s))
                     for s in op['symbols']],
         'platforms': op['platforms'],
@@ -98,6 +104,10 @@ def _tensor(op, t, index, is_input, dtypes):
         elif d['kind'] == 'expr':
             dim['rule'] = d['text']
             dim['tree'] = d['tree']
+        elif not any(s['name'] == d['symbol'] for s in op['symbols']):
+            # A workspace sized by an integer attribute.
+            dim['kind'] = 'symbol'
+            dim['rule'] = 'attribute ' + d['symbol']
         else:
             binding, s = next((k, s) for k, s in enumerate(op['symbols']) if s['name'] == d['symbol'])
             binds = is_input and s['input'] == index and s['axis'] == axis

@@ -68,14 +68,11 @@ def torch_schema(op, lowered, attr_types):
     mutated = {o['alias'] for o in op['outputs'] if o['alias']}
     params = []
     for t in op['inputs']:
-        if t['optional']:
-            kind = 'Tensor?'
-        elif t['name'] in mutated:
+        kind = 'Tensor'
+        if t['name'] in mutated:
             kind = 'Tensor(%s!)' % chr(alias_set)
             alias_set += 1
-        else:
-            kind = 'Tensor'
-        params.append(kind + ' ' + t['name'] + ('=None' if t['optional'] else ''))
+        params.append(kind + ('?' if t['optional'] else '') + ' ' + t['name'] + ('=None' if t['optional'] else ''))
     s += ', '.join(params)
     if op['attrs']:
         s += ', *'

@@ -71,10 +71,11 @@ class Source {
   virtual bool type_var(size_t i, DType* dtype);
   // The value of attribute `i` (spec order), called `name`, of `kind`.
   virtual Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) = 0;
-  // The buffer of output `i` ("name", declared `declared`), of `dtype` and
-  // `dims` (the batch dimensions first): checked against the call's (XLA), or
-  // allocated (PyTorch). An output that updates input `alias` in place (else
-  // -1) may be that input's buffer.
+  // The buffer of the call's result `i` (output "name", declared `declared`;
+  // results skip the outputs left out with their omitted optional input), of
+  // `dtype` and `dims` (the batch dimensions first): checked against the
+  // call's (XLA), or allocated (PyTorch). An output that updates input
+  // `alias` in place (else -1) may be that input's buffer.
   virtual Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
                         size_t rank, int alias, void** data) = 0;
   // Scratch memory of `bytes` for workspace `i`, valid until the call returns.
@@ -84,6 +85,11 @@ class Source {
   virtual std::string spell(DType d) const;
   virtual std::string dtype_hint(DType declared) const;
 };
+
+// The number of results a call of an op has: its outputs, less those that
+// update an optional input (`aliases[i]`: the input output i updates, or -1)
+// that the call omits (`present`: bit k, the k-th optional input is given).
+size_t result_count(const int* aliases, size_t outputs, size_t required_inputs, uint64_t present);
 
 class Binder {
  public:
@@ -96,6 +102,8 @@ class Binder {
   Binder& operator=(const Binder&) = delete;
 
   const char* op() const { return op_; }
+  // Whether the call gives input `i` (an optional input may be omitted).
+  bool has_input(size_t i) { return source_.input(i) != nullptr; }
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
   // Records `s` unless a failure is recorded already.
@@ -189,10 +197,16 @@ class Binder {
   }
   // Output `i` updates input `input` in place: its buffer, holding the
   // input's contents by the time the body runs, which also becomes the
-  // input's pointer (`*input_data`).
+  // input's pointer (`*input_data`). An optional input that the call omits
+  // leaves the output out too (nullptr, and no result of the call).
   template <typename T>
   void output_aliasing(size_t i, const char* name, const char* declared, bool batch,
                        std::initializer_list<int64_t> dims, T** data, size_t input, const T** input_data) {
+    if (!has_input(input)) {
+      *data = nullptr;
+      ++omitted_;
+      return;
+    }
     void* in = const_cast<T*>(*input_data);
     *data = static_cast<T*>(output_buffer(i, name, declared, dtype_of<T>, batch, dims, static_cast<int>(input)));
     if (ok() && *data != in) copies_[copy_count_++] = {*data, in, bytes_[i]};
@@ -248,8 +262,10 @@ class Binder {
   size_t batch_rank_ = 0;
   int64_t batch_count_ = 1;
   bool batch_known_ = false;
-  // Outputs bound so far.
+  // Outputs bound so far, and those left out with their optional input
+  // (the call's results skip them).
   size_t outputs_ = 0;
+  size_t omitted_ = 0;
   bool empty_ = true;
   void* data_[kMaxOutputs] = {};
   size_t bytes_[kMaxOutputs] = {};

@@ -75,15 +75,15 @@ std::string presence_error(const char* op, int64_t present, size_t optional_coun
 // The number of optional inputs a presence mask names (its set bits).
 size_t present_count(int64_t present);
 
-// "" when `d`, the value of dimension `expression` of output `tensor`
-// (declared `declared`), is a valid size; else why not: "glu: output 'out'
-// is declared [..., D/2], but 7 is not divisible by 2", "glu: output 'out'
-// has a dimension D*D*D that overflows int64", "glu: output 'out' has a
-// dimension D-5 = -2 < 0".
+// "" when `d`, the value of dimension `expression` of `tensor` ("output
+// 'out'", "workspace 'partials'"), declared `declared`, is a valid size;
+// else why not: "glu: output 'out' is declared [..., D/2], but 7 is not
+// divisible by 2", "glu: output 'out' has a dimension D*D*D that overflows
+// int64", "glu: output 'out' has a dimension D-5 = -2 < 0".
 std::string dim_error(const char* op, const char* tensor, const char* declared, const char* expression,
                       const CheckedDim& d);
 
-// "glu: output 'out' would have more than 2^63 - 1 elements"
+// "glu: output 'out' would have more than 2^63 - 1 elements" (`tensor`: "output 'out'")
 std::string too_many_elements(const char* op, const char* tensor);
 
 // "rotary: the spec requires QD % head_size == 0, but QD = 100, head_size = 64"

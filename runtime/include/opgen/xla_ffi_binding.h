@@ -48,8 +48,9 @@ inline DType dtype_of(ffi::DataType t) {
 class FfiSource : public Source {
  public:
   // `scratch` allocates device memory for workspaces (nullptr: host memory).
-  FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, ffi::RemainingArgs args,
-            ffi::RemainingRets rets, ffi::Dictionary attrs, ffi::ScratchAllocator* scratch);
+  // `aliases[i]`: the input output i updates in place, or -1 (result_count).
+  FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, const int* aliases,
+            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs, ffi::ScratchAllocator* scratch);
 
   // The call's operands and results match the op's (else why not).
   const Status& status() const { return status_; }
@@ -96,21 +97,21 @@ ffi::Error run(const Platform& platform, FfiSource& source) {
 template <typename Rules>
 struct Handler {
   static ffi::Error cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, args, rets, attrs,
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases, args, rets, attrs,
                      nullptr);
     return run<Rules>(Cpu{}, source);
   }
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
   static ffi::Error cuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                          ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, args, rets, attrs,
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases, args, rets, attrs,
                      nullptr);
     return run<Rules>(Cuda{stream}, source);
   }
   // For ops with a workspace: XLA's scratch allocator gives its memory.
   static ffi::Error cuda_with_scratch(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
                                       ffi::RemainingRets rets, ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, args, rets, attrs,
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases, args, rets, attrs,
                      &scratch);
     return run<Rules>(Cuda{stream}, source);
   }
@@ -134,8 +135,9 @@ inline auto cuda_binding_with_scratch() {
 
 // --- FfiSource (inline: the XLA FFI headers are header-only) -------------------
 
-inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, ffi::RemainingArgs args,
-                            ffi::RemainingRets rets, ffi::Dictionary attrs, ffi::ScratchAllocator* scratch)
+inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, const int* aliases,
+                            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs,
+                            ffi::ScratchAllocator* scratch)
     : op_(op), rets_(rets), attrs_(attrs), scratch_(scratch), inputs_(inputs), present_(inputs, false) {
   // Bit i of the mask: the i-th optional input is among the operands.
   int64_t mask = 0;
@@ -153,10 +155,11 @@ inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size
     }
   }
   const size_t expected = required + present_count(mask);
-  if (args.size() != expected || rets_.size() != outputs) {
+  const size_t results = result_count(aliases, outputs, required, static_cast<uint64_t>(mask));
+  if (args.size() != expected || rets_.size() != results) {
     status_ = Status::InvalidArgument(std::string(op) + ": the call has " + std::to_string(args.size()) +
                                       " operand(s) and " + std::to_string(rets_.size()) + " result(s); the op takes " +
-                                      std::to_string(expected) + " and gives " + std::to_string(outputs));
+                                      std::to_string(expected) + " and gives " + std::to_string(results));
     return;
   }
   size_t next = 0;

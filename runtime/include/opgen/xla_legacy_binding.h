@@ -77,9 +77,11 @@ class LegacySource : public Source {
 
 // Decodes the descriptor, binds the call with the op's rules and runs its
 // body on `platform`; poisons the outputs of a call refused once their sizes
-// are known. `outputs` nullptr: they follow the inputs in `inputs` (XLA:GPU).
+// are known. `cpu_out` is XLA:CPU's result pointer (the result itself, or an
+// array of them when there are several); nullptr: the results follow the
+// operands in `inputs` (XLA:GPU).
 template <typename Rules, typename Platform>
-Status run(const Platform& platform, const void* const* inputs, void* const* outputs, const char* opaque,
+Status run(const Platform& platform, const void* const* inputs, void* cpu_out, const char* opaque,
            size_t opaque_len) {
   opaque::Values values;
   if (Status s = opaque::decode(opaque, opaque_len, Rules::kDescriptor, Rules::kDescriptorFields,
@@ -92,10 +94,14 @@ Status run(const Platform& platform, const void* const* inputs, void* const* out
       !e.empty()) {
     return Status::InvalidArgument(e);
   }
-  if (outputs == nullptr) {
-    outputs = const_cast<void* const*>(inputs + Rules::kRequiredInputs + present_count(values.present));
-  }
-  LegacySource source(values, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, inputs, outputs);
+  // A call that omits an optional input updated in place has one result fewer.
+  const size_t results = result_count(Rules::kOutputAliases, Rules::kOutputs, Rules::kRequiredInputs, values.present);
+  void* const single[] = {cpu_out};
+  void* const* outputs = cpu_out == nullptr ? const_cast<void* const*>(inputs + Rules::kRequiredInputs +
+                                                                        present_count(values.present))
+                         : results + Rules::kWorkspaces == 1 ? single
+                                                             : static_cast<void* const*>(cpu_out);
+  LegacySource source(values, Rules::kInputs, Rules::kRequiredInputs, results, inputs, outputs);
   Binder b(Rules::kName, source);
   const int instantiation = Rules::select(b);
   if (!b.ok()) return b.status();
@@ -130,9 +136,7 @@ void cuda(cudaStream_t stream, void** buffers, const char* opaque, size_t opaque
 template <typename Rules>
 void cpu(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status,
          const char* target) {
-  void* const single[] = {out};
-  void* const* outputs = Rules::kOutputs + Rules::kWorkspaces == 1 ? single : static_cast<void* const*>(out);
-  report(status, target, run<Rules>(Cpu{}, in, outputs, opaque, opaque_len));
+  report(status, target, run<Rules>(Cpu{}, in, out, opaque, opaque_len));
 }
 
 }  // namespace opgen::xla_legacy

@@ -13,12 +13,12 @@ OP = Op(
     inputs=(
         Tensor('positions', 'I', ('N',), values_min=0, values_max='P', values_max_exclusive=True, values_range='in [0, P)', doc='the position of each token'),
         Tensor('query', 'T', ('N', 'QD'), layout='rows', doc='the query heads of each token, head after head (QD = heads * head_size)'),
-        Tensor('key', 'T', ('N', 'KD'), layout='rows', doc='the key heads of each token (KD = kv heads * head_size)'),
         Tensor('cos_sin_cache', 'T', ('P', 'R'), doc='per position, R/2 cosines then R/2 sines'),
+        Tensor('key', 'T', ('N', 'KD'), optional=True, layout='rows', doc='the key heads of each token (KD = kv heads * head_size); None: only the query'),
     ),
     outputs=(
         Tensor('query_out', 'T', alias='query', doc='the rotated query (the same buffer)'),
-        Tensor('key_out', 'T', alias='key', doc='the rotated key (the same buffer)'),
+        Tensor('key_out', 'T', alias='key', optional=True, doc='the rotated key (the same buffer); None when key is'),
     ),
     attrs=(
         Attr('head_size', 'i64', min=1, range='>= 1', doc='the size of one head'),
@@ -35,18 +35,19 @@ OP = Op(
     vmap_method='sequential',
     batch_partitionable=False,
     torch_namespace='opgen_ops',
-    torch_schema='rotary_embedding(Tensor positions, Tensor(a!) query, Tensor(b!) key, Tensor cos_sin_cache, *, int head_size, bool is_neox=True) -> ()',
+    torch_schema='rotary_embedding(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)? key=None, *, int head_size, bool is_neox=True) -> ()',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x5118fd1d84a941ef,
+        fingerprint=0x663c2725a1d443e4,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('dtype_I', 'dtype', 'B'),
+            ('present_', 'present', 'I'),
             ('N', 'symbol', 'q'),
             ('QD', 'symbol', 'q'),
-            ('KD', 'symbol', 'q'),
             ('P', 'symbol', 'q'),
             ('R', 'symbol', 'q'),
+            ('KD', 'symbol', 'q'),
             ('head_size', 'attr', 'q'),
             ('is_neox', 'attr', '?'),
         ),
