@@ -5,23 +5,29 @@
 set(OPGEN_PACKAGE_NAME opgen_ops)
 set(OPGEN_PACKAGE_OPS
     flip
+    fused_add_rms_norm
     glu
     kv_cache_write
+    paged_attention_decode
     rms_norm
     rotary_embedding
     simple_add
 )
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
+set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
+set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_PLATFORMS cuda cpu)
 set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
 # compiled into the module _C
 set(OPGEN_FILES_XLA
     src/flip_xla.cc
+    src/fused_add_rms_norm_xla.cc
     src/glu_xla.cc
     src/kv_cache_write_xla.cc
+    src/paged_attention_decode_xla.cc
     src/rms_norm_xla.cc
     src/rotary_embedding_xla.cc
     src/simple_add_xla.cc
@@ -29,8 +35,10 @@ set(OPGEN_FILES_XLA
 # compiled into the PyTorch kernels
 set(OPGEN_FILES_TORCH
     src/flip_torch.cc
+    src/fused_add_rms_norm_torch.cc
     src/glu_torch.cc
     src/kv_cache_write_torch.cc
+    src/paged_attention_decode_torch.cc
     src/rms_norm_torch.cc
     src/rotary_embedding_torch.cc
     src/simple_add_torch.cc
@@ -38,8 +46,10 @@ set(OPGEN_FILES_TORCH
 # the CPU bodies (kernels/<op>.cc) as compiled
 set(OPGEN_FILES_BODY_CPU
     src/flip_body_cpu.cc
+    src/fused_add_rms_norm_body_cpu.cc
     src/glu_body_cpu.cc
     src/kv_cache_write_body_cpu.cc
+    src/paged_attention_decode_body_cpu.cc
     src/rms_norm_body_cpu.cc
     src/rotary_embedding_body_cpu.cc
     src/simple_add_body_cpu.cc
@@ -47,8 +57,10 @@ set(OPGEN_FILES_BODY_CPU
 # the CUDA bodies (kernels/<op>.cu) as compiled
 set(OPGEN_FILES_BODY_CUDA
     src/flip_body_cuda.cu
+    src/fused_add_rms_norm_body_cuda.cu
     src/glu_body_cuda.cu
     src/kv_cache_write_body_cuda.cu
+    src/paged_attention_decode_body_cuda.cu
     src/rms_norm_body_cuda.cu
     src/rotary_embedding_body_cuda.cu
     src/simple_add_body_cuda.cu
@@ -62,8 +74,10 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/jax.pyi
     python/opgen_ops/torch.pyi
     python/opgen_ops/_ops/flip.py
+    python/opgen_ops/_ops/fused_add_rms_norm.py
     python/opgen_ops/_ops/glu.py
     python/opgen_ops/_ops/kv_cache_write.py
+    python/opgen_ops/_ops/paged_attention_decode.py
     python/opgen_ops/_ops/rms_norm.py
     python/opgen_ops/_ops/rotary_embedding.py
     python/opgen_ops/_ops/simple_add.py
@@ -72,10 +86,14 @@ set(OPGEN_FILES_PYTHON
 set(OPGEN_FILES_HEADER
     include/opgen_ops/flip.h
     include/opgen_ops/flip_rules.h
+    include/opgen_ops/fused_add_rms_norm.h
+    include/opgen_ops/fused_add_rms_norm_rules.h
     include/opgen_ops/glu.h
     include/opgen_ops/glu_rules.h
     include/opgen_ops/kv_cache_write.h
     include/opgen_ops/kv_cache_write_rules.h
+    include/opgen_ops/paged_attention_decode.h
+    include/opgen_ops/paged_attention_decode_rules.h
     include/opgen_ops/rms_norm.h
     include/opgen_ops/rms_norm_rules.h
     include/opgen_ops/rotary_embedding.h
@@ -87,8 +105,10 @@ set(OPGEN_FILES_HEADER
 set(OPGEN_FILES_DOC
     docs/README.md
     docs/flip.md
+    docs/fused_add_rms_norm.md
     docs/glu.md
     docs/kv_cache_write.md
+    docs/paged_attention_decode.md
     docs/rms_norm.md
     docs/rotary_embedding.md
     docs/simple_add.md

@@ -86,11 +86,12 @@ std::string number_text(const AttrValue& v);
 // Ops
 // ---------------------------------------------------------------------------
 
-// An output dimension computed from shape symbols: `2*D`, `D/H`, `N+1`.
-// Division must be exact; the generated code checks it at run time. In a
+// An output dimension computed from shape symbols: `2*D`, `D/H`, `N+1`,
+// `(T+511)//512`. `/` must divide exactly (the generated code checks it at run
+// time); `//` rounds down, as Python's. In a
 // constraint, also `%` (the remainder) and integer attributes as symbols.
 struct Expr {
-  enum class Kind { kInt, kSymbol, kAdd, kSub, kMul, kDiv, kMod };
+  enum class Kind { kInt, kSymbol, kAdd, kSub, kMul, kDiv, kFloorDiv, kMod };
   Kind kind = Kind::kInt;
   int64_t value = 0;
   std::string symbol;
@@ -244,7 +245,7 @@ struct Op {
   std::vector<Attr> attrs;
   // Scratch buffers for the body (partial results of a split reduction, say),
   // sized by expressions over shape symbols and integer attributes; each
-  // framework allocates them (XLA's scratch allocator, torch's caching one).
+  // framework allocates them (XLA as extra results, torch's caching allocator).
   std::vector<Tensor> workspaces;
   std::vector<Platform> platforms;  // in spec order, no duplicates
   std::vector<int> api_versions;    // in spec order, no duplicates
@@ -267,7 +268,7 @@ struct Op {
   bool has_api_version(int v) const;
   bool has_legacy_api() const;
   // Whether XLA may capture the CUDA handler in a command buffer (a CUDA graph).
-  bool cmd_buffer_compatible() const { return command_buffer_compatible.value_or(workspaces.empty()); }
+  bool cmd_buffer_compatible() const { return command_buffer_compatible.value_or(true); }
   // Identifies the opaque layout of this op: two ops (or two revisions of
   // one) whose descriptors differ in any field get different fingerprints.
   uint64_t opaque_fingerprint(const std::string& package) const;

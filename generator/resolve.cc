@@ -234,12 +234,6 @@ bool resolve_workspaces(SpecFile& f, const Op& op) {
       ok = check_names(f, op, names, d.where, "the shape of workspace '" + w.name + "'") && ok;
     }
   }
-  if (!op.workspaces.empty() && op.command_buffer_compatible.value_or(false)) {
-    f.error(op.workspaces.front().where,
-            "an op with a workspace is not command-buffer compatible (its memory comes from XLA's scratch allocator "
-            "at each call, which a captured CUDA graph would replay); remove 'command_buffer_compatible: true'");
-    ok = false;
-  }
   return ok;
 }
 

@@ -6,7 +6,8 @@ namespace opgen::gen {
 namespace {
 
 // Parses an output dimension expression: integers and shape symbols joined
-// by + - * / and parentheses, e.g. `2*D`, `D/H`, `(N+1)*2`; and constraints.
+// by + - * / // and parentheses, e.g. `2*D`, `D/H`, `(N+1)*2`, `(N+7)//8`; and
+// constraints.
 class ExprParser {
  public:
   // `mod`: '%' is an operator (in constraints).
@@ -92,6 +93,14 @@ class ExprParser {
     }
     return false;
   }
+  bool accept_two(char first, char second) {
+    skip_space();
+    if (pos_ + 1 < text_.size() && text_[pos_] == first && text_[pos_ + 1] == second) {
+      pos_ += 2;
+      return true;
+    }
+    return false;
+  }
   static std::shared_ptr<const Expr> node(Expr::Kind kind, std::shared_ptr<const Expr> lhs,
                                           std::shared_ptr<const Expr> rhs) {
     auto e = std::make_shared<Expr>();
@@ -114,11 +123,12 @@ class ExprParser {
     std::shared_ptr<const Expr> e = atom(error);
     while (e) {
       if (accept('*')) e = node(Expr::Kind::kMul, e, atom(error));
+      else if (accept_two('/', '/')) e = node(Expr::Kind::kFloorDiv, e, atom(error));
       else if (accept('/')) e = node(Expr::Kind::kDiv, e, atom(error));
       else if (mod_ && accept('%')) e = node(Expr::Kind::kMod, e, atom(error));
       else break;
       if (!e->rhs) return nullptr;
-      if ((e->kind == Expr::Kind::kDiv || e->kind == Expr::Kind::kMod) && e->rhs->kind == Expr::Kind::kInt &&
+      if (e->kind != Expr::Kind::kMul && e->rhs->kind == Expr::Kind::kInt &&
           e->rhs->value == 0) {
         error = "it divides by zero";
         return nullptr;

@@ -1,7 +1,8 @@
 // The grammar of an output dimension expression: integers and shape symbols
-// joined by + - * / and parentheses (`2*D`, `D/H`, `(N+1)*2`), read into the
-// model's Expr tree. Division must be exact, which the generated code checks
-// at run time; a literal zero divisor is refused here.
+// joined by + - * / // and parentheses (`2*D`, `D/H`, `(N+1)*2`, `(N+7)//8`),
+// read into the model's Expr tree. `/` must divide exactly, which the generated
+// code checks at run time; `//` rounds down; a literal zero divisor is refused
+// here.
 #pragma once
 
 #include <memory>

@@ -19,7 +19,7 @@ py::object value(const std::optional<AttrValue>& v) {
   return std::visit([](const auto& x) -> py::object { return py::cast(x); }, *v);
 }
 
-// {kind: int, value}, {kind: symbol, symbol}, or {kind: + - * /, lhs, rhs,
+// {kind: int, value}, {kind: symbol, symbol}, or {kind: + - * / // %, lhs, rhs,
 // symbolic: whether a symbol occurs below}.
 py::dict expr_tree(const Expr& e, bool* symbolic) {
   py::dict node;
@@ -40,6 +40,7 @@ py::dict expr_tree(const Expr& e, bool* symbolic) {
                  : e.kind == Expr::Kind::kSub ? "-"
                  : e.kind == Expr::Kind::kMul ? "*"
                  : e.kind == Expr::Kind::kDiv ? "/"
+                 : e.kind == Expr::Kind::kFloorDiv ? "//"
                                               : "%";
   node["lhs"] = expr_tree(*e.lhs, &left);
   node["rhs"] = expr_tree(*e.rhs, &right);

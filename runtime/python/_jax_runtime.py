@@ -83,17 +83,17 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     given = [t.name for t, x in zip(op.inputs, inputs) if x is not None]  # the operands' order
     outputs = [o for o, k in zip(op.outputs, kept) if k]
     aliases = {given.index(o.alias): i for i, o in enumerate(outputs) if o.alias}
+    # Workspaces are results that XLA plans like any other buffer (both ABIs),
+    # dropped here.
+    scratch = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
+               for shape, dtype in zip(checked.workspace_shapes, checked.workspace_dtypes)]
     if api_version == 4:
         ffi_attrs = {a.name: _ffi_attr(a, checked.attrs[a.name]) for a in op.attrs}
         if op.optional_inputs:
             ffi_attrs["present_"] = np.int64(checked.present)
-        out = jax.ffi.ffi_call(op.ffi_target, results, vmap_method=op.vmap_method,
-                               input_output_aliases=aliases or None)(*operands, **ffi_attrs)
+        out = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
+                               input_output_aliases=aliases or None)(*operands, **ffi_attrs)[:len(results)]
     else:
-        # A legacy call has no scratch allocator: its workspaces are results
-        # that XLA plans like any other, dropped here.
-        scratch = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
-                   for shape, dtype in zip(checked.workspace_shapes, checked.workspace_dtypes)]
         out = jax.ffi.ffi_call(
             op.legacy_target(api_version),
             results + scratch,

@@ -379,6 +379,12 @@ def _evaluate(tree, symbols: Mapping, require: Callable):
         else:
             require(b != 0 and a % b == 0, lambda: f"{a} is not divisible by {b}")
         r = a // b
+    elif operator == "//":  # rounds down, as opgen::floor_div
+        if _is_static(b) and b == 0:
+            raise _Inexact(a, b)
+        if not _is_static(b):
+            require(b != 0, lambda: f"{a} // {b} divides by zero")
+        r = a // b
     else:
         r = a + b if operator == "+" else a - b if operator == "-" else a * b
     if _is_static(r):

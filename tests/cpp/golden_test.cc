@@ -235,6 +235,32 @@ int main() {
             "[grow: output 'wide' would have more than 2^63 - 1 elements]\n");
 }
 
+// `//` rounds down, as Python's (C++'s `/` rounds toward zero), in the
+// generated checks as in the Python runtime; a zero divisor is refused.
+TEST(Golden, GeneratedFloorDivisionRoundsDown) {
+  opgen_test::TempDir dir;
+  const std::string spec =
+      "opgen: 1\nname: floors\ninputs:\n  x: {dtype: f32, shape: [D]}\noutputs:\n"
+      "  c: {dtype: f32, shape: [D//(D-4)]}\n  a: {dtype: f32, shape: [(D+3)//4]}\n"
+      "  b: {dtype: f32, shape: [(D-7) // 2]}\n";
+  const CommandResult run = generate_build_and_run(dir, "fl", "floors", spec, R"(#include <cstdint>
+#include <cstdio>
+#include "fl/floors_rules.h"
+int main() {
+  for (int64_t d : {4, 5, 7}) {
+    fl::floors::Args a{};
+    a.D = d;
+    std::printf("[%s] %lld %lld\n", fl::floors::checks::output_dims(a).c_str(),
+                static_cast<long long>(opgen::floor_div(a.D - 7, 2)), static_cast<long long>(opgen::floor_div(a.D + 3, 4)));
+  }
+})", "-fsanitize=undefined -fno-sanitize-recover=all");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "[floors: output 'c' is declared [D//(D-4)], but 4 is not divisible by 0] -2 1\n"
+            "[floors: output 'b' has a dimension (D-7) // 2 = -1 < 0] -1 2\n"
+            "[] 0 2\n");
+}
+
 // Every binding numbers an op's instantiations the same way (the first type
 // variable varies slowest) and dispatches through the header's
 // Instantiations list. This builds an op with three type variables and runs

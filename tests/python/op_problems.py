@@ -59,7 +59,7 @@ def _evaluate(tree, values: dict) -> int:
         return a - b
     if operator == "*":
         return a * b
-    return a // b if operator == "/" else a % b
+    return a // b if operator in ("/", "//") else a % b
 
 
 def _symbols(op) -> list:
@@ -103,11 +103,13 @@ def _values(t, shape, dtype: str, bounds: dict, rng):
 
 
 def draw(op, dtypes: dict, rng, *, with_optional: bool = True, batch: tuple | None = None, tries: int = 2000) -> Problem:
-    """A valid call of `op` with `dtypes`; sizes from 1 to 8, leading
-    dimensions of 1 to 3 (or `batch`)."""
+    """A valid call of `op` with `dtypes`; sizes from 1 to 8 (or one of the
+    values a constraint `S in [...]` allows), leading dimensions of 1 to 3 (or
+    `batch`)."""
     symbols = _symbols(op)
+    chosen = {c.lhs: c.values for c in op.constraints if c.operator == "in" and isinstance(c.lhs, str)}
     for _ in range(tries):
-        sizes = {s: int(rng.integers(1, 9)) for s in symbols}
+        sizes = {s: int(rng.choice(chosen[s])) if s in chosen else int(rng.integers(1, 9)) for s in symbols}
         attrs = {a.name: _attr_value(a, rng) for a in op.attrs}
         lead = batch if batch is not None else tuple(int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3))))
         bounds = {**sizes, **{k: v for k, v in attrs.items() if isinstance(v, int) and not isinstance(v, bool)}}

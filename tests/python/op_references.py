@@ -55,6 +55,43 @@ def rotary_embedding(positions, query, key, cos_sin_cache, head_size, is_neox=Tr
     return rotate(query), rotate(key)
 
 
+def paged_attention_decode(query, key_cache, value_cache, block_tables, context_lens, scale):
+    """Decode attention over a paged cache, in float64: each sequence's tokens
+    gathered through its block table, then a plain softmax. NaN for a sequence
+    whose context length or used block ids are out of range, zeros for an
+    empty context (as the spec says)."""
+    query, key_cache, value_cache = (np.asarray(a, np.float64) for a in (query, key_cache, value_cache))
+    seqs, heads, dh = query.shape
+    blocks, block_size, kv_heads, _ = key_cache.shape
+    out = np.zeros_like(query)
+    for s in range(seqs):
+        n = int(context_lens[s])
+        if not 0 <= n <= block_tables.shape[1] * block_size:
+            out[s] = np.nan
+            continue
+        ids = np.asarray(block_tables[s, :(n + block_size - 1) // block_size], np.int64)
+        if np.any((ids < 0) | (ids >= blocks)):
+            out[s] = np.nan
+            continue
+        if n == 0:
+            continue
+        k = key_cache[ids].reshape(-1, kv_heads, dh)[:n]  # [n, KVH, Dh]
+        v = value_cache[ids].reshape(-1, kv_heads, dh)[:n]
+        kvh = np.arange(heads) // (heads // kv_heads)
+        logits = np.einsum("hd,nhd->hn", query[s], k[:, kvh]) * scale
+        p = np.exp(logits - logits.max(-1, keepdims=True))
+        out[s] = np.einsum("hn,nhd->hd", p / p.sum(-1, keepdims=True), v[:, kvh])
+    return out
+
+
+def fused_add_rms_norm(x, residual, weight, eps, dtype):
+    """vLLM's fused add + RMS norm, in float64 after the sum is rounded to
+    `dtype` as the op stores it: the new (x, residual)."""
+    total = (np.asarray(x, np.float64) + np.asarray(residual, np.float64)).astype(dtype).astype(np.float64)
+    rstd = 1.0 / np.sqrt((total * total).mean(-1, keepdims=True) + eps)
+    return total * rstd * np.asarray(weight, np.float64), total
+
+
 def relative_error(got, ref):
     got = np.asarray(got, np.float64)
     assert got.shape == ref.shape, (got.shape, ref.shape)

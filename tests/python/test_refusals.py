@@ -169,11 +169,18 @@ class Shaped:
     (("*", ("*", ("*", ("*", "D", "D"), "D"), "D"), "D"), "D*D*D*D*D", 7000, "overflows int64"),
     (("-", "D", 5), "D-5", 4, r"has a dimension D-5 = -1 < 0"),
     (("/", "D", ("-", "D", "D")), "D/(D-D)", 4, r"but 4 is not divisible by 0"),
+    (("//", "D", ("-", "D", "D")), "D//(D-D)", 4, r"but 4 is not divisible by 0"),
+    (("//", ("-", "D", 7), 2), "(D-7)//2", 5, r"has a dimension \(D-7\)//2 = -1 < 0"),  # rounds down, not to 0
 ])
 def test_output_expressions_are_checked(tree, text, d, match):
     op = expr_op(_spec.Expr(text, tree))
     with pytest.raises(ValueError, match=match):
         _spec.check(op, [Shaped(d)], {})
+
+
+def test_floor_division_rounds_down_as_python_does():
+    op = expr_op(_spec.Expr("(D+3)//4", ("//", ("+", "D", 3), 4)))
+    assert [_spec.check(op, [Shaped(d)], {}).output_shapes for d in (1, 5, 13)] == [((1,),), ((2,),), ((4,),)]
 
 
 def test_an_output_of_more_than_2_63_elements_is_refused():

@@ -160,3 +160,35 @@ def test_torch_without_a_key_rotates_the_query_alone(rng):
     torch.ops.opgen_ops.rotary_embedding(pos, qkv[:, :q_size], cache, None, head_size=64)
     torch.ops.opgen_ops.rotary_embedding(pos.to("meta"), qkv[:, :q_size].to("meta"), cache.to("meta"), None,
                                          head_size=64)
+
+
+def too_wide_for_shared_memory():
+    """A rotary dimension whose angles need more than the 48 KiB of shared
+    memory the CUDA body asks for: the body refuses it with a Status."""
+    r = 12290
+    pos = np.zeros(2, np.int32)
+    query = np.ones((2, r), np.float32)
+    cache = np.ones((1, r), np.float32)
+    return pos, query, cache, r
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+def test_a_cuda_body_s_error_reaches_the_torch_caller():
+    pos, query, cache, r = too_wide_for_shared_memory()
+    with pytest.raises(RuntimeError, match="R of 12290 needs more than 48 KiB of shared memory"):
+        tops.rotary_embedding(*(torch.from_numpy(a).cuda() for a in (pos, query, cache)), head_size=r)
+        torch.cuda.synchronize()
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_a_cuda_body_s_error_reaches_the_jax_caller(api_version):
+    pos, query, cache, r = too_wide_for_shared_memory()
+    f = jax.jit(lambda *a: jops.rotary_embedding(*a, head_size=r, api_version=api_version))
+    args = [jax.device_put(a, gpu_devices()[0]) for a in (pos, query, cache)]
+    if api_version == 4:
+        with pytest.raises(Exception, match="R of 12290 needs more than 48 KiB of shared memory"):
+            jax.block_until_ready(f(*args))
+    else:  # jaxlib exports no XlaCustomCallStatusSetFailure: stderr, and the outputs poisoned
+        query_out, key_out = f(*args)
+        assert key_out is None and np.isnan(np.asarray(query_out)).all()

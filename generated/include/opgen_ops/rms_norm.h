@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "opgen/checked_dim.h"
 #include "opgen/dispatch.h"
 #include "opgen/dtypes.h"
 #include "opgen/status.h"

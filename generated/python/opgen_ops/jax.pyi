@@ -8,8 +8,10 @@ import jax as _jax  # private: an op may be named jax
 
 __all__ = [
     'flip',
+    'fused_add_rms_norm',
     'glu',
     'kv_cache_write',
+    'paged_attention_decode',
     'rms_norm',
     'rotary_embedding',
     'simple_add',
@@ -21,6 +23,15 @@ def flip(
     dims: Sequence[int] = (-1,),
     api_version: int = 4,
 ) -> _jax.Array: ...
+
+def fused_add_rms_norm(
+    x: _jax.typing.ArrayLike,
+    residual: _jax.typing.ArrayLike,
+    weight: _jax.typing.ArrayLike,
+    *,
+    eps: float = 1e-06,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array]: ...
 
 def glu(
     x: _jax.typing.ArrayLike,
@@ -34,6 +45,17 @@ def kv_cache_write(
     values: _jax.typing.ArrayLike,
     pos: _jax.typing.ArrayLike,
     *,
+    api_version: int = 4,
+) -> _jax.Array: ...
+
+def paged_attention_decode(
+    query: _jax.typing.ArrayLike,
+    key_cache: _jax.typing.ArrayLike,
+    value_cache: _jax.typing.ArrayLike,
+    block_tables: _jax.typing.ArrayLike,
+    context_lens: _jax.typing.ArrayLike,
+    *,
+    scale: float,
     api_version: int = 4,
 ) -> _jax.Array: ...
 

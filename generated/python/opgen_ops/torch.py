@@ -28,8 +28,10 @@ for _op in _ops.OPS:
 
 __all__ = [
     'flip',
+    'fused_add_rms_norm',
     'glu',
     'kv_cache_write',
+    'paged_attention_decode',
     'rms_norm',
     'rotary_embedding',
     'simple_add',
@@ -42,6 +44,11 @@ def flip(x, *, dims=(-1,)):
     return _call(_ops.flip.OP, (x,), {'dims': dims}, _CAPSULES)
 
 
+def fused_add_rms_norm(x, residual, weight, *, eps=1e-06):
+    "residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32. Both tensors are updated in place, as vLLM's op does.\n\nArgs:\n  x: T[..., D] the layer's output; its rows may be strided (a view)\n  residual: T[..., D] the residual stream\n  weight: T[D] per-channel scale\n  eps: f32 = 1e-06 added to the mean square\n\nReturns:\n  x_out: T[..., D] the normalised sum (the same buffer as x)\n  residual_out: T[..., D] x + residual (the same buffer as residual)"
+    return _call(_ops.fused_add_rms_norm.OP, (x, residual, weight), {'eps': eps}, _CAPSULES)
+
+
 def glu(x, *, activation='sigmoid'):
     "Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.\n\nArgs:\n  x: T[..., D] D must be even\n  activation: one of 'sigmoid', 'gelu', 'silu' = 'sigmoid' the gate's activation\n\nReturns:\n  out: T[..., D/2]"
     return _call(_ops.glu.OP, (x,), {'activation': activation}, _CAPSULES)
@@ -50,6 +57,11 @@ def glu(x, *, activation='sigmoid'):
 def kv_cache_write(cache, values, pos):
     "Writes values[b] into cache[b, pos[b]] for every sequence b, updating the cache in place. A position outside [0, S) writes nothing for that sequence (as a scatter with mode='drop').\n\nArgs:\n  cache: T[B, S, H] B sequences of S positions of H values (heads times head size)\n  values: T[B, H] the new entry of each sequence\n  pos: i32[B] the position each entry goes to\n\nReturns:\n  cache_out: T[B, S, H] the cache with the new entries (the same buffer)"
     return _call(_ops.kv_cache_write.OP, (cache, values, pos), {}, _CAPSULES)
+
+
+def paged_attention_decode(query, key_cache, value_cache, block_tables, context_lens, *, scale):
+    "out[s, h] = softmax(scale * q[s, h] . K[s, kvh]) V[s, kvh], over the first context_lens[s] tokens of sequence s, where token t lives in block block_tables[s, t / BS] at row t % BS of the caches and kvh = h / (H / KVH) (grouped-query attention). A sequence with context length 0 gets zeros. A sequence whose context length is outside [0, MB*BS], or that reaches a block id outside [0, NB), gets NaN in every head: nothing out of bounds is read. Softmax and sums in f32.\n\nArgs:\n  query: T[S, H, Dh] the query of the one new token of each sequence\n  key_cache: T[NB, BS, KVH, Dh] the keys, NB blocks of BS tokens (vLLM's flash layout)\n  value_cache: T[NB, BS, KVH, Dh] the values, laid out as the keys\n  block_tables: i32[S, MB] the blocks of each sequence, in order; entries past the context are not read\n  context_lens: i32[S] the number of tokens each sequence attends to\n  scale: f32 multiplies q . k before the softmax (usually 1/sqrt(Dh))\n\nReturns:\n  out: T[S, H, Dh]"
+    return _call(_ops.paged_attention_decode.OP, (query, key_cache, value_cache, block_tables, context_lens), {'scale': scale}, _CAPSULES)
 
 
 def rms_norm(x, weight=None, bias=None, *, eps=1e-06):

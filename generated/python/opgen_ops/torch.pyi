@@ -9,8 +9,10 @@ import torch as _torch  # private: an op may be named torch
 
 __all__ = [
     'flip',
+    'fused_add_rms_norm',
     'glu',
     'kv_cache_write',
+    'paged_attention_decode',
     'rms_norm',
     'rotary_embedding',
     'simple_add',
@@ -25,6 +27,14 @@ def flip(
     dims: Sequence[int] = (-1,),
 ) -> _torch.Tensor: ...
 
+def fused_add_rms_norm(
+    x: _torch.Tensor,
+    residual: _torch.Tensor,
+    weight: _torch.Tensor,
+    *,
+    eps: float = 1e-06,
+) -> tuple[_torch.Tensor, _torch.Tensor]: ...
+
 def glu(
     x: _torch.Tensor,
     *,
@@ -35,6 +45,16 @@ def kv_cache_write(
     cache: _torch.Tensor,
     values: _torch.Tensor,
     pos: _torch.Tensor,
+) -> _torch.Tensor: ...
+
+def paged_attention_decode(
+    query: _torch.Tensor,
+    key_cache: _torch.Tensor,
+    value_cache: _torch.Tensor,
+    block_tables: _torch.Tensor,
+    context_lens: _torch.Tensor,
+    *,
+    scale: float,
 ) -> _torch.Tensor: ...
 
 def rms_norm(

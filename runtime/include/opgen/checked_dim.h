@@ -1,12 +1,12 @@
-// Output dimensions computed from shape symbols (`D/2`, `N*H`, `D-5`) without
+// Output dimensions computed from shape symbols (`D/2`, `N*H`, `(N+7)//8`) without
 // silent overflow. The generated checks spell a spec's expression with
 // CheckedDim operands, so that it reads as written:
 //
 //   const opgen::CheckedDim d_ = opgen::CheckedDim(args.D) / 2;
 //
 // Each operation keeps the first failure in evaluation order: a result
-// outside int64, a division by zero or one that leaves a remainder (output
-// sizes divide exactly). opgen's Python runtime evaluates the same
+// outside int64, a division by zero or a `/` that leaves a remainder (`/`
+// divides exactly; `//`, floor_div, rounds down as Python's does). opgen's Python runtime evaluates the same
 // expressions with the same rules, so every entry point agrees on them.
 #pragma once
 
@@ -14,7 +14,17 @@
 #include <initializer_list>
 #include <string>
 
+#include "opgen/host_device.h"
+
 namespace opgen {
+
+// a // b: the quotient rounded down, as Python's `//` (C++'s `/` rounds toward
+// zero). For the unchecked spellings of a spec's expressions (an index
+// input's value range, which a body evaluates on the device); b != 0.
+OPGEN_HD constexpr int64_t floor_div(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
 
 class CheckedDim {
  public:
@@ -74,6 +84,20 @@ class CheckedDim {
     return CheckedDim(b.value_ == -1 ? 0 : a.value_ % b.value_);
   }
 
+  // a // b, rounded down; b == 0 fails as kInexact, INT64_MIN // -1 overflows.
+  friend constexpr CheckedDim floor_div(CheckedDim a, CheckedDim b) {
+    if (!a.ok()) return a;
+    if (!b.ok()) return b;
+    if (b.value_ == 0) {
+      CheckedDim r(0);
+      r.failure_ = Failure::kInexact;
+      r.numerator_ = a.value_;
+      return r;
+    }
+    if (a.value_ == INT64_MIN && b.value_ == -1) return overflow();
+    return CheckedDim(opgen::floor_div(a.value_, b.value_));
+  }
+
  private:
   static constexpr CheckedDim overflow() {
     CheckedDim r(0);
@@ -85,6 +109,10 @@ class CheckedDim {
   Failure failure_ = Failure::kNone;
   int64_t numerator_ = 0, denominator_ = 0;
 };
+
+// Visible to a qualified call, `opgen::floor_div(opgen::CheckedDim(args.N), 8)`,
+// as the generated checks spell it.
+constexpr CheckedDim floor_div(CheckedDim a, CheckedDim b);
 
 // A constraint of a spec (`H % KVH == 0`, `R <= head_size`), over values
 // that are compared only where both were computed: a failed computation

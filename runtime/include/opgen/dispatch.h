@@ -10,8 +10,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
+
+#include "opgen/status.h"
 
 namespace opgen {
 
@@ -50,6 +54,20 @@ decltype(auto) visit_args(TypeList<A...>, int index, Body&& body, Otherwise&& ot
   if (index < 0 || static_cast<size_t>(index) >= sizeof...(A)) return otherwise();
   static constexpr R (*kTable[])(B&) = {&detail::call_with_args<A, R, B>...};
   return kTable[index](body);
+}
+
+// Calls f(std::integral_constant<int64_t, V>{}) for the V among Values that
+// equals `value`, and returns what f returns: a size that a spec restricts to a
+// few values (`Dh in [64, 128, 256]`) reaches a body as a template argument.
+// The generated with_<symbol> helpers call it. A value that is none of them
+// (the bindings' constraint checks rule it out) is an Internal error naming
+// `what`, never a silent fall-through.
+template <int64_t... Values, typename F>
+Status with_one_of(const char* what, int64_t value, F&& f) {
+  Status out;
+  const bool found = ((value == Values ? ((void)(out = f(std::integral_constant<int64_t, Values>{})), true) : false) || ...);
+  if (!found) return Status::Internal(std::string(what) + " = " + std::to_string(value) + " is none of the values the spec allows");
+  return out;
 }
 
 }  // namespace opgen

@@ -8,13 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-// Functions that a CUDA body calls on the device and a CPU body on the host
-// (the generated Args' range helpers, opgen/elementwise.h).
-#if defined(__CUDACC__)
-#define OPGEN_HD __host__ __device__ __forceinline__
-#else
-#define OPGEN_HD inline
-#endif
+#include "opgen/host_device.h"
 
 namespace opgen {
 

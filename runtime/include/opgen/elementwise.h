@@ -35,6 +35,53 @@ template <> OPGEN_HD float load(const f16* p, int64_t i) { return __half2float(_
 template <> OPGEN_HD float load(const bf16* p, int64_t i) { return __bfloat162float(__ushort_as_bfloat16(p[i].bits)); }
 template <> OPGEN_HD void store(f16* p, int64_t i, float v) { p[i].bits = __half_as_ushort(__float2half_rn(v)); }
 template <> OPGEN_HD void store(bf16* p, int64_t i, float v) { p[i].bits = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+
+namespace detail {
+template <int Bytes> struct Chunk;  // the widest load CUDA has for a run of Bytes
+template <> struct Chunk<2> { using type = uint16_t; };
+template <> struct Chunk<4> { using type = uint32_t; };
+template <> struct Chunk<8> { using type = uint2; };
+template <> struct Chunk<16> { using type = uint4; };
+template <typename T, int V>
+inline constexpr int kChunkBytes = V * int(sizeof(T)) < 16 ? V * int(sizeof(T)) : 16;
+}  // namespace detail
+
+// The V elements at p, in the compute type. Where `aligned` (p is a multiple
+// of min(16, V * sizeof(T)) bytes) as vector loads of up to 16 bytes, which a
+// memory-bound kernel needs to reach the bandwidth; element by element
+// otherwise. `aligned` should be uniform across a warp.
+template <int V, typename T>
+__device__ __forceinline__ void load_vec(const T* p, bool aligned, typename Compute<T>::type (&out)[V]) {
+  if (aligned) {
+    constexpr int kChunk = detail::kChunkBytes<T, V>;
+    using C = typename detail::Chunk<kChunk>::type;
+    alignas(16) T tmp[V];
+#pragma unroll
+    for (int c = 0; c < V * int(sizeof(T)) / kChunk; ++c) reinterpret_cast<C*>(tmp)[c] = reinterpret_cast<const C*>(p)[c];
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = load(tmp, i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = load(p, i);
+  }
+}
+
+// Stores V elements at p, as load_vec reads them.
+template <int V, typename T>
+__device__ __forceinline__ void store_vec(T* p, bool aligned, const typename Compute<T>::type (&in)[V]) {
+  if (aligned) {
+    constexpr int kChunk = detail::kChunkBytes<T, V>;
+    using C = typename detail::Chunk<kChunk>::type;
+    alignas(16) T tmp[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) store(tmp, i, in[i]);
+#pragma unroll
+    for (int c = 0; c < V * int(sizeof(T)) / kChunk; ++c) reinterpret_cast<C*>(p)[c] = reinterpret_cast<const C*>(tmp)[c];
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) store(p, i, in[i]);
+  }
+}
 #else
 template <> inline float load(const f16* p, int64_t i) {
   _Float16 h;

@@ -44,13 +44,17 @@ inline DType dtype_of(ffi::DataType t) {
 
 // A typed-FFI call as a Source: the operands are the required inputs, then
 // the optional ones the presence mask (attribute `present_`) names; the
-// results are the outputs; attributes are looked up by name.
+// results are the outputs, then one byte buffer per workspace; attributes are
+// looked up by name. Workspaces are results, not memory from the FFI's
+// scratch allocator, so that XLA plans them with the rest of the program's
+// buffers (the way its own cuDNN and cuBLAS calls get theirs; jaxlib's GPU
+// scratch allocator refuses requests) and the call stays capturable in a CUDA
+// graph.
 class FfiSource : public Source {
  public:
-  // `scratch` allocates device memory for workspaces (nullptr: host memory).
   // `aliases[i]`: the input output i updates in place, or -1 (result_count).
-  FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, const int* aliases,
-            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs, ffi::ScratchAllocator* scratch);
+  FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, const int* aliases, size_t workspaces,
+            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs);
 
   // The call's operands and results match the op's (else why not).
   const Status& status() const { return status_; }
@@ -65,10 +69,9 @@ class FfiSource : public Source {
   const char* op_;
   ffi::RemainingRets rets_;
   ffi::Dictionary attrs_;
-  ffi::ScratchAllocator* scratch_;
+  size_t outputs_ = 0;  // the results before the workspaces
   std::vector<TensorRef> inputs_;
   std::vector<bool> present_;
-  std::vector<std::unique_ptr<char[]>> host_scratch_;
   Status status_;
 };
 
@@ -97,22 +100,15 @@ ffi::Error run(const Platform& platform, FfiSource& source) {
 template <typename Rules>
 struct Handler {
   static ffi::Error cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases, args, rets, attrs,
-                     nullptr);
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases,
+                     Rules::kWorkspaces, args, rets, attrs);
     return run<Rules>(Cpu{}, source);
   }
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
   static ffi::Error cuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                          ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases, args, rets, attrs,
-                     nullptr);
-    return run<Rules>(Cuda{stream}, source);
-  }
-  // For ops with a workspace: XLA's scratch allocator gives its memory.
-  static ffi::Error cuda_with_scratch(cudaStream_t stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs args,
-                                      ffi::RemainingRets rets, ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases, args, rets, attrs,
-                     &scratch);
+    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases,
+                     Rules::kWorkspaces, args, rets, attrs);
     return run<Rules>(Cuda{stream}, source);
   }
 #endif
@@ -123,22 +119,13 @@ inline auto cpu_binding() { return ffi::Ffi::Bind().RemainingArgs().RemainingRet
 inline auto cuda_binding() {
   return ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>().RemainingArgs().RemainingRets().Attrs();
 }
-inline auto cuda_binding_with_scratch() {
-  return ffi::Ffi::Bind()
-      .Ctx<ffi::PlatformStream<cudaStream_t>>()
-      .Ctx<ffi::ScratchAllocator>()
-      .RemainingArgs()
-      .RemainingRets()
-      .Attrs();
-}
 #endif
 
 // --- FfiSource (inline: the XLA FFI headers are header-only) -------------------
 
 inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, const int* aliases,
-                            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs,
-                            ffi::ScratchAllocator* scratch)
-    : op_(op), rets_(rets), attrs_(attrs), scratch_(scratch), inputs_(inputs), present_(inputs, false) {
+                            size_t workspaces, ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs)
+    : op_(op), rets_(rets), attrs_(attrs), inputs_(inputs), present_(inputs, false) {
   // Bit i of the mask: the i-th optional input is among the operands.
   int64_t mask = 0;
   if (inputs > required) {
@@ -155,7 +142,8 @@ inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size
     }
   }
   const size_t expected = required + present_count(mask);
-  const size_t results = result_count(aliases, outputs, required, static_cast<uint64_t>(mask));
+  outputs_ = result_count(aliases, outputs, required, static_cast<uint64_t>(mask));
+  const size_t results = outputs_ + workspaces;
   if (args.size() != expected || rets_.size() != results) {
     status_ = Status::InvalidArgument(std::string(op) + ": the call has " + std::to_string(args.size()) +
                                       " operand(s) and " + std::to_string(rets_.size()) + " result(s); the op takes " +
@@ -264,22 +252,19 @@ inline Status FfiSource::output(size_t i, const char* name, const char* declared
   return Status::Ok();
 }
 
-inline Status FfiSource::workspace(size_t, size_t bytes, void** data) {
-  if (bytes == 0) {
-    *data = nullptr;
-    return Status::Ok();
+inline Status FfiSource::workspace(size_t i, size_t bytes, void** data) {
+  ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> result = rets_.get<ffi::AnyBuffer>(outputs_ + i);
+  if (!result.has_value()) {
+    return Status::InvalidArgument(std::string(op_) + ": result " + std::to_string(outputs_ + i) + ": " +
+                                   result.error().message());
   }
-  if (scratch_ == nullptr) {  // the host: memory of its own, freed with the source
-    host_scratch_.emplace_back(new (std::nothrow) char[bytes]);
-    *data = host_scratch_.back().get();
-  } else {
-    std::optional<void*> p = scratch_->Allocate(bytes, 256);
-    *data = p ? *p : nullptr;
+  ffi::Result<ffi::AnyBuffer> r = result.value();
+  if (r->size_bytes() < bytes) {
+    return Status::InvalidArgument(std::string(op_) + ": workspace " + std::to_string(i) + " (result " +
+                                   std::to_string(outputs_ + i) + ") has " + std::to_string(r->size_bytes()) +
+                                   " bytes; the call's sizes need " + std::to_string(bytes));
   }
-  if (*data == nullptr) {
-    return Status::Internal(std::string(op_) + ": cannot allocate " + std::to_string(bytes) +
-                            " bytes of workspace");
-  }
+  *data = bytes == 0 ? nullptr : r->untyped_data();
   return Status::Ok();
 }
 

@@ -3,8 +3,10 @@
 
 from . import (
     flip,
+    fused_add_rms_norm,
     glu,
     kv_cache_write,
+    paged_attention_decode,
     rms_norm,
     rotary_embedding,
     simple_add,
@@ -12,8 +14,10 @@ from . import (
 
 OPS = (
     flip.OP,
+    fused_add_rms_norm.OP,
     glu.OP,
     kv_cache_write.OP,
+    paged_attention_decode.OP,
     rms_norm.OP,
     rotary_embedding.OP,
     simple_add.OP,

@@ -1,0 +1,177 @@
+"""The LLM ops at the memory roofline, on the GPU, against baselines run in
+the same process. Prints one table per op with the time per call, the bytes
+the op must move, the bandwidth that makes and its ratio to a device copy
+(torch's clone of as many bytes: reads plus writes over time).
+
+  paged_attention_decode (f16 and bf16, H=32, KVH=8, Dh=128, BS=16), each
+      configuration's KV bytes (the keys and values the contexts cover) in
+      the table:
+      - opgen through PyTorch against gather + SDPA (the blocks gathered with
+        index_select, then scaled_dot_product_attention with a length mask);
+      - opgen through JAX (api_version 4) against Pallas's GPU
+        paged_attention (jax.experimental.pallas.ops.gpu), whose cache
+        layout [KVH, pages, page, Dh] is transposed once, outside the timing.
+      Results are compared with each other before timing.
+  rotary_embedding (NeoX, bf16, query [N, 32*128], key [N, 8*128], in place)
+      and fused_add_rms_norm (bf16, [N, 4096], both in place) through PyTorch:
+      bytes read plus written against the copy.
+
+Times are medians over --rounds of --calls back-to-back calls (CUDA events
+for PyTorch; host time to block_until_ready for JAX).
+
+  python bench/bench_attention.py [--calls 20] [--rounds 7] [--quick]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch and JAX share the GPU
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import opgen_ops.jax as jops  # noqa: E402
+import opgen_ops.torch as tops  # noqa: E402
+
+
+def torch_us(fn, calls, rounds):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()
+    samples = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(samples)
+
+
+def jax_us(fn, args, calls, rounds):
+    jax.block_until_ready(fn(*args))
+    samples = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(calls):
+            out = fn(*args)
+        jax.block_until_ready(out)
+        samples.append((time.perf_counter() - t) * 1e6 / calls)
+    return statistics.median(samples)
+
+
+def copy_gbps(nbytes, calls, rounds):
+    """Device copy bandwidth: a clone of nbytes reads and writes nbytes."""
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    return 2 * nbytes / torch_us(lambda: dst.copy_(src), calls, rounds) / 1e3
+
+
+def row(name, us, nbytes, copy):
+    gbps = nbytes / us / 1e3
+    print(f"  {name:<34} {us:10.1f} us {gbps:9.0f} GB/s {gbps / copy:7.2f}x copy")
+
+
+def gather_sdpa(q, k_cache, v_cache, tables, lens, scale):
+    """PyTorch without a paged kernel: gather each sequence's blocks, then
+    SDPA over the padded contexts with a mask of each one's length."""
+    s, h, dh = q.shape
+    _, bs, kvh, _ = k_cache.shape
+    k = k_cache.index_select(0, tables.flatten()).view(s, -1, kvh, dh).transpose(1, 2)
+    v = v_cache.index_select(0, tables.flatten()).view(s, -1, kvh, dh).transpose(1, 2)
+    mask = torch.arange(k.shape[2], device=q.device)[None, :] < lens[:, None]
+    out = F.scaled_dot_product_attention(q[:, :, None, :], k, v, attn_mask=mask[:, None, None, :], scale=scale,
+                                         enable_gqa=True)
+    return out[:, :, 0, :]
+
+
+def bench_paged_attention(args, dtype, seqs, context, copy):
+    h, kvh, dh, bs = 32, 8, 128, 16
+    blocks_per_seq = context // bs
+    nb = seqs * blocks_per_seq
+    tdtype = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(seqs, h, dh, device="cuda", dtype=tdtype, generator=g)
+    k_cache = torch.randn(nb, bs, kvh, dh, device="cuda", dtype=tdtype, generator=g)
+    v_cache = torch.randn(nb, bs, kvh, dh, device="cuda", dtype=tdtype, generator=g)
+    tables = torch.randperm(nb, device="cuda", generator=g).to(torch.int32).view(seqs, blocks_per_seq)
+    lens = torch.full((seqs,), context, dtype=torch.int32, device="cuda")
+    scale = dh ** -0.5
+    kv_bytes = 2 * seqs * context * kvh * dh * q.element_size()
+    print(f"paged_attention_decode {dtype}: {seqs} sequences x {context} tokens, KV {kv_bytes / 2**20:.0f} MiB")
+
+    ours = tops.paged_attention_decode(q, k_cache, v_cache, tables, lens, scale=scale)
+    theirs = gather_sdpa(q, k_cache, v_cache, tables.long(), lens, scale)
+    err = (ours.float() - theirs.float()).norm() / theirs.float().norm()
+    assert err < 2e-2, f"opgen and gather+SDPA disagree: {err:.3g}"
+    t_ours = torch_us(lambda: tops.paged_attention_decode(q, k_cache, v_cache, tables, lens, scale=scale),
+                      args.calls, args.rounds)
+    t_sdpa = torch_us(lambda: gather_sdpa(q, k_cache, v_cache, tables.long(), lens, scale), args.calls, args.rounds)
+    row("opgen (torch)", t_ours, kv_bytes, copy)
+    row("gather + SDPA (torch)", t_sdpa, kv_bytes, copy)
+
+    from jax.experimental.pallas.ops.gpu.paged_attention import paged_attention as pallas_paged
+    jq, jk, jv = (jnp.asarray(x.float().cpu().numpy()).astype(dtype) for x in (q, k_cache, v_cache))
+    jt, jl = jnp.asarray(tables.cpu().numpy()), jnp.asarray(lens.cpu().numpy())
+    jq, jk, jv, jt, jl = jax.device_put((jq, jk, jv, jt, jl), jax.devices("gpu")[0])
+    k_pages, v_pages = jnp.transpose(jk, (2, 0, 1, 3)), jnp.transpose(jv, (2, 0, 1, 3))
+    mine = jax.jit(lambda *a: jops.paged_attention_decode(*a, scale=scale))
+    pallas = jax.jit(lambda q, kp, vp, t, n: pallas_paged(q * jnp.asarray(scale, q.dtype), kp, vp, t, n))
+    a, b = mine(jq, jk, jv, jt, jl), pallas(jq, k_pages, v_pages, jt, jl)
+    err = float(jnp.linalg.norm((a - b).astype(jnp.float32)) / jnp.linalg.norm(b.astype(jnp.float32)))
+    assert err < 2e-2, f"opgen and Pallas disagree: {err:.3g}"
+    row("opgen (jax, api_version 4)", jax_us(mine, (jq, jk, jv, jt, jl), args.calls, args.rounds), kv_bytes, copy)
+    row("Pallas paged_attention (jax)", jax_us(pallas, (jq, k_pages, v_pages, jt, jl), args.calls, args.rounds),
+        kv_bytes, copy)
+    print(f"  opgen is {t_sdpa / t_ours:.2f}x faster than gather + SDPA")
+
+
+def bench_rotary(args, n, copy):
+    h, kvh, dh = 32, 8, 128
+    positions = torch.randint(0, 8192, (n,), device="cuda")
+    cache = torch.randn(8192, dh, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(n, h * dh, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(n, kvh * dh, device="cuda", dtype=torch.bfloat16)
+    moved = 2 * (q.numel() + k.numel()) * 2
+    print(f"rotary_embedding bf16: {n} tokens, {(q.numel() + k.numel()) / 2**20:.0f} Mi elements")
+    t = torch_us(lambda: tops.rotary_embedding(positions, q, cache, k, head_size=dh), args.calls, args.rounds)
+    row("opgen (torch, in place)", t, moved, copy)
+
+
+def bench_fused_norm(args, n, d, copy):
+    x = torch.randn(n, d, device="cuda", dtype=torch.bfloat16)
+    residual = torch.randn(n, d, device="cuda", dtype=torch.bfloat16)
+    weight = torch.rand(d, device="cuda", dtype=torch.bfloat16)
+    moved = 4 * x.numel() * 2
+    print(f"fused_add_rms_norm bf16: [{n}, {d}], {x.numel() / 2**20:.0f} Mi elements")
+    t = torch_us(lambda: tops.fused_add_rms_norm(x, residual, weight), args.calls, args.rounds)
+    row("opgen (torch, in place)", t, moved, copy)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="one configuration of each")
+    args = ap.parse_args()
+    print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, jax {jax.__version__}")
+    copy = copy_gbps(512 * 2**20, args.calls, args.rounds)
+    print(f"device copy (512 MiB clone): {copy:.0f} GB/s\n")
+    configs = [(8, 2048), (1, 32768), (32, 4096), (128, 2048)]
+    for dtype in ("float16", "bfloat16"):
+        for seqs, context in configs[:1] if args.quick else configs:
+            bench_paged_attention(args, dtype, seqs, context, copy)
+    for n in ([16384] if args.quick else [4096, 16384]):
+        bench_rotary(args, n, copy)
+    for n in ([4096] if args.quick else [4096, 16384]):
+        bench_fused_norm(args, n, 4096, copy)
+
+
+if __name__ == "__main__":
+    main()

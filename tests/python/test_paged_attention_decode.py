@@ -1,0 +1,175 @@
+"""paged_attention_decode, decode attention over a paged KV cache: against a
+float64 gather-and-softmax reference through JAX and PyTorch, grouped-query
+heads, every head size and block size the spec allows, empty contexts, and
+the documented answer (NaN for that sequence alone) to a context length or a
+block id out of range. On a GPU, contexts of several 512-token partitions
+exercise the CUDA body's split and combine; skipped without one."""
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import op_references as ref
+import opgen_ops.jax as jops
+import opgen_ops.torch as tops
+from conftest import gpu_devices
+
+CPU = jax.devices("cpu")[0]
+DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def problem(rng, dtype, seqs=4, heads=8, kv_heads=2, dh=64, bs=16, max_blocks=6, blocks=None):
+    """Caches with more blocks than the sequences use, each sequence's blocks
+    drawn without repeats from them, contexts from empty to full."""
+    blocks = blocks or seqs * max_blocks + 3
+    query = rng.standard_normal((seqs, heads, dh)).astype(DTYPES[dtype])
+    key_cache = rng.standard_normal((blocks, bs, kv_heads, dh)).astype(DTYPES[dtype])
+    value_cache = rng.standard_normal((blocks, bs, kv_heads, dh)).astype(DTYPES[dtype])
+    tables = np.stack([rng.permutation(blocks)[:max_blocks] for _ in range(seqs)]).astype(np.int32)
+    lens = rng.integers(1, max_blocks * bs + 1, seqs).astype(np.int32)
+    lens[0] = max_blocks * bs  # a full table
+    if seqs > 2:
+        lens[1] = 0  # an empty context: zeros
+    return query, key_cache, value_cache, tables, lens, 1.0 / np.sqrt(dh)
+
+
+def to_torch(x, device="cpu"):
+    if x.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16).to(device)
+    return torch.from_numpy(np.array(x)).to(device)
+
+
+def as_float64(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy().astype(np.float64)
+    return np.asarray(x, np.float64)
+
+
+def jax_call(p, device=CPU, api_version=4):
+    *arrays, scale = p
+    f = jax.jit(lambda *a: jops.paged_attention_decode(*a, scale=scale, api_version=api_version))
+    return f(*(jax.device_put(a, device) for a in arrays))
+
+
+def torch_call(p, device="cpu"):
+    *arrays, scale = p
+    return tops.paged_attention_decode(*(to_torch(a, device) for a in arrays), scale=scale)
+
+
+def check(got, p, dtype):
+    want = ref.paged_attention_decode(*p)
+    assert ref.relative_error(as_float64(got), want) < ref.TOLERANCE[dtype]
+
+
+# (heads, kv_heads): multi-head, grouped by 4, by 8, and a group of 12 that
+# the CUDA body splits across two blocks.
+GROUPS = [(4, 4), (8, 2), (16, 2), (24, 2)]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("api_version", [4, 3])
+@pytest.mark.parametrize("heads, kv_heads", GROUPS)
+def test_jax_matches_the_reference(rng, dtype, api_version, heads, kv_heads):
+    p = problem(rng, dtype, heads=heads, kv_heads=kv_heads)
+    check(jax_call(p, api_version=api_version), p, dtype)
+
+
+@pytest.mark.parametrize("dh", [64, 128, 256])
+@pytest.mark.parametrize("bs", [16, 32])
+def test_torch_matches_the_reference_for_every_head_and_block_size(rng, dh, bs):
+    p = problem(rng, "float32", dh=dh, bs=bs)
+    check(torch_call(p), p, "float32")
+
+
+def out_of_range(rng, dtype):
+    """Sequence 1 reaches a block id past the cache, 2 a negative one, 3 has a
+    context longer than its table and 4 a negative one; 0 and 5 are valid (5
+    has a bad id past its context, which is not read)."""
+    query, key_cache, value_cache, tables, lens, scale = problem(rng, dtype, seqs=6, max_blocks=4)
+    lens[:] = [64, 20, 40, 0, 5, 17]
+    blocks = key_cache.shape[0]
+    tables[1, 1] = blocks
+    tables[2, 2] = -1
+    lens[3] = tables.shape[1] * 16 + 1
+    lens[4] = -3
+    tables[5, 3] = blocks + 100
+    return query, key_cache, value_cache, tables, lens, scale
+
+
+def check_out_of_range(got, p, dtype):
+    got = as_float64(got)
+    bad = [1, 2, 3, 4]
+    assert np.isnan(got[bad]).all(), "a sequence with an index out of range gets NaN in every head"
+    good = [0, 5]
+    want = ref.paged_attention_decode(*p)
+    assert ref.relative_error(got[good], want[good]) < ref.TOLERANCE[dtype]
+
+
+def test_indices_out_of_range_give_nan_for_that_sequence_alone(rng):
+    p = out_of_range(rng, "float32")
+    check_out_of_range(jax_call(p), p, "float32")
+    check_out_of_range(torch_call(p), p, "float32")
+
+
+def test_a_head_size_the_spec_does_not_allow_is_refused(rng):
+    p = problem(rng, "float32", dh=32)
+    with pytest.raises(ValueError, match=r"the spec requires Dh in \[64, 128, 256\], but Dh = 32"):
+        jax_call(p)
+    p = problem(rng, "float32", heads=6, kv_heads=4)
+    with pytest.raises(RuntimeError, match=r"the spec requires H % KVH == 0, but H = 6, KVH = 4"):
+        torch_call(p)
+
+
+# --- GPU --------------------------------------------------------------------------------------
+
+needs_torch_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+needs_jax_gpu = pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+
+
+@needs_jax_gpu
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("dh", [64, 128, 256])
+@pytest.mark.parametrize("heads, kv_heads", GROUPS)
+def test_jax_cuda_long_contexts_split_into_partitions(rng, dtype, dh, heads, kv_heads):
+    # Up to 40 blocks of 32 tokens: contexts of up to 3 partitions of 512.
+    p = problem(rng, dtype, seqs=3, heads=heads, kv_heads=kv_heads, dh=dh, bs=32, max_blocks=40)
+    for api_version in (4, 3):
+        check(jax_call(p, gpu_devices()[0], api_version), p, dtype)
+
+
+@needs_torch_cuda
+@pytest.mark.parametrize("bs", [16, 32])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_torch_cuda_long_contexts_split_into_partitions(rng, bs, dtype):
+    p = problem(rng, dtype, seqs=5, heads=8, kv_heads=1, dh=128, bs=bs, max_blocks=2048 // bs + 5)
+    check(torch_call(p, "cuda"), p, dtype)
+
+
+@needs_torch_cuda
+def test_torch_cuda_caches_that_are_not_16_byte_aligned(rng):
+    """Contiguous caches one element into their storage: the body's element
+    loads, not its vector loads."""
+    p = problem(rng, "float16", dh=64, max_blocks=20)
+    q, k, v, tables, lens, scale = (to_torch(a, "cuda") if isinstance(a, np.ndarray) else a for a in p)
+    shifted = [torch.empty(x.numel() + 1, dtype=x.dtype, device="cuda")[1:].view(x.shape) for x in (k, v)]
+    for s, x in zip(shifted, (k, v)):
+        s.copy_(x)
+    assert shifted[0].data_ptr() % 16 != 0
+    check(tops.paged_attention_decode(q, *shifted, tables, lens, scale=scale), p, "float16")
+
+
+@needs_torch_cuda
+def test_torch_cuda_indices_out_of_range_give_nan_for_that_sequence_alone(rng):
+    p = out_of_range(rng, "float32")
+    check_out_of_range(torch_call(p, "cuda"), p, "float32")
+    # Long contexts: the bad block id sits in the second of three partitions.
+    query, key_cache, value_cache, tables, lens, scale = problem(rng, "float32", seqs=3, bs=16, max_blocks=96)
+    lens[:] = 96 * 16
+    tables[1, 40] = key_cache.shape[0]
+    got = as_float64(torch_call((query, key_cache, value_cache, tables, lens, scale), "cuda"))
+    assert np.isnan(got[1]).all()
+    want = ref.paged_attention_decode(query, key_cache, value_cache, tables, lens, scale)
+    assert ref.relative_error(got[[0, 2]], want[[0, 2]]) < ref.TOLERANCE["float32"]
