@@ -23,21 +23,8 @@ namespace opgen_ops::paged_attention_decode {
 namespace {
 
 constexpr int kPartition = 256;  // tokens per partition: the 256 of the spec's workspace shapes
-constexpr int kWarps = 8;
+constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kUnroll = 4;  // rows each warp has in flight
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
 
 // How a warp reads rows of Dh elements: each lane loads kE consecutive
 // elements (16 bytes or more), kL lanes cover a row, and a warp covers kRows
@@ -61,9 +48,12 @@ __device__ __forceinline__ float row_sum(float v) {
 // One block: sequence s, kv head kvh, query heads [h0, h0 + heads) of its
 // group (heads <= kGroup), partition blockIdx.y.
 template <typename T, int Dh, int kGroup>
-__global__ void __launch_bounds__(kThreads) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
+__global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 3) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
   using Tiling = RowTiling<T, Dh>;
   constexpr int kE = Tiling::kE, kL = Tiling::kL, kRows = Tiling::kRows;
+  // Rows each lane has in flight: fewer where the query heads and the sums
+  // take many registers.
+  constexpr int kUnroll = kGroup * kE > 32 ? 2 : 4;
   constexpr int kSweep = kWarps * kRows * kUnroll;  // tokens the block reads per sweep
   const int64_t s = blockIdx.x / (args.KVH * chunks);
   const int64_t kvh = blockIdx.x / chunks % args.KVH, chunk = blockIdx.x % chunks;
@@ -85,13 +75,13 @@ __global__ void __launch_bounds__(kThreads) attend_partition(Args<T> args, int64
   const int64_t t0 = partition * kPartition;
   const int n = static_cast<int>(context - t0 < kPartition ? context - t0 : kPartition);
 
-  __shared__ float logits[kGroup][kPartition];  // logits, then probabilities
-  __shared__ float sums[kGroup][Dh];            // the weighted sum of the values
-  __shared__ float head_max[kGroup], head_sum[kGroup];
+  __shared__ float sums[kGroup][Dh];  // the weighted sum of the values
+  __shared__ float head_max[kGroup], head_sum[kGroup], warp_max_of[kWarps][kGroup];
   __shared__ int block_ids[kPartition / 16];  // the partition's blocks (BS >= 16 divides kPartition)
   __shared__ int bad_block;
   if (threadIdx.x == 0) bad_block = 0;
   for (int i = threadIdx.x; i < kGroup * Dh; i += kThreads) (&sums[0][0])[i] = 0.f;
+  if (threadIdx.x < kGroup) head_sum[threadIdx.x] = 0.f;
   __syncthreads();
   // The block ids, read and checked once: every row address below comes from
   // shared memory instead of a dependent global load.
@@ -128,83 +118,96 @@ __global__ void __launch_bounds__(kThreads) attend_partition(Args<T> args, int64
     return cache + ((int64_t{block_ids[i / args.BS]} * args.BS + i % args.BS) * args.KVH + kvh) * Dh + column;
   };
 
-  // Phase 1: logits.
+  // One pass over the partition with an online softmax: each lane keeps, for
+  // the tokens of its row slot, the largest logit m, the sum l of exp(logit -
+  // m) and the weighted sum of its columns of the values, rescaled when m
+  // grows. The keys and values of kUnroll rows are loaded together, so twice
+  // the bytes are in flight of a logits-then-values pass.
+  float m[kGroup], l[kGroup], acc[kGroup][kE];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int e = 0; e < kE; ++e) acc[g][e] = 0.f;
+  }
   for (int base = 0; base < n; base += kSweep) {
-    float k[kUnroll][kE];
+    float k[kUnroll][kE], v[kUnroll][kE];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int i = token(base, u);
-      if (i < n) opgen::kernels::load_vec<kE>(row(args.key_cache, i), aligned, k[u]);
+      if (i < n) {
+        opgen::kernels::load_vec<kE>(row(args.key_cache, i), aligned, k[u]);
+        opgen::kernels::load_vec<kE>(row(args.value_cache, i), aligned, v[u]);
+      } else {  // past the context: weight 0, and 0 * v must not be 0 * NaN
+#pragma unroll
+        for (int e = 0; e < kE; ++e) k[u][e] = v[u][e] = 0.f;
+      }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = token(base, u);
+    for (int g = 0; g < kGroup; ++g) {
+      if (g >= heads) break;
+      float logit[kUnroll], largest = m[g];
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        if (g >= heads) break;
+      for (int u = 0; u < kUnroll; ++u) {
         float dot = 0.f;
 #pragma unroll
         for (int e = 0; e < kE; ++e) dot += q[g][e] * k[u][e];
         dot = row_sum<kL>(dot);  // every lane takes part: the shuffle needs the whole warp
-        if (i < n && lane % kL == 0) logits[g][i] = dot;
+        logit[u] = token(base, u) < n ? dot : -INFINITY;
+        largest = fmaxf(largest, logit[u]);
       }
-    }
-  }
-  __syncthreads();
-
-  // Phase 2: softmax of each head's logits over the partition.
-  for (int g = warp; g < heads; g += kWarps) {
-    float m = -INFINITY;
-    for (int i = lane; i < n; i += 32) m = fmaxf(m, logits[g][i]);
-    m = warp_max(m);
-    float sum = 0.f;
-    for (int i = lane; i < n; i += 32) {
-      const float p = __expf(logits[g][i] - m);
-      logits[g][i] = p;
-      sum += p;
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) {
-      head_max[g] = m;
-      head_sum[g] = sum;
-    }
-  }
-  __syncthreads();
-
-  // Phase 3: the probability-weighted sum of the values.
-  float acc[kGroup][kE] = {};
-  for (int base = 0; base < n; base += kSweep) {
-    float v[kUnroll][kE];
+      if (largest == -INFINITY) continue;  // no token of this slot yet
+      const float rescale = __expf(m[g] - largest);  // 0 while m is -inf
+      m[g] = largest;
+      l[g] *= rescale;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = token(base, u);
+      for (int e = 0; e < kE; ++e) acc[g][e] *= rescale;
 #pragma unroll
-      for (int e = 0; e < kE; ++e) v[u][e] = 0.f;
-      if (i < n) opgen::kernels::load_vec<kE>(row(args.value_cache, i), aligned, v[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = token(base, u);
-      if (i >= n) continue;
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        if (g >= heads) break;
-        const float p = logits[g][i];
+      for (int u = 0; u < kUnroll; ++u) {
+        const float p = __expf(logit[u] - largest);
+        l[g] += p;
 #pragma unroll
         for (int e = 0; e < kE; ++e) acc[g][e] += p * v[u][e];
       }
     }
   }
-  // The kRows lanes of a warp that hold the same columns add up, then the
-  // warps add theirs into shared memory.
+  // Merge the row slots: first the kRows slots of a warp (lanes kL apart hold
+  // the same columns), then the warps, through shared memory.
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
     if (g >= heads) break;
 #pragma unroll
-    for (int e = 0; e < kE; ++e) {
+    for (int offset = kL; offset < 32; offset *= 2) {
+      const float other_m = __shfl_xor_sync(0xffffffffu, m[g], offset);
+      const float other_l = __shfl_xor_sync(0xffffffffu, l[g], offset);
+      const float largest = fmaxf(m[g], other_m);
+      const float mine = largest == -INFINITY ? 0.f : __expf(m[g] - largest);
+      const float theirs = largest == -INFINITY ? 0.f : __expf(other_m - largest);
+      m[g] = largest;
+      l[g] = l[g] * mine + other_l * theirs;
 #pragma unroll
-      for (int offset = kL; offset < 32; offset *= 2) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], offset);
-      if (sub == 0) atomicAdd(&sums[g][column + e], acc[g][e]);
+      for (int e = 0; e < kE; ++e) {
+        acc[g][e] = acc[g][e] * mine + __shfl_xor_sync(0xffffffffu, acc[g][e], offset) * theirs;
+      }
+    }
+    if (lane == 0) warp_max_of[warp][g] = m[g];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    if (g >= heads) break;
+    float largest = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) largest = fmaxf(largest, warp_max_of[w][g]);
+    const float scale = m[g] == -INFINITY ? 0.f : __expf(m[g] - largest);
+    if (sub == 0) {
+#pragma unroll
+      for (int e = 0; e < kE; ++e) atomicAdd(&sums[g][column + e], acc[g][e] * scale);
+      if (lane == 0) {
+        atomicAdd(&head_sum[g], l[g] * scale);
+        if (warp == 0) head_max[g] = largest;
+      }
     }
   }
   __syncthreads();
