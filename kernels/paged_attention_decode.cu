@@ -78,6 +78,7 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 3) attend_partitio
   __shared__ float sums[kGroup][Dh];  // the weighted sum of the values
   __shared__ float head_max[kGroup], head_sum[kGroup], warp_max_of[kWarps][kGroup];
   __shared__ int block_ids[kPartition / 16];  // the partition's blocks (BS >= 16 divides kPartition)
+  __shared__ int64_t offsets[kPartition];     // each token's element offset in the caches, for kv head kvh
   __shared__ int bad_block;
   if (threadIdx.x == 0) bad_block = 0;
   for (int i = threadIdx.x; i < kGroup * Dh; i += kThreads) (&sums[0][0])[i] = 0.f;
@@ -110,13 +111,17 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 3) attend_partitio
     }
     return;
   }
+  // Each token's row, once per block (a division by BS per token, not per
+  // lane and load).
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    offsets[i] = ((int64_t{block_ids[i / args.BS]} * args.BS + i % args.BS) * args.KVH + kvh) * Dh;
+  }
+  __syncthreads();
 
   // The token of unrolled step u of a sweep starting at `base`, for this lane,
   // and this lane's part of its row in `cache`.
   const auto token = [&](int base, int u) { return base + (u * kWarps + warp) * kRows + sub; };
-  const auto row = [&](const T* cache, int i) {
-    return cache + ((int64_t{block_ids[i / args.BS]} * args.BS + i % args.BS) * args.KVH + kvh) * Dh + column;
-  };
+  const auto row = [&](const T* cache, int i) { return cache + offsets[i] + column; };
 
   // One pass over the partition with an online softmax: each lane keeps, for
   // the tokens of its row slot, the largest logit m, the sum l of exp(logit -
