@@ -3,15 +3,16 @@ the same process. Prints one table per op with the time per call, the bytes
 the op must move, the bandwidth that makes and its ratio to a device copy
 (torch's clone of as many bytes: reads plus writes over time).
 
-  paged_attention_decode (f16 and bf16, H=32, KVH=8, Dh=128, BS=16), each
-      configuration's KV bytes (the keys and values the contexts cover) in
-      the table:
+  paged_attention_decode (bf16, H=32, KVH=8, Dh=128, BS=16) at batch 1, 8,
+      64, 256 x context 512, 4096, 32768, as a Markdown table; the bandwidth
+      counts the bytes of K, V, query and output moved:
       - opgen through PyTorch against gather + SDPA (the blocks gathered with
         index_select, then scaled_dot_product_attention with a length mask);
       - opgen through JAX (api_version 4) against Pallas's GPU
         paged_attention (jax.experimental.pallas.ops.gpu), whose cache
         layout [KVH, pages, page, Dh] is transposed once, outside the timing.
-      Results are compared with each other before timing.
+      Results are compared with each other before timing. The baselines run
+      up to --baseline-gib of KV (they need copies of it).
   rotary_embedding (NeoX, bf16, query [N, 32*128], key [N, 8*128], in place)
       and fused_add_rms_norm (bf16, [N, 4096], both in place) through PyTorch:
       bytes read plus written against the copy.
@@ -19,7 +20,7 @@ the op must move, the bandwidth that makes and its ratio to a device copy
 Times are medians over --rounds of --calls back-to-back calls (CUDA events
 for PyTorch; host time to block_until_ready for JAX).
 
-  python bench/bench_attention.py [--calls 20] [--rounds 7] [--quick]
+  python bench/bench_attention.py [--calls 20] [--rounds 7] [--quick] [--shapes 8x32768,...] [--baseline-gib 8]
 """
 
 import argparse
@@ -91,45 +92,56 @@ def gather_sdpa(q, k_cache, v_cache, tables, lens, scale):
     return out[:, :, 0, :]
 
 
-def bench_paged_attention(args, dtype, seqs, context, copy):
+def bench_paged_attention(args, seqs, context, copy):
+    """One row of the table: each implementation's time and its bandwidth
+    (bytes of K, V, query and output moved / time) over the copy's."""
     h, kvh, dh, bs = 32, 8, 128, 16
     blocks_per_seq = context // bs
     nb = seqs * blocks_per_seq
-    tdtype = getattr(torch, dtype)
     g = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(seqs, h, dh, device="cuda", dtype=tdtype, generator=g)
-    k_cache = torch.randn(nb, bs, kvh, dh, device="cuda", dtype=tdtype, generator=g)
-    v_cache = torch.randn(nb, bs, kvh, dh, device="cuda", dtype=tdtype, generator=g)
+    q = torch.randn(seqs, h, dh, device="cuda", dtype=torch.bfloat16, generator=g)
+    k_cache = torch.randn(nb, bs, kvh, dh, device="cuda", dtype=torch.bfloat16, generator=g)
+    v_cache = torch.randn(nb, bs, kvh, dh, device="cuda", dtype=torch.bfloat16, generator=g)
     tables = torch.randperm(nb, device="cuda", generator=g).to(torch.int32).view(seqs, blocks_per_seq)
     lens = torch.full((seqs,), context, dtype=torch.int32, device="cuda")
     scale = dh ** -0.5
-    kv_bytes = 2 * seqs * context * kvh * dh * q.element_size()
-    print(f"paged_attention_decode {dtype}: {seqs} sequences x {context} tokens, KV {kv_bytes / 2**20:.0f} MiB")
+    kv_bytes = 2 * seqs * context * kvh * dh * 2
+    moved = kv_bytes + 2 * q.numel() * 2
+    cells = {}
+
+    def measure(name, us):
+        cells[name] = us
+        return us
 
     ours = tops.paged_attention_decode(q, k_cache, v_cache, tables, lens, scale=scale)
-    theirs = gather_sdpa(q, k_cache, v_cache, tables.long(), lens, scale)
-    err = (ours.float() - theirs.float()).norm() / theirs.float().norm()
-    assert err < 2e-2, f"opgen and gather+SDPA disagree: {err:.3g}"
-    t_ours = torch_us(lambda: tops.paged_attention_decode(q, k_cache, v_cache, tables, lens, scale=scale),
-                      args.calls, args.rounds)
-    t_sdpa = torch_us(lambda: gather_sdpa(q, k_cache, v_cache, tables.long(), lens, scale), args.calls, args.rounds)
-    row("opgen (torch)", t_ours, kv_bytes, copy)
-    row("gather + SDPA (torch)", t_sdpa, kv_bytes, copy)
-
-    from jax.experimental.pallas.ops.gpu.paged_attention import paged_attention as pallas_paged
-    jq, jk, jv = (jnp.asarray(x.float().cpu().numpy()).astype(dtype) for x in (q, k_cache, v_cache))
-    jt, jl = jnp.asarray(tables.cpu().numpy()), jnp.asarray(lens.cpu().numpy())
-    jq, jk, jv, jt, jl = jax.device_put((jq, jk, jv, jt, jl), jax.devices("gpu")[0])
-    k_pages, v_pages = jnp.transpose(jk, (2, 0, 1, 3)), jnp.transpose(jv, (2, 0, 1, 3))
+    measure("opgen torch", torch_us(lambda: tops.paged_attention_decode(q, k_cache, v_cache, tables, lens, scale=scale),
+                                    args.calls, args.rounds))
+    # JAX sees the same device memory (DLPack), so no copy of the cache.
+    jq, jk, jv, jt, jl = (jax.dlpack.from_dlpack(x) for x in (q, k_cache, v_cache, tables, lens))
     mine = jax.jit(lambda *a: jops.paged_attention_decode(*a, scale=scale))
-    pallas = jax.jit(lambda q, kp, vp, t, n: pallas_paged(q * jnp.asarray(scale, q.dtype), kp, vp, t, n))
-    a, b = mine(jq, jk, jv, jt, jl), pallas(jq, k_pages, v_pages, jt, jl)
-    err = float(jnp.linalg.norm((a - b).astype(jnp.float32)) / jnp.linalg.norm(b.astype(jnp.float32)))
-    assert err < 2e-2, f"opgen and Pallas disagree: {err:.3g}"
-    row("opgen (jax, api_version 4)", jax_us(mine, (jq, jk, jv, jt, jl), args.calls, args.rounds), kv_bytes, copy)
-    row("Pallas paged_attention (jax)", jax_us(pallas, (jq, k_pages, v_pages, jt, jl), args.calls, args.rounds),
-        kv_bytes, copy)
-    print(f"  opgen is {t_sdpa / t_ours:.2f}x faster than gather + SDPA")
+    measure("opgen jax", jax_us(mine, (jq, jk, jv, jt, jl), args.calls, args.rounds))
+    if kv_bytes <= args.baseline_gib * 2**30:
+        theirs = gather_sdpa(q, k_cache, v_cache, tables.long(), lens, scale)
+        err = ((ours.float() - theirs.float()).norm() / theirs.float().norm()).item()
+        assert err < 2e-2, f"opgen and gather+SDPA disagree: {err:.3g}"
+        del theirs
+        measure("gather+SDPA", torch_us(lambda: gather_sdpa(q, k_cache, v_cache, tables.long(), lens, scale),
+                                        args.calls, args.rounds))
+        from jax.experimental.pallas.ops.gpu.paged_attention import paged_attention as pallas_paged
+        k_pages, v_pages = jnp.transpose(jk, (2, 0, 1, 3)), jnp.transpose(jv, (2, 0, 1, 3))  # Pallas's layout
+        pallas = jax.jit(lambda q, kp, vp, t, n: pallas_paged(q * jnp.asarray(scale, q.dtype), kp, vp, t, n))
+        a, b = mine(jq, jk, jv, jt, jl), pallas(jq, k_pages, v_pages, jt, jl)
+        err = float(jnp.linalg.norm((a - b).astype(jnp.float32)) / jnp.linalg.norm(b.astype(jnp.float32)))
+        assert err < 2e-2, f"opgen and Pallas disagree: {err:.3g}"
+        measure("Pallas", jax_us(pallas, (jq, k_pages, v_pages, jt, jl), args.calls, args.rounds))
+        del k_pages, v_pages, a, b
+    row = [f"{seqs} x {context}", f"{kv_bytes / 2**20:.0f}"]
+    for name in ("opgen torch", "opgen jax", "Pallas", "gather+SDPA"):
+        us = cells.get(name)
+        row.append("—" if us is None else f"{us:.1f} µs, {moved / us / 1e3 / copy:.2f}x")
+    for name in ("Pallas", "gather+SDPA"):
+        row.append("—" if name not in cells else f"{cells[name] / cells['opgen torch']:.2f}")
+    print("| " + " | ".join(row) + " |", flush=True)
 
 
 def bench_rotary(args, n, copy):
@@ -159,14 +171,27 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="one configuration of each")
+    ap.add_argument("--shapes", help="sequences x context of paged attention, e.g. 8x32768,64x4096")
+    ap.add_argument("--baseline-gib", type=float, default=8.0,
+                    help="run the baselines (which copy or gather the cache) up to this much KV")
     args = ap.parse_args()
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, jax {jax.__version__}")
     copy = copy_gbps(512 * 2**20, args.calls, args.rounds)
     print(f"device copy (512 MiB clone): {copy:.0f} GB/s\n")
-    configs = [(8, 2048), (1, 32768), (32, 4096), (128, 2048)]
-    for dtype in ("float16", "bfloat16"):
-        for seqs, context in configs[:1] if args.quick else configs:
-            bench_paged_attention(args, dtype, seqs, context, copy)
+    print("paged_attention_decode, bf16, H 32, KVH 8, Dh 128, BS 16: time per call and bandwidth over the copy's;")
+    print("the last two columns: the baseline's time over opgen's (torch). — : not run (memory).\n")
+    print("| sequences x context | KV MiB | opgen (torch) | opgen (jax) | Pallas (jax) | gather + SDPA (torch) "
+          "| Pallas / opgen | SDPA / opgen |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    shapes = [(b, c) for b in (1, 8, 64, 256) for c in (512, 4096, 32768)]
+    if args.shapes:
+        shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
+    elif args.quick:
+        shapes = [(8, 4096)]
+    for seqs, context in shapes:
+        bench_paged_attention(args, seqs, context, copy)
+        torch.cuda.empty_cache()
+    print()
     for n in ([16384] if args.quick else [4096, 16384]):
         bench_rotary(args, n, copy)
     for n in ([4096] if args.quick else [4096, 16384]):

@@ -48,12 +48,12 @@ __device__ __forceinline__ float row_sum(float v) {
 // One block: sequence s, kv head kvh, query heads [h0, h0 + heads) of its
 // group (heads <= kGroup), partition blockIdx.y.
 template <typename T, int Dh, int kGroup>
-__global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 3) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
+__global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
   using Tiling = RowTiling<T, Dh>;
   constexpr int kE = Tiling::kE, kL = Tiling::kL, kRows = Tiling::kRows;
   // Rows each lane has in flight: fewer where the query heads and the sums
   // take many registers.
-  constexpr int kUnroll = kGroup * kE > 32 ? 2 : 4;
+  constexpr int kUnroll = kGroup * kE >= 32 ? 2 : 4;
   constexpr int kSweep = kWarps * kRows * kUnroll;  // tokens the block reads per sweep
   const int64_t s = blockIdx.x / (args.KVH * chunks);
   const int64_t kvh = blockIdx.x / chunks % args.KVH, chunk = blockIdx.x % chunks;
