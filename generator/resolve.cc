@@ -153,6 +153,22 @@ bool check_unique_names(SpecFile& f, const Op& op) {
     claim(s.symbol, "shape symbol", d.where);
   }
   for (const TypeVar& v : op.type_vars) claim(v.name, "type variable", v.where);
+  // Names the kernel interface derives from an input: its strides and its
+  // range check live in Args beside the names above.
+  for (const Tensor& t : op.inputs) {
+    if (t.layout != Layout::kContiguous) claim(t.name + "_strides", "input's strides (Args::" + t.name + "_strides)", t.where);
+    if (t.values_min || t.values_max) claim(t.name + "_in_range", "input's range check (Args::" + t.name + "_in_range)", t.where);
+  }
+  // One with_<name> dispatch helper per `<name> in [...]` constraint.
+  std::map<std::string, int> dispatched;
+  for (const Constraint& c : op.constraints) {
+    if (c.kind != Constraint::Kind::kIn || c.lhs->kind != Expr::Kind::kSymbol) continue;
+    if (auto [it, inserted] = dispatched.emplace(c.lhs->symbol, c.where.line); !inserted) {
+      f.error(c.where, "'" + c.lhs->symbol + "' is restricted with 'in' twice (first at line " + std::to_string(it->second) +
+                           "); give it one list of values");
+      ok = false;
+    }
+  }
   // Each enum attribute names a C++ type in the op's namespace; it must not
   // meet another such name, a symbol or type variable (C++ names too), or a
   // type the generated code uses there.

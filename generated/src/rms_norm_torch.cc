@@ -8,7 +8,7 @@
 #include "opgen_ops/rms_norm_rules.h"
 
 STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
-  m.def("rms_norm(Tensor x, Tensor\077 weight=None, Tensor\077 bias=None, *, float eps=1e-06) -> (Tensor, Tensor)");
+  m.def("rms_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-06) -> (Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {

@@ -8,7 +8,7 @@
 #include "opgen_ops/rotary_embedding_rules.h"
 
 STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
-  m.def("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)\077 key=None, *, int head_size, bool is_neox=True) -> ()");
+  m.def("rotary_embedding(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)? key=None, *, int head_size, bool is_neox=True) -> ()");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {

@@ -36,7 +36,7 @@ def c_literal_bytes(literal):
         c = body[i]
         assert 32 <= ord(c) < 127, repr(literal)
         assert c != '"', "an unescaped quote ends the literal"
-        assert c != "?", "a '?' may start a trigraph"
+        assert not (c == "?" and body[i - 1:i] == "?"), "'??' starts a trigraph"
         if c == "\\":
             if body[i + 1] in "01234567":
                 assert re.fullmatch(r"[0-7]{3}", body[i + 1:i + 4]), "octal escapes take exactly three digits"
@@ -50,6 +50,11 @@ def c_literal_bytes(literal):
             out.append(ord(c))
             i += 1
     return bytes(out)
+
+
+def test_cpp_string_keeps_a_lone_question_mark():
+    assert escaping.cpp_string("f(Tensor? w=None) -> Tensor") == '"f(Tensor? w=None) -> Tensor"'
+    assert escaping.cpp_string("a ??/ b") == '"a ?\\077/ b"'
 
 
 def test_cpp_string_denotes_exactly_the_text(rng):

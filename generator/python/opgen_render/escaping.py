@@ -5,23 +5,27 @@ literal or comment it lands in, whatever it holds."""
 import re
 import unicodedata
 
-# Printable ASCII but '"', '\\' and '?' (trigraphs): kept as they are.
-_CPP_PLAIN = re.compile(r'[ !#->@-\[\]-~]*')
+# Printable ASCII but '"' and '\\': kept as they are, '?' included, so that a
+# torch schema reads `Tensor? w`; a '?' after a '?' is escaped, so that no
+# trigraph (`??/`) forms for a compiler that still reads them.
+_CPP_PLAIN = re.compile(r'[ !#-\[\]-~]*')
 
 
 def cpp_string(s):
     """A C++ string literal: printable ASCII kept, everything else octal."""
-    if _CPP_PLAIN.fullmatch(s):
+    if _CPP_PLAIN.fullmatch(s) and '??' not in s:
         return '"' + s + '"'
     out = ['"']
+    previous = ''
     for b in s.encode('utf-8'):
         c = chr(b)
         if c in '"\\':
             out.append('\\' + c)
-        elif 32 <= b < 127 and c != '?':
+        elif 32 <= b < 127 and not (c == '?' and previous == '?'):
             out.append(c)
         else:
             out.append('\\%03o' % b)  # fixed width: never swallows a digit
+        previous = c if out[-1] == c else ''
     out.append('"')
     return ''.join(out)
 
