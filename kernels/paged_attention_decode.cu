@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include <cuda_pipeline.h>
+
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/paged_attention_decode.h"
@@ -54,6 +56,9 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
   // Rows each lane has in flight: fewer where the query heads and the sums
   // take many registers.
   constexpr int kUnroll = kGroup * kE >= 32 ? 2 : 4;
+  // Sweeps whose copies are in flight: about 8 KiB of keys and values per warp.
+  constexpr int kStageBytes = 2 * kUnroll * 32 * kE * int(sizeof(T));
+  constexpr int kStages = 8192 / kStageBytes > 1 ? 8192 / kStageBytes : 1;
   constexpr int kSweep = kWarps * kRows * kUnroll;  // tokens the block reads per sweep
   const int64_t s = blockIdx.x / (args.KVH * chunks);
   const int64_t kvh = blockIdx.x / chunks % args.KVH, chunk = blockIdx.x % chunks;
@@ -136,19 +141,9 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
 #pragma unroll
     for (int e = 0; e < kE; ++e) acc[g][e] = 0.f;
   }
-  for (int base = 0; base < n; base += kSweep) {
-    float k[kUnroll][kE], v[kUnroll][kE];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = token(base, u);
-      if (i < n) {
-        opgen::kernels::load_vec<kE>(row(args.key_cache, i), aligned, k[u]);
-        opgen::kernels::load_vec<kE>(row(args.value_cache, i), aligned, v[u]);
-      } else {  // past the context: weight 0, and 0 * v must not be 0 * NaN
-#pragma unroll
-        for (int e = 0; e < kE; ++e) k[u][e] = v[u][e] = 0.f;
-      }
-    }
+  // Folds the keys and values of one sweep (k, v: this lane's columns of
+  // kUnroll rows, zero past the context) into m, l and acc.
+  const auto fold = [&](int base, const float (&k)[kUnroll][kE], const float (&v)[kUnroll][kE]) {
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       if (g >= heads) break;
@@ -175,6 +170,67 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
 #pragma unroll
         for (int e = 0; e < kE; ++e) acc[g][e] += p * v[u][e];
       }
+    }
+  };
+  if (aligned) {
+    // kStages sweeps in flight: asynchronous copies (cp.async) of each lane's
+    // 16-byte pieces into shared memory, which hold them without registers.
+    // A lane reads back only the pieces it copied itself, so waiting for its
+    // own copies is the only synchronisation.
+    constexpr int kPieces = kE * int(sizeof(T)) / 16;  // 16-byte copies per lane and row
+    __shared__ alignas(16) uint4 staged[kStages][kWarps][2][kUnroll][32 * kPieces];
+    const int sweeps = (n + kSweep - 1) / kSweep;
+    const auto issue = [&](int sweep) {
+      if (sweep < sweeps) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int i = token(sweep * kSweep, u);
+          if (i >= n) continue;
+#pragma unroll
+          for (int c = 0; c < kPieces; ++c) {
+            __pipeline_memcpy_async(&staged[sweep % kStages][warp][0][u][lane * kPieces + c],
+                                    reinterpret_cast<const uint4*>(row(args.key_cache, i)) + c, 16);
+            __pipeline_memcpy_async(&staged[sweep % kStages][warp][1][u][lane * kPieces + c],
+                                    reinterpret_cast<const uint4*>(row(args.value_cache, i)) + c, 16);
+          }
+        }
+      }
+      __pipeline_commit();  // an empty group past the last sweep keeps the count of groups regular
+    };
+#pragma unroll
+    for (int sweep = 0; sweep < kStages - 1; ++sweep) issue(sweep);
+    for (int sweep = 0; sweep < sweeps; ++sweep) {
+      issue(sweep + kStages - 1);
+      __pipeline_wait_prior(kStages - 1);
+      float k[kUnroll][kE], v[kUnroll][kE];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (token(sweep * kSweep, u) < n) {
+          const T* kp = reinterpret_cast<const T*>(&staged[sweep % kStages][warp][0][u][lane * kPieces]);
+          const T* vp = reinterpret_cast<const T*>(&staged[sweep % kStages][warp][1][u][lane * kPieces]);
+          opgen::kernels::load_vec<kE>(kp, true, k[u]);
+          opgen::kernels::load_vec<kE>(vp, true, v[u]);
+        } else {  // past the context: weight 0, and 0 * v must not be 0 * NaN
+#pragma unroll
+          for (int e = 0; e < kE; ++e) k[u][e] = v[u][e] = 0.f;
+        }
+      }
+      fold(sweep * kSweep, k, v);
+    }
+  } else {  // caches not 16-byte aligned: element loads into registers
+    for (int base = 0; base < n; base += kSweep) {
+      float k[kUnroll][kE], v[kUnroll][kE];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = token(base, u);
+#pragma unroll
+        for (int e = 0; e < kE; ++e) k[u][e] = v[u][e] = 0.f;
+        if (i < n) {
+          opgen::kernels::load_vec<kE>(row(args.key_cache, i), false, k[u]);
+          opgen::kernels::load_vec<kE>(row(args.value_cache, i), false, v[u]);
+        }
+      }
+      fold(base, k, v);
     }
   }
   // Merge the row slots: first the kRows slots of a warp (lanes kL apart hold

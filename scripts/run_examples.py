@@ -1,12 +1,17 @@
 """Runs every example op of the package through JAX, on the GPU when JAX has
 one and on the CPU otherwise, and checks each result against a float64 numpy
-reference on fresh random inputs. Exits non-zero on any mismatch."""
+reference on fresh random inputs; then the decoder layer's decode step of
+examples/decode_step in JAX and in PyTorch (on the same device), each against
+the same step written with the framework's own ops. Exits non-zero on any
+mismatch."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -121,6 +126,19 @@ def example_kv_cache_write(rng, where):
 EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu, "flip": example_flip,
             "kv_cache_write": example_kv_cache_write}
 
+DECODE_STEP = Path(__file__).resolve().parent.parent / "examples" / "decode_step"
+
+
+def run_decode_steps(where) -> int:
+    """Runs the decode step examples (each prints its line); returns how many disagree."""
+    failures = 0
+    for name in ("decode_step_jax", "decode_step_torch"):
+        spec = importlib.util.spec_from_file_location(name, DECODE_STEP / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        failures += module.main(device=where) != 0
+    return failures
+
 
 def main() -> int:
     seed = int.from_bytes(os.urandom(4), "little")
@@ -140,7 +158,8 @@ def main() -> int:
             failures += not ok
             print(f"{op:<20} {v:>3} {shape:>14} {err:>11.2e} {tol:>9.0e} {elapsed * 1e3:>8.3f} ms"
                   f"{'' if ok else '  MISMATCH'}")
-    print("all examples match the float64 reference" if not failures else f"{failures} mismatch(es)")
+    failures += run_decode_steps(where)
+    print("all examples match their references" if not failures else f"{failures} mismatch(es)")
     return 1 if failures else 0
 
 
