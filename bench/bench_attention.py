@@ -15,7 +15,8 @@ the op must move, the bandwidth that makes and its ratio to a device copy
       up to --baseline-gib of KV (they need copies of it).
   rotary_embedding (NeoX, bf16, query [N, 32*128], key [N, 8*128], in place)
       and fused_add_rms_norm (bf16, [N, 4096], both in place) through PyTorch:
-      bytes read plus written against the copy.
+      bytes read plus written against a copy of as many bytes, timed right
+      after the op (the GPU's state after the attention runs affects both).
 
 Times are medians over --rounds of --calls back-to-back calls (CUDA events
 for PyTorch; host time to block_until_ready for JAX).
@@ -144,7 +145,7 @@ def bench_paged_attention(args, seqs, context, copy):
     print("| " + " | ".join(row) + " |", flush=True)
 
 
-def bench_rotary(args, n, copy):
+def bench_rotary(args, n):
     h, kvh, dh = 32, 8, 128
     positions = torch.randint(0, 8192, (n,), device="cuda")
     cache = torch.randn(8192, dh, device="cuda", dtype=torch.bfloat16)
@@ -153,17 +154,17 @@ def bench_rotary(args, n, copy):
     moved = 2 * (q.numel() + k.numel()) * 2
     print(f"rotary_embedding bf16: {n} tokens, {(q.numel() + k.numel()) / 2**20:.0f} Mi elements")
     t = torch_us(lambda: tops.rotary_embedding(positions, q, cache, k, head_size=dh), args.calls, args.rounds)
-    row("opgen (torch, in place)", t, moved, copy)
+    row("opgen (torch, in place)", t, moved, copy_gbps(moved // 2, args.calls, args.rounds))
 
 
-def bench_fused_norm(args, n, d, copy):
+def bench_fused_norm(args, n, d):
     x = torch.randn(n, d, device="cuda", dtype=torch.bfloat16)
     residual = torch.randn(n, d, device="cuda", dtype=torch.bfloat16)
     weight = torch.rand(d, device="cuda", dtype=torch.bfloat16)
     moved = 4 * x.numel() * 2
     print(f"fused_add_rms_norm bf16: [{n}, {d}], {x.numel() / 2**20:.0f} Mi elements")
     t = torch_us(lambda: tops.fused_add_rms_norm(x, residual, weight), args.calls, args.rounds)
-    row("opgen (torch, in place)", t, moved, copy)
+    row("opgen (torch, in place)", t, moved, copy_gbps(moved // 2, args.calls, args.rounds))
 
 
 def main():
@@ -193,9 +194,9 @@ def main():
         torch.cuda.empty_cache()
     print()
     for n in ([16384] if args.quick else [4096, 16384]):
-        bench_rotary(args, n, copy)
+        bench_rotary(args, n)
     for n in ([4096] if args.quick else [4096, 16384]):
-        bench_fused_norm(args, n, 4096, copy)
+        bench_fused_norm(args, n, 4096)
 
 
 if __name__ == "__main__":
