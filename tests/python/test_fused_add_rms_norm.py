@@ -75,3 +75,24 @@ def test_jax_cuda_matches_the_reference(rng, dtype):
     f = jax.jit(lambda *a: jops.fused_add_rms_norm(*a, eps=1e-6))
     got_x, got_residual = f(*(jax.device_put(a, gpu_devices()[0]) for a in (x, residual, weight)))
     check(got_x, got_residual, x, residual, weight, dtype, 1e-6)
+
+
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_donated_tensors_are_updated_without_a_copy(rng, api_version):
+    x, residual, weight = problem(rng, "float32")
+    f = jax.jit(lambda *a: jops.fused_add_rms_norm(*a, api_version=api_version), donate_argnums=(0, 1))
+    args = [jax.device_put(a, CPU) for a in (x, residual, weight)]
+    hlo = f.lower(*args).compile().as_text()
+    assert "copy(" not in hlo and "copy-start" not in hlo, hlo
+    got_x, got_residual = f(*args)
+    assert args[0].is_deleted() and args[1].is_deleted()
+    check(got_x, got_residual, x, residual, weight, "float32", 1e-6)
+
+
+def test_torch_compile_fullgraph_updates_both_tensors(rng):
+    x, residual, weight = problem(rng, "float32", rows=(6,))
+    tx, tr, tw = (torch.from_numpy(a.copy()) for a in (x, residual, weight))
+    f = torch.compile(lambda a, r, w: tops.fused_add_rms_norm(a, r, w)[0].sum(), fullgraph=True)
+    total = f(tx, tr, tw)
+    check(tx, tr, x, residual, weight, "float32", 1e-6)
+    torch.testing.assert_close(total, tx.sum(), rtol=1e-5, atol=1e-5)

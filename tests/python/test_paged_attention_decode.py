@@ -173,3 +173,11 @@ def test_torch_cuda_indices_out_of_range_give_nan_for_that_sequence_alone(rng):
     assert np.isnan(got[1]).all()
     want = ref.paged_attention_decode(query, key_cache, value_cache, tables, lens, scale)
     assert ref.relative_error(got[[0, 2]], want[[0, 2]]) < ref.TOLERANCE["float32"]
+
+
+def test_torch_compile_fullgraph_matches_the_reference(rng):
+    p = problem(rng, "float32")
+    *arrays, scale = p
+    f = torch.compile(lambda *a: tops.paged_attention_decode(*a, scale=float(scale)) * 2, fullgraph=True)
+    got = f(*(to_torch(a) for a in arrays))
+    check(got / 2, p, "float32")

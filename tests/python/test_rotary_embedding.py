@@ -192,3 +192,35 @@ def test_a_cuda_body_s_error_reaches_the_jax_caller(api_version):
     else:  # jaxlib exports no XlaCustomCallStatusSetFailure: stderr, and the outputs poisoned
         query_out, key_out = f(*args)
         assert key_out is None and np.isnan(np.asarray(query_out)).all()
+
+
+def test_torch_compile_fullgraph_updates_the_qkv_views(rng):
+    qkv, q_size, k_size, pos, cache = qkv_views(rng, "float32", "cpu")
+    before = qkv.clone()
+
+    def step(qkv, pos, cache):
+        query, key = qkv[:, :q_size], qkv[:, q_size:q_size + k_size]
+        tops.rotary_embedding(pos, query, cache, key, head_size=64)
+        return qkv.sum()
+
+    total = torch.compile(step, fullgraph=True)(qkv, pos, cache)
+    want_q, want_k = ref.rotary_embedding(pos.numpy(), before[:, :q_size].numpy(), before[:, q_size:q_size + k_size].numpy(),
+                                          cache.numpy(), 64, True)
+    assert ref.relative_error(qkv[:, :q_size].numpy(), want_q) < ref.TOLERANCE["float32"]
+    assert ref.relative_error(qkv[:, q_size:q_size + k_size].numpy(), want_k) < ref.TOLERANCE["float32"]
+    torch.testing.assert_close(total, qkv.sum(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_donated_query_and_key_are_updated_without_a_copy(rng, api_version):
+    pos, query, key, cache = problem(rng, "float32")
+    f = jax.jit(lambda p, q, c, k: jops.rotary_embedding(p, q, c, k, head_size=64, api_version=api_version),
+                donate_argnums=(1, 3))
+    args = [jax.device_put(a, CPU) for a in (pos, query, cache, key)]
+    hlo = f.lower(*args).compile().as_text()
+    assert "copy(" not in hlo and "copy-start" not in hlo, hlo
+    q, k = f(*args)
+    assert args[1].is_deleted() and args[3].is_deleted()
+    want_q, want_k = ref.rotary_embedding(pos, query, key, cache, 64, True)
+    assert ref.relative_error(q, want_q) < ref.TOLERANCE["float32"]
+    assert ref.relative_error(k, want_k) < ref.TOLERANCE["float32"]
