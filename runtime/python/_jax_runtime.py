@@ -91,10 +91,11 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
         ffi_attrs = {a.name: _ffi_attr(a, checked.attrs[a.name]) for a in op.attrs}
         if op.optional_inputs:
             ffi_attrs["present_"] = np.int64(checked.present)
-        out = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
-                               input_output_aliases=aliases or None)(*operands, **ffi_attrs)[:len(results)]
+        custom_call = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
+                                       input_output_aliases=aliases or None)
+        out = _without_derivative(op, lambda *xs: tuple(custom_call(*xs, **ffi_attrs)[:len(results)]))(*operands)
     else:
-        out = jax.ffi.ffi_call(
+        custom_call = jax.ffi.ffi_call(
             op.legacy_target(api_version),
             results + scratch,
             # The descriptor fixes the sizes at trace time, so vmap must not
@@ -103,10 +104,26 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
             custom_call_api_version=api_version,
             input_output_aliases=aliases or None,
             legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
-        )(*operands)[:len(results)]
+        )
+        out = _without_derivative(op, lambda *xs: tuple(custom_call(*xs)[:len(results)]))(*operands)
     out = list(out)
     out = [out.pop(0) if k else None for k in kept]
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def _without_derivative(op: Op, f):
+    """`f` (the custom call) with a differentiation rule that refuses: an op
+    whose spec declares no backward is an error under jax.grad or jax.jvp that
+    names it, where ffi_call alone would say only that ffi_call has none."""
+    g = jax.custom_jvp(f)
+
+    def refuse(primals, tangents):
+        raise OpTypeError(f"{op.name} has no backward (its spec declares none), so jax.grad and jax.jvp cannot "
+                          "differentiate through it; stop the gradient before it (jax.lax.stop_gradient) if none is "
+                          "needed")
+
+    g.defjvp(refuse)
+    return g
 
 
 def _ffi_attr(a: _spec.Attr, value):

@@ -163,6 +163,34 @@ def register(op: Op, capsules: Mapping) -> None:
         # torch_xla's eager functionalization refuses custom ops that mutate an
         # input, so XLA tensors of such an op take call()'s own path instead.
         _library(namespace, "IMPL", "XLA").impl(kernel, xla)
+    _register_no_backward(op)
+
+
+def _register_no_backward(op: Op) -> None:
+    """An op whose spec declares no backward fails clearly under autograd,
+    never with torch's warning and a gradient of None. Where torch can take an
+    autograd formula (a functional op with positional tensors), backward()
+    raises; otherwise (the op updates an input in place, or takes an array
+    attribute as a tensor) the call itself raises when a tensor requires grad."""
+    qualname = f"{op.torch_namespace}::{op.torch_kernel}"
+    message = (f"{op.name} has no backward (its spec declares none), so autograd cannot differentiate through it; "
+               "call it under torch.no_grad() or on tensors that do not require grad")
+    array_attrs = op.torch_lowered and any(a.type.endswith("[]") for a in op.attrs)
+    if not op.aliased_outputs and not array_attrs:
+        def backward(ctx, *grads):
+            raise RuntimeError(message)
+
+        torch.library.register_autograd(qualname, backward, lib=_library(op.torch_namespace, "FRAGMENT"))
+        return
+    overload = getattr(getattr(torch.ops, op.torch_namespace), op.torch_kernel).default
+
+    def refuse_grad(keyset, *args, **kwargs):
+        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
+                                           for x in (*args, *kwargs.values())):
+            raise RuntimeError(message)
+        return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+
+    _library(op.torch_namespace, "IMPL", "Autograd").impl(op.torch_kernel, refuse_grad, with_keyset=True)
 
 
 _LIBRARIES: dict = {}
