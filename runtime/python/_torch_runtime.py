@@ -163,34 +163,26 @@ def register(op: Op, capsules: Mapping) -> None:
         # torch_xla's eager functionalization refuses custom ops that mutate an
         # input, so XLA tensors of such an op take call()'s own path instead.
         _library(namespace, "IMPL", "XLA").impl(kernel, xla)
-    _register_no_backward(op)
 
 
-def _register_no_backward(op: Op) -> None:
-    """An op whose spec declares no backward fails clearly under autograd,
-    never with torch's warning and a gradient of None. Where torch can take an
-    autograd formula (a functional op with positional tensors), backward()
-    raises; otherwise (the op updates an input in place, or takes an array
-    attribute as a tensor) the call itself raises when a tensor requires grad."""
-    qualname = f"{op.torch_namespace}::{op.torch_kernel}"
-    message = (f"{op.name} has no backward (its spec declares none), so autograd cannot differentiate through it; "
-               "call it under torch.no_grad() or on tensors that do not require grad")
-    array_attrs = op.torch_lowered and any(a.type.endswith("[]") for a in op.attrs)
-    if not op.aliased_outputs and not array_attrs:
-        def backward(ctx, *grads):
-            raise RuntimeError(message)
+class _NoBackward(torch.autograd.Function):
+    """Passes an op's outputs through; their backward raises. Where no input
+    requires grad nothing of this runs, so a call pays one check (an autograd
+    kernel registered with torch would cost every call a Python frame)."""
 
-        torch.library.register_autograd(qualname, backward, lib=_library(op.torch_namespace, "FRAGMENT"))
-        return
-    overload = getattr(getattr(torch.ops, op.torch_namespace), op.torch_kernel).default
+    @staticmethod
+    def forward(ctx, message, *outputs):
+        ctx.message = message
+        return tuple(o.view_as(o) for o in outputs)
 
-    def refuse_grad(keyset, *args, **kwargs):
-        if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad
-                                           for x in (*args, *kwargs.values())):
-            raise RuntimeError(message)
-        return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.message)
 
-    _library(op.torch_namespace, "IMPL", "Autograd").impl(op.torch_kernel, refuse_grad, with_keyset=True)
+
+def _no_backward_message(op: Op) -> str:
+    return (f"{op.name} has no backward (its spec declares none), so autograd cannot differentiate through it; "
+            "call it under torch.no_grad() or on tensors that do not require grad")
 
 
 _LIBRARIES: dict = {}
@@ -210,6 +202,17 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
             raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
+    # An op whose spec declares no backward: an error under autograd that
+    # names it, never torch's warning and a gradient of None. An in-place
+    # update cannot even be recorded, so that call raises at once.
+    needs_grad = False
+    if torch.is_grad_enabled():
+        for x in inputs:
+            if x is not None and x.requires_grad:
+                needs_grad = True
+                break
+    if needs_grad and op.aliased_outputs:
+        raise RuntimeError(_no_backward_message(op))
     if op.aliased_outputs and inputs[0].device.type == "xla":
         checked = check(op, inputs, attrs)
         outs = xla_custom_call(checked, capsules)
@@ -221,6 +224,8 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
     else:
         result = getattr(getattr(torch.ops, op.torch_namespace), op.name)(*inputs, **attrs)
         fresh = [] if result is None else list(result) if isinstance(result, tuple) else [result]
+    if needs_grad and fresh:
+        fresh = list(_NoBackward.apply(_no_backward_message(op), *fresh))
     fresh.reverse()
     values = [inputs[[t.name for t in op.inputs].index(o.alias)] if o.alias else fresh.pop() for o in op.outputs]
     return values[0] if len(values) == 1 else tuple(values)

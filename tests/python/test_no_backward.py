@@ -1,9 +1,9 @@
 """An op whose spec declares no backward is an error under differentiation
 that names the op, in both frameworks, never torch's warning with a gradient
-of None or a silent zero: jax.grad raises at trace time; torch raises at
-backward() (a functional op) or at the call (an op that updates an input in
-place, or takes an array attribute as a tensor), and runs as before under
-torch.no_grad(). Every op of the package, from its description."""
+of None or a silent zero: jax.grad raises at trace time; the torch wrapper
+raises at backward(), or at the call for an op that updates an input in place,
+and runs as before under torch.no_grad(). Every op of the package, from its
+description."""
 
 import jax
 import numpy as np
