@@ -15,6 +15,8 @@ std::vector<OutputFile> package_outputs(const std::string& package) {
       {"jax.pyi.j2", python + "jax.pyi", "python"},
       {"torch.pyi.j2", python + "torch.pyi", "python"},
       {"docs_index.md.j2", "docs/README.md", "doc"},
+      {"clang-format.j2", ".clang-format", "style"},
+      {"ruff.toml.j2", "ruff.toml", "style"},
   };
 }
 

@@ -19,7 +19,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(opgen_ops_fused_add_rms_norm_cuda_ffi, opgen::xla_
                               {::xla::ffi::Traits::kCmdBufferCompatible});
 
 extern "C" void opgen_ops_fused_add_rms_norm_cuda_legacy_v3(cudaStream_t stream, void** buffers, const char* opaque,
-                                                           size_t opaque_len, XlaCustomCallStatus* status) {
+                                                            size_t opaque_len, XlaCustomCallStatus* status) {
   opgen::xla_legacy::cuda<Rules>(stream, buffers, opaque, opaque_len, status,
                                  "opgen_ops_fused_add_rms_norm_legacy_v3");
 }
@@ -29,7 +29,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(opgen_ops_fused_add_rms_norm_cpu_ffi, opgen::xla_f
                               opgen::xla_ffi::cpu_binding());
 
 extern "C" void opgen_ops_fused_add_rms_norm_cpu_legacy_v3(void* out, const void** in, const char* opaque, size_t opaque_len,
-                                                          XlaCustomCallStatus* status) {
+                                                           XlaCustomCallStatus* status) {
   opgen::xla_legacy::cpu<Rules>(out, in, opaque, opaque_len, status, "opgen_ops_fused_add_rms_norm_legacy_v3");
 }
 

@@ -19,19 +19,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(opgen_ops_simple_add_cuda_ffi, opgen::xla_ffi::Han
                               {::xla::ffi::Traits::kCmdBufferCompatible});
 
 extern "C" void opgen_ops_simple_add_cuda_legacy_v3(cudaStream_t stream, void** buffers, const char* opaque,
-                                                   size_t opaque_len, XlaCustomCallStatus* status) {
+                                                    size_t opaque_len, XlaCustomCallStatus* status) {
   opgen::xla_legacy::cuda<Rules>(stream, buffers, opaque, opaque_len, status,
                                  "opgen_ops_simple_add_legacy_v3");
 }
 
 extern "C" void opgen_ops_simple_add_cuda_legacy_v2(cudaStream_t stream, void** buffers, const char* opaque,
-                                                   size_t opaque_len, XlaCustomCallStatus* status) {
+                                                    size_t opaque_len, XlaCustomCallStatus* status) {
   opgen::xla_legacy::cuda<Rules>(stream, buffers, opaque, opaque_len, status,
                                  "opgen_ops_simple_add_legacy_v2");
 }
 
 extern "C" void opgen_ops_simple_add_cuda_legacy_v1(cudaStream_t stream, void** buffers, const char* opaque,
-                                                   size_t opaque_len) {
+                                                    size_t opaque_len) {
   opgen::xla_legacy::cuda<Rules>(stream, buffers, opaque, opaque_len, nullptr,
                                  "opgen_ops_simple_add_legacy_v1");
 }
@@ -41,7 +41,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(opgen_ops_simple_add_cpu_ffi, opgen::xla_ffi::Hand
                               opgen::xla_ffi::cpu_binding());
 
 extern "C" void opgen_ops_simple_add_cpu_legacy_v3(void* out, const void** in, const char* opaque, size_t opaque_len,
-                                                  XlaCustomCallStatus* status) {
+                                                   XlaCustomCallStatus* status) {
   opgen::xla_legacy::cpu<Rules>(out, in, opaque, opaque_len, status, "opgen_ops_simple_add_legacy_v3");
 }
 

@@ -67,7 +67,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "N"},
       {opgen::opaque::Field::kAttr, "dims", opgen::AttrKind::kI64Array},
   };
-  static constexpr uint64_t kFingerprint = 0x468209712ff448a6ull;
+  static constexpr uint64_t kFingerprint = 0x468209712FF448A6ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

@@ -63,7 +63,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0xe335262de3ed2ac1ull;
+  static constexpr uint64_t kFingerprint = 0xE335262DE3ED2AC1ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

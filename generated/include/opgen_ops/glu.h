@@ -23,7 +23,11 @@ namespace opgen_ops::glu {
 // Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.
 // T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
 // The values of attribute 'activation', in the spec's order (descriptors carry the index).
-enum class Activation : int32_t { sigmoid = 0, gelu = 1, silu = 2 };
+enum class Activation : int32_t {
+  sigmoid = 0,
+  gelu = 1,
+  silu = 2,
+};
 
 template <typename T>
 struct Args {

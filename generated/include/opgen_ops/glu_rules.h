@@ -60,7 +60,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "activation", opgen::AttrKind::kEnum},
   };
-  static constexpr uint64_t kFingerprint = 0x3a4a5c6c033d5176ull;
+  static constexpr uint64_t kFingerprint = 0x3A4A5C6C033D5176ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

@@ -56,7 +56,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "S"},
       {opgen::opaque::Field::kSymbol, "H"},
   };
-  static constexpr uint64_t kFingerprint = 0x656d829e8ef2ad87ull;
+  static constexpr uint64_t kFingerprint = 0x656D829E8EF2AD87ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

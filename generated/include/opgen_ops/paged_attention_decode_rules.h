@@ -103,7 +103,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "MB"},
       {opgen::opaque::Field::kAttr, "scale", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0xce3727c33b92c168ull;
+  static constexpr uint64_t kFingerprint = 0xCE3727C33B92C168ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

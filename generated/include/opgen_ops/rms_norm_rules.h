@@ -60,7 +60,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0x58cc33795eaf54feull;
+  static constexpr uint64_t kFingerprint = 0x58CC33795EAF54FEull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

@@ -89,7 +89,7 @@ struct Rules {
       {opgen::opaque::Field::kAttr, "head_size", opgen::AttrKind::kI64},
       {opgen::opaque::Field::kAttr, "is_neox", opgen::AttrKind::kBool},
   };
-  static constexpr uint64_t kFingerprint = 0x663c2725a1d443e4ull;
+  static constexpr uint64_t kFingerprint = 0x663C2725A1D443E4ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

@@ -50,7 +50,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "N"},
       {opgen::opaque::Field::kAttr, "alpha", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0xa34c62ed8be541b8ull;
+  static constexpr uint64_t kFingerprint = 0xA34C62ED8BE541B8ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.

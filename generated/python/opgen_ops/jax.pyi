@@ -23,7 +23,6 @@ def flip(
     dims: Sequence[int] = (-1,),
     api_version: int = 4,
 ) -> _jax.Array: ...
-
 def fused_add_rms_norm(
     x: _jax.typing.ArrayLike,
     residual: _jax.typing.ArrayLike,
@@ -32,14 +31,12 @@ def fused_add_rms_norm(
     eps: float = 1e-06,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
-
 def glu(
     x: _jax.typing.ArrayLike,
     *,
     activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',
     api_version: int = 4,
 ) -> _jax.Array: ...
-
 def kv_cache_write(
     cache: _jax.typing.ArrayLike,
     values: _jax.typing.ArrayLike,
@@ -47,7 +44,6 @@ def kv_cache_write(
     *,
     api_version: int = 4,
 ) -> _jax.Array: ...
-
 def paged_attention_decode(
     query: _jax.typing.ArrayLike,
     key_cache: _jax.typing.ArrayLike,
@@ -58,7 +54,6 @@ def paged_attention_decode(
     scale: float,
     api_version: int = 4,
 ) -> _jax.Array: ...
-
 def rms_norm(
     x: _jax.typing.ArrayLike,
     weight: _jax.typing.ArrayLike | None = None,
@@ -67,7 +62,6 @@ def rms_norm(
     eps: float = 1e-06,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
-
 def rotary_embedding(
     positions: _jax.typing.ArrayLike,
     query: _jax.typing.ArrayLike,
@@ -78,7 +72,6 @@ def rotary_embedding(
     is_neox: bool = True,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
-
 def simple_add(
     a: _jax.typing.ArrayLike,
     b: _jax.typing.ArrayLike,

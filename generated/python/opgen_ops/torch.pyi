@@ -20,13 +20,11 @@ __all__ = [
 ]
 
 def xla_graph_only() -> _contextlib.AbstractContextManager[None]: ...
-
 def flip(
     x: _torch.Tensor,
     *,
     dims: Sequence[int] = (-1,),
 ) -> _torch.Tensor: ...
-
 def fused_add_rms_norm(
     x: _torch.Tensor,
     residual: _torch.Tensor,
@@ -34,19 +32,16 @@ def fused_add_rms_norm(
     *,
     eps: float = 1e-06,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
-
 def glu(
     x: _torch.Tensor,
     *,
     activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',
 ) -> _torch.Tensor: ...
-
 def kv_cache_write(
     cache: _torch.Tensor,
     values: _torch.Tensor,
     pos: _torch.Tensor,
 ) -> _torch.Tensor: ...
-
 def paged_attention_decode(
     query: _torch.Tensor,
     key_cache: _torch.Tensor,
@@ -56,7 +51,6 @@ def paged_attention_decode(
     *,
     scale: float,
 ) -> _torch.Tensor: ...
-
 def rms_norm(
     x: _torch.Tensor,
     weight: _torch.Tensor | None = None,
@@ -64,7 +58,6 @@ def rms_norm(
     *,
     eps: float = 1e-06,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
-
 def rotary_embedding(
     positions: _torch.Tensor,
     query: _torch.Tensor,
@@ -74,7 +67,6 @@ def rotary_embedding(
     head_size: int,
     is_neox: bool = True,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
-
 def simple_add(
     a: _torch.Tensor,
     b: _torch.Tensor,

@@ -111,4 +111,4 @@ def dtype_enum(name):
 
 
 def hex64(v):
-    return '0x%016x' % v
+    return '0x%016X' % v  # ruff's spelling: upper-case digits

@@ -10,15 +10,9 @@ OP = Op(
     name='flip',
     doc='Reverses x along each axis in dims, counted from the end (-1: the columns, -2: the rows), as jnp.flip(x, dims) and torch.flip(x, dims) do for those axes. Each axis may be listed once; an empty dims copies x.',
     type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool', 'float8_e4m3fn', 'float8_e5m2')},
-    inputs=(
-        Tensor('x', 'T', ('M', 'N'), batch=True, doc='a batch of M x N matrices'),
-    ),
-    outputs=(
-        Tensor('out', 'T', ('M', 'N'), batch=True),
-    ),
-    attrs=(
-        Attr('dims', 'i64[]', default=(-1,), min=-2, max=-1, range='in [-2, -1]', unique=True, doc='the axes to reverse'),
-    ),
+    inputs=(Tensor('x', 'T', ('M', 'N'), batch=True, doc='a batch of M x N matrices'),),
+    outputs=(Tensor('out', 'T', ('M', 'N'), batch=True),),
+    attrs=(Attr('dims', 'i64[]', default=(-1,), min=-2, max=-1, range='in [-2, -1]', unique=True, doc='the axes to reverse'),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='broadcast_all',
@@ -27,7 +21,7 @@ OP = Op(
     torch_schema='flip(Tensor x, *, int[] dims=[-1]) -> Tensor',
     torch_lowered=True,
     opaque=Opaque(
-        fingerprint=0x468209712ff448a6,
+        fingerprint=0x468209712FF448A6,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('batch', 'batch', 'q'),

@@ -19,9 +19,7 @@ OP = Op(
         Tensor('x_out', 'T', alias='x', doc='the normalised sum (the same buffer as x)'),
         Tensor('residual_out', 'T', alias='residual', doc='x + residual (the same buffer as residual)'),
     ),
-    attrs=(
-        Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the mean square'),
-    ),
+    attrs=(Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the mean square'),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
@@ -30,7 +28,7 @@ OP = Op(
     torch_schema='fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, *, float eps=1e-06) -> ()',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0xe335262de3ed2ac1,
+        fingerprint=0xE335262DE3ED2AC1,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('batch', 'batch', 'q'),

@@ -10,15 +10,9 @@ OP = Op(
     name='glu',
     doc='Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.',
     type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64')},
-    inputs=(
-        Tensor('x', 'T', ('D',), batch=True, doc='D must be even'),
-    ),
-    outputs=(
-        Tensor('out', 'T', (Expr('D/2', ('/', 'D', 2)),), batch=True),
-    ),
-    attrs=(
-        Attr('activation', 'enum', default='sigmoid', values=('sigmoid', 'gelu', 'silu'), doc="the gate's activation"),
-    ),
+    inputs=(Tensor('x', 'T', ('D',), batch=True, doc='D must be even'),),
+    outputs=(Tensor('out', 'T', (Expr('D/2', ('/', 'D', 2)),), batch=True),),
+    attrs=(Attr('activation', 'enum', default='sigmoid', values=('sigmoid', 'gelu', 'silu'), doc="the gate's activation"),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='broadcast_all',
@@ -27,7 +21,7 @@ OP = Op(
     torch_schema='glu(Tensor x, *, str activation="sigmoid") -> Tensor',
     torch_lowered=True,
     opaque=Opaque(
-        fingerprint=0x3a4a5c6c033d5176,
+        fingerprint=0x3A4A5C6C033D5176,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('batch', 'batch', 'q'),

@@ -15,9 +15,7 @@ OP = Op(
         Tensor('values', 'T', ('B', 'H'), doc='the new entry of each sequence'),
         Tensor('pos', 'int32', ('B',), values_min=0, values_max='S', values_max_exclusive=True, values_range='in [0, S)', doc='the position each entry goes to'),
     ),
-    outputs=(
-        Tensor('cache_out', 'T', alias='cache', doc='the cache with the new entries (the same buffer)'),
-    ),
+    outputs=(Tensor('cache_out', 'T', alias='cache', doc='the cache with the new entries (the same buffer)'),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
@@ -26,7 +24,7 @@ OP = Op(
     torch_schema='kv_cache_write(Tensor(a!) cache, Tensor values, Tensor pos) -> ()',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x656d829e8ef2ad87,
+        fingerprint=0x656D829E8EF2AD87,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('B', 'symbol', 'q'),

@@ -17,17 +17,13 @@ OP = Op(
         Tensor('block_tables', 'int32', ('S', 'MB'), values_min=0, values_max='NB', values_max_exclusive=True, values_range='in [0, NB)', doc='the blocks of each sequence, in order; entries past the context are not read'),
         Tensor('context_lens', 'int32', ('S',), values_min=0, values_max=('*', 'MB', 'BS'), values_range='in [0, MB*BS]', doc='the number of tokens each sequence attends to'),
     ),
-    outputs=(
-        Tensor('out', 'T', ('S', 'H', 'Dh')),
-    ),
+    outputs=(Tensor('out', 'T', ('S', 'H', 'Dh')),),
     workspaces=(
         Tensor('partial_out', 'float32', ('S', 'H', Expr('(MB*BS+255)//256', ('//', ('+', ('*', 'MB', 'BS'), 255), 256)), 'Dh')),
         Tensor('partial_max', 'float32', ('S', 'H', Expr('(MB*BS+255)//256', ('//', ('+', ('*', 'MB', 'BS'), 255), 256)))),
         Tensor('partial_sum', 'float32', ('S', 'H', Expr('(MB*BS+255)//256', ('//', ('+', ('*', 'MB', 'BS'), 255), 256)))),
     ),
-    attrs=(
-        Attr('scale', 'f32', min=0.0, min_exclusive=True, range='> 0.0', doc='multiplies q . k before the softmax (usually 1/sqrt(Dh))'),
-    ),
+    attrs=(Attr('scale', 'f32', min=0.0, min_exclusive=True, range='> 0.0', doc='multiplies q . k before the softmax (usually 1/sqrt(Dh))'),),
     constraints=(
         Constraint('H % KVH == 0', '==', ('%', 'H', 'KVH'), 0),
         Constraint('Dh in [64, 128, 256]', 'in', 'Dh', values=(64, 128, 256)),
@@ -41,7 +37,7 @@ OP = Op(
     torch_schema='paged_attention_decode(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, Tensor context_lens, *, float scale) -> Tensor',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0xce3727c33b92c168,
+        fingerprint=0xCE3727C33B92C168,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('S', 'symbol', 'q'),

@@ -19,9 +19,7 @@ OP = Op(
         Tensor('out', 'T', ('D',), batch=True, doc='the normalised activations'),
         Tensor('rstd', 'float32', (), batch=True, doc='the reciprocal RMS of each row (for a backward pass)'),
     ),
-    attrs=(
-        Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the mean square; > 0, so that a row of zeros divides by no zero'),
-    ),
+    attrs=(Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the mean square; > 0, so that a row of zeros divides by no zero'),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
@@ -30,7 +28,7 @@ OP = Op(
     torch_schema='rms_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-06) -> (Tensor, Tensor)',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x58cc33795eaf54fe,
+        fingerprint=0x58CC33795EAF54FE,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('present_', 'present', 'I'),

@@ -38,7 +38,7 @@ OP = Op(
     torch_schema='rotary_embedding(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)? key=None, *, int head_size, bool is_neox=True) -> ()',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x663c2725a1d443e4,
+        fingerprint=0x663C2725A1D443E4,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('dtype_I', 'dtype', 'B'),

@@ -14,12 +14,8 @@ OP = Op(
         Tensor('a', 'float32', ('N',), doc='first addend'),
         Tensor('b', 'float32', ('N',), doc='second addend, scaled by alpha'),
     ),
-    outputs=(
-        Tensor('out', 'float32', ('N',), doc='the sum'),
-    ),
-    attrs=(
-        Attr('alpha', 'f32', default=1.0, doc='scale applied to b'),
-    ),
+    outputs=(Tensor('out', 'float32', ('N',), doc='the sum'),),
+    attrs=(Attr('alpha', 'f32', default=1.0, doc='scale applied to b'),),
     api_versions=(4, 3, 2, 1),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
@@ -28,7 +24,7 @@ OP = Op(
     torch_schema='simple_add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0xa34c62ed8be541b8,
+        fingerprint=0xA34C62ED8BE541B8,
         fields=(
             ('N', 'symbol', 'q'),
             ('alpha', 'attr', 'f'),

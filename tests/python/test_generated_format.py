@@ -1,0 +1,35 @@
+"""The generated code is formatted: clang-format and `ruff format`, with the
+styles opgen writes beside it (generated/.clang-format, generated/ruff.toml),
+change nothing in the committed generated/ folder. The formatters are pinned
+in requirements-dev.txt, so every machine formats alike."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GENERATED = Path(__file__).resolve().parents[2] / "generated"
+
+
+def tool(name):
+    here = Path(sys.executable).parent / name  # the virtual environment's, pinned
+    found = str(here) if here.exists() else shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (pip install -r requirements-dev.txt)")
+    return found
+
+
+def test_generated_cpp_is_clang_formatted():
+    files = sorted(str(p) for p in GENERATED.rglob("*") if p.suffix in (".h", ".cc", ".cu"))
+    assert files
+    run = subprocess.run([tool("clang-format"), "--dry-run", "--Werror", f"--style=file:{GENERATED / '.clang-format'}",
+                          *files], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-4000:]
+
+
+def test_generated_python_is_ruff_formatted():
+    run = subprocess.run([tool("ruff"), "format", "--check", "--diff", "--no-cache", "--config", str(GENERATED / "ruff.toml"),
+                          str(GENERATED / "python")], capture_output=True, text=True)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
