@@ -33,3 +33,10 @@ def test_generated_python_is_ruff_formatted():
     run = subprocess.run([tool("ruff"), "format", "--check", "--diff", "--no-cache", "--config", str(GENERATED / "ruff.toml"),
                           str(GENERATED / "python")], capture_output=True, text=True)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+
+
+def test_no_template_line_is_over_120_characters():
+    templates = Path(__file__).resolve().parents[2] / "templates"
+    long = [f"{p.relative_to(templates)}:{n}" for p in sorted(templates.rglob("*.j2"))
+            for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 120]
+    assert not long, long
