@@ -10,6 +10,7 @@ set(OPGEN_PACKAGE_OPS
     kv_cache_write
     paged_attention_decode
     rms_norm
+    rms_norm_backward
     rotary_embedding
     simple_add
 )
@@ -19,6 +20,7 @@ set(OPGEN_OP_glu_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
 set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
+set(OPGEN_OP_rms_norm_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_PLATFORMS cuda cpu)
 set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
 # compiled into the module _C
@@ -29,6 +31,7 @@ set(OPGEN_FILES_XLA
     src/kv_cache_write_xla.cc
     src/paged_attention_decode_xla.cc
     src/rms_norm_xla.cc
+    src/rms_norm_backward_xla.cc
     src/rotary_embedding_xla.cc
     src/simple_add_xla.cc
 )
@@ -40,6 +43,7 @@ set(OPGEN_FILES_TORCH
     src/kv_cache_write_torch.cc
     src/paged_attention_decode_torch.cc
     src/rms_norm_torch.cc
+    src/rms_norm_backward_torch.cc
     src/rotary_embedding_torch.cc
     src/simple_add_torch.cc
 )
@@ -51,6 +55,7 @@ set(OPGEN_FILES_BODY_CPU
     src/kv_cache_write_body_cpu.cc
     src/paged_attention_decode_body_cpu.cc
     src/rms_norm_body_cpu.cc
+    src/rms_norm_backward_body_cpu.cc
     src/rotary_embedding_body_cpu.cc
     src/simple_add_body_cpu.cc
 )
@@ -62,6 +67,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/kv_cache_write_body_cuda.cu
     src/paged_attention_decode_body_cuda.cu
     src/rms_norm_body_cuda.cu
+    src/rms_norm_backward_body_cuda.cu
     src/rotary_embedding_body_cuda.cu
     src/simple_add_body_cuda.cu
 )
@@ -79,6 +85,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/kv_cache_write.py
     python/opgen_ops/_ops/paged_attention_decode.py
     python/opgen_ops/_ops/rms_norm.py
+    python/opgen_ops/_ops/rms_norm_backward.py
     python/opgen_ops/_ops/rotary_embedding.py
     python/opgen_ops/_ops/simple_add.py
 )
@@ -96,6 +103,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/paged_attention_decode_rules.h
     include/opgen_ops/rms_norm.h
     include/opgen_ops/rms_norm_rules.h
+    include/opgen_ops/rms_norm_backward.h
+    include/opgen_ops/rms_norm_backward_rules.h
     include/opgen_ops/rotary_embedding.h
     include/opgen_ops/rotary_embedding_rules.h
     include/opgen_ops/simple_add.h
@@ -110,6 +119,7 @@ set(OPGEN_FILES_DOC
     docs/kv_cache_write.md
     docs/paged_attention_decode.md
     docs/rms_norm.md
+    docs/rms_norm_backward.md
     docs/rotary_embedding.md
     docs/simple_add.md
 )

@@ -15,6 +15,7 @@
 #include "diagnostics.h"
 #include "file_workers.h"
 #include "output_writer.h"
+#include "read_backward.h"
 #include "outputs.h"
 #include "renderer.h"
 #include "spec_reader.h"
@@ -117,6 +118,7 @@ int check_or_generate(const GenerateOptions& o) {
       ops.push_back(op);
     }
   }
+  check_backwards(ops, diags);
   // Two ops must not write the same file (op 'x_opaque' beside op 'x' would).
   std::map<std::string, const Op*> path_owner;
   for (const Op& op : ops) {

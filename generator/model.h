@@ -236,6 +236,28 @@ struct OpaqueLayout {
   uint64_t fingerprint = 0;
 };
 
+// One input of an op's backward op (`backward: inputs:`): a forward input or
+// output by name, or `grad(<output>)`, the cotangent of a forward output.
+struct BackwardArg {
+  enum class Kind { kInput, kOutput, kCotangent };
+  Kind kind = Kind::kInput;
+  std::string name;
+  Location where;
+};
+
+// `backward:`: another op of the package computes this op's gradients. The
+// forward's attributes that the backward op also declares are passed on.
+struct Backward {
+  std::string op;
+  Location where;
+  std::vector<BackwardArg> inputs;  // the backward op's inputs, in its order
+  // Each backward output, with the forward input it is the gradient of.
+  std::vector<std::pair<std::string, std::string>> gradients;
+  std::vector<Location> gradient_where;
+  std::vector<std::string> no_gradient;  // floating inputs declared without one
+  std::vector<Location> no_gradient_where;
+};
+
 struct Op {
   std::string name;
   std::string doc;
@@ -256,6 +278,7 @@ struct Op {
   std::vector<TypeVar> type_vars;      // in declaration order
   std::vector<SymbolBinding> symbols;  // in binding order
   std::vector<Constraint> constraints;  // in spec order
+  std::optional<Backward> backward;
 
   bool has_batch() const;
   // The inputs up to the first optional one (optional inputs come last).

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "names.h"
+#include "read_backward.h"
 #include "read_sections.h"
 #include "resolve.h"
 #include "shape_expr.h"
@@ -181,7 +182,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   const int errors_before = diags.error_count();
   const auto top = f.entries(
       root, "the spec",
-      {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "platforms", "xla"});
+      {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "platforms", "xla",
+       "backward"});
   f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
   // Type variables first: tensors refer to them wherever `types:` stands.
@@ -244,10 +246,14 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
       read_platforms(f, value, op, ok);
     } else if (key == "xla") {
       read_xla(f, value, op, ok);
+    } else if (key == "backward") {
+      op.backward = read_backward(f, value);
+      ok = op.backward.has_value() && ok;
     }
   }
   if (!ok || op.name.empty() || op.inputs.empty() || op.outputs.empty()) return std::nullopt;
   if (!resolve(f, op, root["xla"] ? f.at(root["xla"]) : f.at(root))) return std::nullopt;
+  if (op.backward && !resolve_backward(f, op, *op.backward)) return std::nullopt;
   // Any error reported on the way (an unknown or duplicate key, say) fails the spec.
   if (diags.error_count() > errors_before) return std::nullopt;
   return op;

@@ -256,6 +256,24 @@ py::dict op_facts(const Op& op, const std::string& package) {
   out["vmap_method"] = op.vmap_method;
   out["batch_partitionable"] = op.batch_partitionable;
   out["opaque"] = opaque_facts(op.opaque_layout(package));
+  if (op.backward) {
+    // {op, inputs: [[kind, name]], gradients: [[backward output, forward input]]}
+    py::dict b;
+    b["op"] = op.backward->op;
+    py::list args, gradients;
+    for (const BackwardArg& a : op.backward->inputs) {
+      const char* kind = a.kind == BackwardArg::Kind::kInput    ? "input"
+                         : a.kind == BackwardArg::Kind::kOutput ? "output"
+                                                                : "cotangent";
+      args.append(py::make_tuple(kind, a.name));
+    }
+    for (const auto& [out_name, in_name] : op.backward->gradients) gradients.append(py::make_tuple(out_name, in_name));
+    b["inputs"] = args;
+    b["gradients"] = gradients;
+    out["backward"] = b;
+  } else {
+    out["backward"] = py::none();
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 // CPU body of rms_norm, the reference for the CUDA body: one row at a time,
-// the mean square accumulated in double. weight and bias are optional (null).
+// the mean square accumulated in double, the output computed in float (double
+// for f64). weight and bias are optional (null).
 #include <cmath>
 
 #include "opgen/elementwise.h"
@@ -19,12 +20,13 @@ opgen::Status run_cpu(const Args<T>& args) {
       const double v = load(x, i);
       sum += v * v;
     }
-    const float rstd = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(args.D) + args.eps));
+    using C = typename opgen::kernels::Compute<T>::type;
+    const double rstd = 1.0 / std::sqrt(sum / static_cast<double>(args.D) + args.eps);
     for (int64_t i = 0; i < args.D; ++i) {
-      const float scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : 1.0f);
+      const C scaled = load(x, i) * static_cast<C>(rstd) * (args.weight ? load(args.weight, i) : C(1));
       store(out, i, args.bias ? scaled + load(args.bias, i) : scaled);
     }
-    args.rstd[row] = rstd;
+    args.rstd[row] = static_cast<float>(rstd);
   }
   return opgen::Status::Ok();
 }

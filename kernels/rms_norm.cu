@@ -1,5 +1,5 @@
 // CUDA body of rms_norm: one block per row. Each thread accumulates the
-// squares of a strided slice in f32, the block reduces through shared memory,
+// squares of a strided slice in f32 (f64 for f64), the block reduces through shared memory,
 // and a second pass scales and stores. Rows are read twice (they are small
 // enough to stay in L2 for the widths LLMs use).
 #include <cstdint>
@@ -17,15 +17,16 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) rms_norm_rows(Args<T> args) {
   using opgen::kernels::load;
   using opgen::kernels::store;
-  __shared__ float partial[kThreads / 32];
-  __shared__ float rstd_shared;
+  using C = typename opgen::kernels::Compute<T>::type;  // float, double for f64
+  __shared__ C partial[kThreads / 32];
+  __shared__ C rstd_shared;
   // Rows beyond the grid (more than 2^31 - 1 of them) come round again.
   for (int64_t row = blockIdx.x; row < args.batch; row += gridDim.x) {
     const T* x = args.x + row * args.D;
     T* out = args.out + row * args.D;
-    float sum = 0.f;
+    C sum = 0;
     for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
-      const float v = load(x, i);
+      const C v = load(x, i);
       sum += v * v;
     }
     // Warp reduction, then one value per warp through shared memory.
@@ -33,17 +34,17 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rows(Args<T> args) {
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
     __syncthreads();
     if (threadIdx.x < 32) {
-      float s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.f;
+      C s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : C(0);
       for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
       if (threadIdx.x == 0) {
-        rstd_shared = rsqrtf(s / static_cast<float>(args.D) + args.eps);
-        args.rstd[row] = rstd_shared;
+        rstd_shared = C(1) / sqrt(s / static_cast<C>(args.D) + static_cast<C>(args.eps));
+        args.rstd[row] = static_cast<float>(rstd_shared);
       }
     }
     __syncthreads();
-    const float rstd = rstd_shared;
+    const C rstd = rstd_shared;
     for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
-      const float scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : 1.f);
+      const C scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : C(1));
       store(out, i, args.bias ? scaled + load(args.bias, i) : scaled);
     }
     __syncthreads();  // partial and rstd_shared are reused by the next row

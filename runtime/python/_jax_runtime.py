@@ -93,7 +93,8 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
             ffi_attrs["present_"] = np.int64(checked.present)
         custom_call = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
                                        input_output_aliases=aliases or None)
-        out = _without_derivative(op, lambda *xs: tuple(custom_call(*xs, **ffi_attrs)[:len(results)]))(*operands)
+        out = _derivative(op, checked, given, api_version,
+                          lambda *xs: tuple(custom_call(*xs, **ffi_attrs)[:len(results)]))(*operands)
     else:
         custom_call = jax.ffi.ffi_call(
             op.legacy_target(api_version),
@@ -105,10 +106,62 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
             input_output_aliases=aliases or None,
             legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
         )
-        out = _without_derivative(op, lambda *xs: tuple(custom_call(*xs)[:len(results)]))(*operands)
+        out = _derivative(op, checked, given, api_version, lambda *xs: tuple(custom_call(*xs)[:len(results)]))(*operands)
     out = list(out)
     out = [out.pop(0) if k else None for k in kept]
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def _derivative(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):
+    """`f` (the custom call over the given inputs' operands) with the op's
+    differentiation rule: the spec's backward op, or a refusal."""
+    return _without_derivative(op, f) if op.backward is None else _with_backward(op, checked, given, api_version, f)
+
+
+def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):
+    """jax.custom_vjp: the residuals are the operands and outputs (what the
+    backward op is given is a selection of them); the backward op runs on the
+    outputs' cotangents and each of its outputs is the gradient of one input.
+    An output the backward takes no cotangent of must not be differentiated
+    through (symbolic zeros tell)."""
+    from . import _ops  # the package's descriptions (this module is copied into each package)
+
+    back = getattr(_ops, op.backward.op).OP
+    back_version = api_version if api_version in back.api_versions else back.api_versions[0]
+    back_attrs = {a.name: checked.attrs[a.name] for a in back.attrs}
+    outputs = [o.name for o in op.outputs]
+    takes_cotangent = {name for kind, name in op.backward.inputs if kind == "cotangent"}
+    gradient_of = {into: out for out, into in op.backward.gradients}
+    back_outputs = [o.name for o in back.outputs]
+    g = jax.custom_vjp(f)
+
+    def fwd(*xs):
+        xs = [x.value for x in xs]  # symbolic_zeros=True wraps the primals
+        outs = f(*xs)
+        return outs, (xs, outs)
+
+    def bwd(residuals, cotangents):
+        xs, outs = residuals
+        for name, ct in zip(outputs, cotangents):
+            if name not in takes_cotangent and not isinstance(ct, jax.custom_derivatives.SymbolicZero):
+                raise OpTypeError(f"{op.name}: output '{name}' is not differentiable: the spec's backward "
+                                  f"({op.backward.op}) takes no grad({name}); stop the gradient at it")
+        args = []
+        for kind, name in op.backward.inputs:
+            if kind == "cotangent":
+                k = outputs.index(name)
+                ct = cotangents[k]
+                args.append(jnp.zeros_like(outs[k]) if isinstance(ct, jax.custom_derivatives.SymbolicZero) else ct)
+            elif kind == "input":
+                args.append(xs[given.index(name)] if name in given else None)
+            else:
+                args.append(outs[outputs.index(name)])
+        grads = call(back, args, back_attrs, back_version)
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        return tuple(grads[back_outputs.index(gradient_of[name])] if name in gradient_of else None for name in given)
+
+    g.defvjp(fwd, bwd, symbolic_zeros=True)
+    return g
 
 
 def _without_derivative(op: Op, f):

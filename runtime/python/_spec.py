@@ -136,6 +136,19 @@ class Opaque:
     layout_version: int = 1
 
 
+@dataclass(frozen=True)
+class Backward:
+    """The spec's `backward:`: the op (of the same package) that computes the
+    gradients. `inputs`: its inputs in order, each ("input" | "output" |
+    "cotangent", a forward tensor's name); `gradients`: (its output, the
+    forward input that output is the gradient of). The forward attributes the
+    backward op declares are passed on; an output named by no "cotangent" is
+    not differentiable."""
+    op: str
+    inputs: tuple
+    gradients: tuple
+
+
 @dataclass(frozen=True, eq=False)  # one description per op: compared and hashed by identity
 class Op:
     package: str
@@ -155,6 +168,7 @@ class Op:
     torch_lowered: bool = False  # the C++ kernels register <name>__lowered
     opaque: Opaque | None = None
     doc: str = ""
+    backward: Backward | None = None
 
     @property
     def required_inputs(self) -> tuple:

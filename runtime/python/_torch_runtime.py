@@ -163,6 +163,49 @@ def register(op: Op, capsules: Mapping) -> None:
         # torch_xla's eager functionalization refuses custom ops that mutate an
         # input, so XLA tensors of such an op take call()'s own path instead.
         _library(namespace, "IMPL", "XLA").impl(kernel, xla)
+    if op.backward is not None:
+        _register_backward(op)
+
+
+def _register_backward(op: Op) -> None:
+    """The spec's backward op as the op's autograd formula: setup_context
+    keeps what the backward op is given (forward inputs and outputs), and
+    each of its outputs is the gradient of one forward input. Outputs the
+    backward takes no gradient of are marked non-differentiable."""
+    names = [t.name for t in op.inputs]
+    outputs = [o.name for o in op.outputs]
+    takes_cotangent = {name for kind, name in op.backward.inputs if kind == "cotangent"}
+    kept = [(kind, name) for kind, name in op.backward.inputs if kind != "cotangent"]
+
+    def setup_context(ctx, inputs, keyword_only_inputs, output):
+        tensors, attrs = inputs[:len(names)], dict(keyword_only_inputs)
+        outs = output if isinstance(output, tuple) else (output,)
+        ctx.save_for_backward(*[tensors[names.index(n)] if kind == "input" else outs[outputs.index(n)]
+                                for kind, n in kept])
+        ctx.attrs = _lift(op, attrs) if op.torch_lowered else attrs
+        ctx.given = [t is not None for t in tensors]
+        ctx.mark_non_differentiable(*[outs[k] for k, name in enumerate(outputs) if name not in takes_cotangent])
+
+    def backward(ctx, *grads):
+        saved = dict(zip([n for _, n in kept], ctx.saved_tensors))
+        back = getattr(torch.ops, op.torch_namespace)
+        args = [grads[outputs.index(n)] if kind == "cotangent" else saved[n] for kind, n in op.backward.inputs]
+        back_op = getattr(back, op.backward.op)
+        back_attrs = {k: v for k, v in ctx.attrs.items() if k in _attr_names(back_op)}
+        result = back_op(*args, **back_attrs)
+        result = result if isinstance(result, tuple) else (result,)
+        back_outputs = [out for out, _ in op.backward.gradients]
+        gradient_of = {into: out for out, into in op.backward.gradients}
+        grads_in = [result[back_outputs.index(gradient_of[n])] if n in gradient_of and given else None
+                    for n, given in zip(names, ctx.given)]
+        return tuple(grads_in)
+
+    torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel}", backward,
+                                    setup_context=setup_context, lib=_library(op.torch_namespace, "FRAGMENT"))
+
+
+def _attr_names(overload_packet) -> set:
+    return {a.name for a in overload_packet.default._schema.arguments if a.kwarg_only}
 
 
 class _NoBackward(torch.autograd.Function):
@@ -206,7 +249,7 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
     # names it, never torch's warning and a gradient of None. An in-place
     # update cannot even be recorded, so that call raises at once.
     needs_grad = False
-    if torch.is_grad_enabled():
+    if op.backward is None and torch.is_grad_enabled():
         for x in inputs:
             if x is not None and x.requires_grad:
                 needs_grad = True

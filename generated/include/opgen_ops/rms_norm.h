@@ -20,8 +20,8 @@
 
 namespace opgen_ops::rms_norm {
 
-// Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.
-// T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
+// Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32 (f64 for f64); rstd is 1 / sqrt(mean(x^2) + eps) per row.
+// T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
 template <typename T>
 struct Args {
   // Inputs, each dense and row-major, in device memory (CUDA) or host memory (CPU).
@@ -41,7 +41,7 @@ struct Args {
 
 // Every Args the bindings run, in the order they number them (the first type
 // variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>>;
+using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

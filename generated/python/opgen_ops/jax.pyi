@@ -13,6 +13,7 @@ __all__ = [
     'kv_cache_write',
     'paged_attention_decode',
     'rms_norm',
+    'rms_norm_backward',
     'rotary_embedding',
     'simple_add',
 ]
@@ -62,6 +63,14 @@ def rms_norm(
     eps: float = 1e-06,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
+def rms_norm_backward(
+    grad_out: _jax.typing.ArrayLike,
+    x: _jax.typing.ArrayLike,
+    weight: _jax.typing.ArrayLike | None = None,
+    *,
+    eps: float = 1e-06,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
 def rotary_embedding(
     positions: _jax.typing.ArrayLike,
     query: _jax.typing.ArrayLike,

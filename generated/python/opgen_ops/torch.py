@@ -33,6 +33,7 @@ __all__ = [
     'kv_cache_write',
     'paged_attention_decode',
     'rms_norm',
+    'rms_norm_backward',
     'rotary_embedding',
     'simple_add',
     "xla_graph_only",
@@ -65,8 +66,13 @@ def paged_attention_decode(query, key_cache, value_cache, block_tables, context_
 
 
 def rms_norm(x, weight=None, bias=None, *, eps=1e-06):
-    'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square; > 0, so that a row of zeros divides by no zero\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
+    'Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32 (f64 for f64); rstd is 1 / sqrt(mean(x^2) + eps) per row.\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-06 added to the mean square; > 0, so that a row of zeros divides by no zero\n\nReturns:\n  out: T[..., D] the normalised activations\n  rstd: f32[...] the reciprocal RMS of each row (for a backward pass)'
     return _call(_ops.rms_norm.OP, (x, weight, bias), {'eps': eps}, _CAPSULES)
+
+
+def rms_norm_backward(grad_out, x, weight=None, *, eps=1e-06):
+    "With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row, grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of rms_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  x: T[..., D] rms_norm's input\n  weight: T[D], optional rms_norm's weight (1 when not given)\n  eps: f32 = 1e-06 rms_norm's eps\n\nReturns:\n  grad_x: T[..., D]\n  grad_weight: T[D] summed over the leading dimensions\n  grad_bias: T[D] summed over the leading dimensions"
+    return _call(_ops.rms_norm_backward.OP, (grad_out, x, weight), {'eps': eps}, _CAPSULES)
 
 
 def rotary_embedding(positions, query, cos_sin_cache, key=None, *, head_size, is_neox=True):

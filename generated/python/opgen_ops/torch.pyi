@@ -14,6 +14,7 @@ __all__ = [
     'kv_cache_write',
     'paged_attention_decode',
     'rms_norm',
+    'rms_norm_backward',
     'rotary_embedding',
     'simple_add',
     "xla_graph_only",
@@ -58,6 +59,13 @@ def rms_norm(
     *,
     eps: float = 1e-06,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
+def rms_norm_backward(
+    grad_out: _torch.Tensor,
+    x: _torch.Tensor,
+    weight: _torch.Tensor | None = None,
+    *,
+    eps: float = 1e-06,
+) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
 def rotary_embedding(
     positions: _torch.Tensor,
     query: _torch.Tensor,

@@ -8,6 +8,7 @@ from . import (
     kv_cache_write,
     paged_attention_decode,
     rms_norm,
+    rms_norm_backward,
     rotary_embedding,
     simple_add,
 )
@@ -19,6 +20,7 @@ OPS = (
     kv_cache_write.OP,
     paged_attention_decode.OP,
     rms_norm.OP,
+    rms_norm_backward.OP,
     rotary_embedding.OP,
     simple_add.OP,
 )

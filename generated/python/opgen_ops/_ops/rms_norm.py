@@ -3,13 +3,13 @@
 (JAX, the PyTorch fake and XLA kernels, the documented functions) checks a call
 against this description (see opgen_ops._spec)."""
 
-from .._spec import Attr, Op, Opaque, Tensor
+from .._spec import Attr, Backward, Op, Opaque, Tensor
 
 OP = Op(
     package='opgen_ops',
     name='rms_norm',
-    doc='Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32; rstd is 1 / sqrt(mean(x^2) + eps) per row.',
-    type_vars={'T': ('float16', 'bfloat16', 'float32')},
+    doc='Root-mean-square normalisation over the last axis: out = x / sqrt(mean(x^2) + eps) * weight + bias, accumulated in f32 (f64 for f64); rstd is 1 / sqrt(mean(x^2) + eps) per row.',
+    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64')},
     inputs=(
         Tensor('x', 'T', ('D',), batch=True, doc='activations; any number of leading dimensions'),
         Tensor('weight', 'T', ('D',), optional=True, doc='per-channel scale (1 when not given)'),
@@ -20,6 +20,11 @@ OP = Op(
         Tensor('rstd', 'float32', (), batch=True, doc='the reciprocal RMS of each row (for a backward pass)'),
     ),
     attrs=(Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the mean square; > 0, so that a row of zeros divides by no zero'),),
+    backward=Backward(
+        'rms_norm_backward',
+        inputs=(('cotangent', 'out'), ('input', 'x'), ('input', 'weight')),
+        gradients=(('grad_x', 'x'), ('grad_weight', 'weight'), ('grad_bias', 'bias')),
+    ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
@@ -28,7 +33,7 @@ OP = Op(
     torch_schema='rms_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-06) -> (Tensor, Tensor)',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x58CC33795EAF54FE,
+        fingerprint=0xC0A4369A27E7419A,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('present_', 'present', 'I'),

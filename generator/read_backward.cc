@@ -1,0 +1,219 @@
+#include "read_backward.h"
+
+#include <algorithm>
+#include <set>
+
+namespace opgen::gen {
+namespace {
+
+bool is_floating(DType d) {
+  return d == DType::kF16 || d == DType::kBF16 || d == DType::kF32 || d == DType::kF64;
+}
+
+// Whether a gradient can flow into `t`: every dtype it may have is floating.
+bool differentiable(const Op& op, const Tensor& t) {
+  if (t.type_var.empty()) return is_floating(t.dtype);
+  for (const TypeVar& v : op.type_vars) {
+    if (v.name == t.type_var) return std::all_of(v.dtypes.begin(), v.dtypes.end(), is_floating);
+  }
+  return false;
+}
+
+const Tensor* find(const std::vector<Tensor>& ts, const std::string& name) {
+  for (const Tensor& t : ts) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string names_of(const std::vector<Tensor>& ts) {
+  std::string out;
+  for (const Tensor& t : ts) out += (out.empty() ? "" : ", ") + t.name;
+  return out;
+}
+
+}  // namespace
+
+std::optional<Backward> read_backward(SpecFile& f, const YAML::Node& node) {
+  if (!f.expect_map(node, "'backward'")) return std::nullopt;
+  Backward b;
+  b.where = f.at(node);
+  bool ok = true;
+  f.require(node, "'backward'", {"op", "inputs", "gradients"});
+  for (const auto& [key, value] : f.entries(node, "'backward'", {"op", "inputs", "gradients", "no_gradient"})) {
+    if (key == "op") {
+      std::optional<std::string> name = f.snake_name(value, "backward op name");
+      if (name) b.op = *name;
+      ok = ok && name.has_value();
+      b.where = f.at(value);
+    } else if (key == "inputs") {
+      if (!f.expect_sequence(value, "'backward: inputs'")) {
+        ok = false;
+        continue;
+      }
+      for (const YAML::Node& item : value) {
+        std::optional<std::string> text = f.string(item, "a backward input");
+        if (!text) {
+          ok = false;
+          continue;
+        }
+        BackwardArg arg;
+        arg.where = f.at(item);
+        std::string name = *text;
+        if (name.size() > 6 && name.rfind("grad(", 0) == 0 && name.back() == ')') {
+          arg.kind = BackwardArg::Kind::kCotangent;
+          name = name.substr(5, name.size() - 6);
+        }
+        arg.name = name;
+        b.inputs.push_back(arg);
+      }
+    } else if (key == "gradients") {
+      if (!f.expect_map(value, "'backward: gradients'")) {
+        ok = false;
+        continue;
+      }
+      for (auto it = value.begin(); it != value.end(); ++it) {
+        std::optional<std::string> out = f.snake_name(it->first, "a backward output");
+        std::optional<std::string> in = f.snake_name(it->second, "a forward input");
+        if (!out || !in) {
+          ok = false;
+          continue;
+        }
+        b.gradients.emplace_back(*out, *in);
+        b.gradient_where.push_back(f.at(it->first));
+      }
+    } else if (key == "no_gradient") {
+      if (!f.expect_sequence(value, "'backward: no_gradient'")) {
+        ok = false;
+        continue;
+      }
+      for (const YAML::Node& item : value) {
+        std::optional<std::string> name = f.snake_name(item, "an input without a gradient");
+        if (!name) {
+          ok = false;
+          continue;
+        }
+        b.no_gradient.push_back(*name);
+        b.no_gradient_where.push_back(f.at(item));
+      }
+    }
+  }
+  if (!ok) return std::nullopt;
+  return b;
+}
+
+bool resolve_backward(SpecFile& f, const Op& op, Backward& b) {
+  bool ok = true;
+  if (std::any_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return !t.alias.empty(); })) {
+    f.error(b.where, "an op that updates an input in place cannot declare a backward (yet)");
+    return false;
+  }
+  if (b.op == op.name) {
+    f.error(b.where, "an op cannot be its own backward");
+    ok = false;
+  }
+  for (BackwardArg& arg : b.inputs) {
+    const bool input = find(op.inputs, arg.name) != nullptr, output = find(op.outputs, arg.name) != nullptr;
+    if (arg.kind == BackwardArg::Kind::kCotangent) {
+      if (!output) {
+        f.error(arg.where, "'grad(" + arg.name + ")' names no output of '" + op.name + "' (outputs: " +
+                               names_of(op.outputs) + ")");
+        ok = false;
+      }
+    } else if (input) {
+      arg.kind = BackwardArg::Kind::kInput;
+    } else if (output) {
+      arg.kind = BackwardArg::Kind::kOutput;
+    } else {
+      f.error(arg.where, "'" + arg.name + "' is no input or output of '" + op.name +
+                             "'; a backward input is one of them, or grad(<output>) for an output's gradient");
+      ok = false;
+    }
+  }
+  std::set<std::string> outs, targets;
+  for (size_t i = 0; i < b.gradients.size(); ++i) {
+    const auto& [out, in] = b.gradients[i];
+    const Tensor* t = find(op.inputs, in);
+    if (!outs.insert(out).second) {
+      f.error(b.gradient_where[i], "backward output '" + out + "' is listed twice");
+      ok = false;
+    }
+    if (!t) {
+      f.error(b.gradient_where[i], "'" + in + "' is no input of '" + op.name + "' (inputs: " + names_of(op.inputs) + ")");
+      ok = false;
+    } else if (!differentiable(op, *t)) {
+      f.error(b.gradient_where[i], "input '" + in + "' is not a floating-point tensor, so it has no gradient");
+      ok = false;
+    } else if (!targets.insert(in).second) {
+      f.error(b.gradient_where[i], "input '" + in + "' is given two gradients");
+      ok = false;
+    }
+  }
+  for (size_t i = 0; i < b.no_gradient.size(); ++i) {
+    if (!find(op.inputs, b.no_gradient[i])) {
+      f.error(b.no_gradient_where[i], "'" + b.no_gradient[i] + "' is no input of '" + op.name + "'");
+      ok = false;
+    } else if (!targets.insert(b.no_gradient[i]).second) {
+      f.error(b.no_gradient_where[i], "input '" + b.no_gradient[i] + "' has a gradient and is listed in no_gradient");
+      ok = false;
+    }
+  }
+  // A floating input the backward neither differentiates nor excuses would
+  // silently get a zero gradient.
+  for (const Tensor& t : op.inputs) {
+    if (differentiable(op, t) && !targets.count(t.name)) {
+      f.error(b.where, "floating-point input '" + t.name + "' gets no gradient from '" + b.op +
+                           "'; map a backward output to it in 'gradients', or list it in 'no_gradient'");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+void check_backwards(const std::vector<Op>& ops, Diagnostics& diags) {
+  auto find_op = [&](const std::string& name) -> const Op* {
+    for (const Op& o : ops) {
+      if (o.name == name) return &o;
+    }
+    return nullptr;
+  };
+  for (const Op& op : ops) {
+    if (!op.backward) continue;
+    const Backward& b = *op.backward;
+    const Op* back = find_op(b.op);
+    if (!back) {
+      diags.error(b.where, "backward op '" + b.op + "' is not among the package's specs");
+      continue;
+    }
+    if (back->inputs.size() != b.inputs.size()) {
+      diags.error(b.where, "'" + b.op + "' (" + back->spec_path + ") takes " + std::to_string(back->inputs.size()) +
+                               " inputs; 'backward: inputs' lists " + std::to_string(b.inputs.size()));
+    }
+    std::set<std::string> mapped;
+    for (const auto& g : b.gradients) mapped.insert(g.first);
+    for (const Tensor& t : back->outputs) {
+      if (!mapped.count(t.name)) {
+        diags.error(b.where, "output '" + t.name + "' of '" + b.op + "' is not in 'gradients': say which input it is the gradient of");
+      }
+      mapped.erase(t.name);
+    }
+    for (const std::string& name : mapped) {
+      diags.error(b.where, "'gradients' names '" + name + "', which is no output of '" + b.op + "'");
+    }
+    for (const Attr& a : back->attrs) {
+      const auto it = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& f) { return f.name == a.name; });
+      if (it == op.attrs.end() || it->type != a.type) {
+        diags.error(b.where, "attribute '" + a.name + "' of '" + b.op + "' must be an attribute of '" + op.name +
+                                 "' of the same type, which passes it on");
+      }
+    }
+    for (Platform p : op.platforms) {
+      if (std::find(back->platforms.begin(), back->platforms.end(), p) == back->platforms.end()) {
+        diags.error(b.where, "'" + b.op + "' must run on every platform '" + op.name + "' runs on");
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace opgen::gen

@@ -1,0 +1,158 @@
+"""Ops whose spec declares a backward (rms_norm, through rms_norm_backward):
+gradients against each framework's own autograd of a reference written with
+its own ops, on fresh random inputs — torch.autograd.gradcheck in float64,
+torch.compile (fullgraph, the backward graph too), opcheck's autograd tests,
+jax.grad under jit and vmap for both api_versions; an output the backward
+takes no gradient of (rstd) is not differentiable; and a small training loop
+whose loss curve matches the reference model's in both frameworks. GPU
+variants skip without a GPU."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import opgen_ops.jax as jops
+import opgen_ops.torch as tops
+from conftest import gpu_devices
+
+CPU = jax.devices("cpu")[0]
+EPS = 1e-5
+
+
+def torch_reference(x, weight=None, bias=None):
+    out = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + EPS)
+    out = out * weight if weight is not None else out
+    return out + bias if bias is not None else out
+
+
+def jax_reference(x, weight=None, bias=None):
+    out = x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + EPS)
+    out = out * weight if weight is not None else out
+    return out + bias if bias is not None else out
+
+
+@pytest.mark.parametrize("given", ["x", "x, weight", "x, weight, bias"])
+def test_torch_gradcheck_in_float64(rng, given):
+    n = len(given.split(","))
+    tensors = [torch.from_numpy(rng.standard_normal(shape)).requires_grad_() for shape in [(2, 3, 16), (16,), (16,)][:n]]
+    assert torch.autograd.gradcheck(lambda *t: tops.rms_norm(*t, eps=EPS)[0], tensors)
+
+
+def check_torch_gradients(rng, device, compiled):
+    x, w, b = (torch.from_numpy(rng.standard_normal(s).astype(np.float32)).to(device).requires_grad_()
+               for s in [(4, 5, 32), (32,), (32,)])
+    cotangent = torch.from_numpy(rng.standard_normal((4, 5, 32)).astype(np.float32)).to(device)
+
+    def loss(x, w, b):
+        return (tops.rms_norm(x, w, b, eps=EPS)[0] * cotangent).sum()
+
+    (torch.compile(loss, fullgraph=True) if compiled else loss)(x, w, b).backward()
+    ours = [t.grad for t in (x, w, b)]
+    refs = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+    (torch_reference(*refs) * cotangent).sum().backward()
+    for got, want in zip(ours, [t.grad for t in refs]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_torch_gradients_match_torch_autograd(rng, compiled):
+    check_torch_gradients(rng, "cpu", compiled)
+
+
+def test_torch_opcheck_with_autograd(rng):
+    x, w, b = (torch.from_numpy(rng.standard_normal(s).astype(np.float32)).requires_grad_() for s in [(3, 8), (8,), (8,)])
+    torch.library.opcheck(torch.ops.opgen_ops.rms_norm.default, (x, w, b), {"eps": EPS},
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor",
+                                      "test_aot_dispatch_dynamic"))
+
+
+def test_rstd_is_not_differentiable(rng):
+    x = torch.from_numpy(rng.standard_normal((3, 8))).requires_grad_()
+    out, rstd = tops.rms_norm(x)
+    assert out.requires_grad and not rstd.requires_grad
+    with pytest.raises(TypeError, match=r"rms_norm: output 'rstd' is not differentiable"):
+        jax.grad(lambda a: jops.rms_norm(a)[1].sum())(jax.device_put(rng.standard_normal((3, 8)).astype(np.float32), CPU))
+
+
+def check_jax_gradients(rng, device, api_version):
+    x, w, b, cotangent = (rng.standard_normal(s).astype(np.float32) for s in [(4, 5, 32), (32,), (32,), (4, 5, 32)])
+    args = [jax.device_put(a, device) for a in (x, w, b)]
+    ours = jax.jit(jax.grad(lambda *a: (jops.rms_norm(*a, eps=EPS, api_version=api_version)[0] * cotangent).sum(),
+                            argnums=(0, 1, 2)))(*args)
+    want = jax.grad(lambda *a: (jax_reference(*a) * cotangent).sum(), argnums=(0, 1, 2))(*args)
+    for got, ref in zip(ours, want):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-4, atol=1e-4)
+    # Per example under vmap: the gradient of each row's loss.
+    per_row = jax.vmap(jax.grad(lambda r: (jops.rms_norm(r, eps=EPS, api_version=api_version)[0] * r[::-1]).sum()))(
+        args[0])
+    want_rows = jax.vmap(jax.grad(lambda r: (jax_reference(r) * r[::-1]).sum()))(args[0])
+    np.testing.assert_allclose(np.asarray(per_row), np.asarray(want_rows), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_grad_matches_jax_autodiff(rng, api_version):
+    check_jax_gradients(rng, CPU, api_version)
+
+
+def test_jax_grad_without_weight_or_bias(rng):
+    x = jax.device_put(rng.standard_normal((6, 16)).astype(np.float32), CPU)
+    got = jax.grad(lambda a: jops.rms_norm(a, eps=EPS)[0].sum())(x)
+    want = jax.grad(lambda a: jax_reference(a).sum())(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
+
+
+# --- A training loop: h = rms_norm(x @ W1) * w; y = h @ W2; mean squared error ----------------
+
+
+def training_data(rng):
+    return {k: rng.standard_normal(s).astype(np.float32) * scale for k, s, scale in
+            [("x", (64, 16), 1.0), ("y", (64, 4), 1.0), ("w1", (16, 32), 0.3), ("norm", (32,), 1.0), ("w2", (32, 4), 0.3)]}
+
+
+def test_training_loss_curves_match_in_both_frameworks(rng):
+    d = training_data(rng)
+
+    def torch_curve(norm_fn):
+        p = {k: torch.from_numpy(d[k].copy()).requires_grad_() for k in ("w1", "norm", "w2")}
+        x, y, losses = torch.from_numpy(d["x"]), torch.from_numpy(d["y"]), []
+        for _ in range(20):
+            loss = ((norm_fn(x @ p["w1"], p["norm"]) @ p["w2"] - y) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                for t in p.values():
+                    t -= 0.1 * t.grad
+                    t.grad = None
+            losses.append(loss.item())
+        return losses
+
+    def jax_curve(norm_fn):
+        p = {k: jnp.asarray(d[k]) for k in ("w1", "norm", "w2")}
+        step = jax.jit(jax.value_and_grad(lambda p: ((norm_fn(d["x"] @ p["w1"], p["norm"]) @ p["w2"] - d["y"]) ** 2).mean()))
+        losses = []
+        for _ in range(20):
+            loss, grads = step(p)
+            p = jax.tree.map(lambda a, g: a - 0.1 * g, p, grads)
+            losses.append(float(loss))
+        return losses
+
+    for ours, reference in [(torch_curve(lambda h, w: tops.rms_norm(h, w, eps=EPS)[0]), torch_curve(torch_reference)),
+                            (jax_curve(lambda h, w: jops.rms_norm(h, w, eps=EPS)[0]), jax_curve(jax_reference))]:
+        assert ours[-1] < 0.7 * ours[0], ours  # it trains
+        np.testing.assert_allclose(ours, reference, rtol=1e-3)
+
+
+# --- GPU ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("compiled", [False, True])
+def test_torch_cuda_gradients_match_torch_autograd(rng, compiled):
+    check_torch_gradients(rng, "cuda", compiled)
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_cuda_grad_matches_jax_autodiff(rng, api_version):
+    check_jax_gradients(rng, gpu_devices()[0], api_version)
