@@ -182,7 +182,7 @@ void check_backwards(const std::vector<Op>& ops, Diagnostics& diags) {
     const Backward& b = *op.backward;
     const Op* back = find_op(b.op);
     if (!back) {
-      diags.error(b.where, "backward op '" + b.op + "' is not among the package's specs");
+      diags.error(b.where, "backward op '" + b.op + "' is not among the specs given (check the package's whole folder)");
       continue;
     }
     if (back->inputs.size() != b.inputs.size()) {

@@ -383,6 +383,28 @@ TEST(Golden, CheckExitsZeroForTheRepositorysSpecs) {
   EXPECT_EQ(quiet.output, "");
 }
 
+// `backward:` is checked against the backward op once every spec is read:
+// its input count, its outputs against `gradients`, its attributes.
+TEST(Golden, CheckMatchesABackwardAgainstItsOp) {
+  opgen_test::TempDir dir;
+  opgen_test::write_file(dir.path() / "scale.yaml",
+                         "opgen: 1\nname: scale\ninputs:\n  x: {dtype: f32, shape: [N]}\noutputs:\n"
+                         "  out: {dtype: f32, shape: [N]}\nattrs:\n  k: {type: f32, default: 2.0}\n"
+                         "backward:\n  op: scale_backward\n  inputs: [grad(out), x]\n  gradients: {grad_x: x}\n");
+  opgen_test::write_file(dir.path() / "scale_backward.yaml",
+                         "opgen: 1\nname: scale_backward\ninputs:\n  g: {dtype: f32, shape: [N]}\noutputs:\n"
+                         "  dx: {dtype: f32, shape: [N]}\nattrs:\n  k: {type: i64, default: 2}\n");
+  const CommandResult r = run_command(opgen("check " + dir.path().string() + " --root " + dir.path().string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  for (const char* expected :
+       {"scale.yaml:10:7: error: 'scale_backward' (scale_backward.yaml) takes 1 inputs; 'backward: inputs' lists 2",
+        "scale.yaml:10:7: error: output 'dx' of 'scale_backward' is not in 'gradients'",
+        "scale.yaml:10:7: error: 'gradients' names 'grad_x', which is no output of 'scale_backward'",
+        "scale.yaml:10:7: error: attribute 'k' of 'scale_backward' must be an attribute of 'scale' of the same type"}) {
+    EXPECT_NE(r.output.find(expected), std::string::npos) << expected << "\n" << r.output;
+  }
+}
+
 TEST(Golden, CheckExitsOneForABadSpec) {
   const CommandResult r = run_command(opgen("check " + repo("tests/bad_specs/unknown_top_level_key.yaml") +
                                             " --root " + repo("")));
