@@ -45,7 +45,8 @@ def run(cmd, cwd, env=None):
 
 def renamed(text, op):
     return (text.replace("opgen_ops::glu", f"{PACKAGE}::{op}").replace("opgen_ops/glu.h", f"{PACKAGE}/{op}.h")
-            .replace("OPGEN_GLU_", f"OPGEN_{op.upper()}_").replace("glu_gate.h", f"{op}_gate.h"))
+            .replace("OPGEN_GLU_", f"OPGEN_{op.upper()}_").replace("glu_gate.h", f"{op}_gate.h")
+            .replace("glu_gate::", f"{op}_gate::"))
 
 
 def make_project(root, ops, prefix):
@@ -56,7 +57,7 @@ def make_project(root, ops, prefix):
                 "find_package(opgen CONFIG REQUIRED)\nopgen_add_package(SPECS specs KERNELS kernels)\n")
     with open(os.path.join(root, "specs", "package.yaml"), "w") as f:
         f.write(f"opgen: 1\npackage: {{name: {PACKAGE}, torch_namespace: {PACKAGE}}}\n")
-    spec = open(os.path.join(REPO, "specs", "glu.yaml")).read()
+    spec = open(os.path.join(REPO, "specs", "glu.yaml")).read().split("\nbackward:")[0] + "\n"  # no backward op
     for i in range(ops):
         op = f"op_{i:03d}"
         with open(os.path.join(root, "specs", f"{op}.yaml"), "w") as f:

@@ -7,6 +7,7 @@ set(OPGEN_PACKAGE_OPS
     flip
     fused_add_rms_norm
     glu
+    glu_backward
     kv_cache_write
     paged_attention_decode
     rms_norm
@@ -17,6 +18,7 @@ set(OPGEN_PACKAGE_OPS
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
 set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_PLATFORMS cuda cpu)
+set(OPGEN_OP_glu_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
 set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
@@ -28,6 +30,7 @@ set(OPGEN_FILES_XLA
     src/flip_xla.cc
     src/fused_add_rms_norm_xla.cc
     src/glu_xla.cc
+    src/glu_backward_xla.cc
     src/kv_cache_write_xla.cc
     src/paged_attention_decode_xla.cc
     src/rms_norm_xla.cc
@@ -40,6 +43,7 @@ set(OPGEN_FILES_TORCH
     src/flip_torch.cc
     src/fused_add_rms_norm_torch.cc
     src/glu_torch.cc
+    src/glu_backward_torch.cc
     src/kv_cache_write_torch.cc
     src/paged_attention_decode_torch.cc
     src/rms_norm_torch.cc
@@ -52,6 +56,7 @@ set(OPGEN_FILES_BODY_CPU
     src/flip_body_cpu.cc
     src/fused_add_rms_norm_body_cpu.cc
     src/glu_body_cpu.cc
+    src/glu_backward_body_cpu.cc
     src/kv_cache_write_body_cpu.cc
     src/paged_attention_decode_body_cpu.cc
     src/rms_norm_body_cpu.cc
@@ -64,6 +69,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/flip_body_cuda.cu
     src/fused_add_rms_norm_body_cuda.cu
     src/glu_body_cuda.cu
+    src/glu_backward_body_cuda.cu
     src/kv_cache_write_body_cuda.cu
     src/paged_attention_decode_body_cuda.cu
     src/rms_norm_body_cuda.cu
@@ -82,6 +88,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/flip.py
     python/opgen_ops/_ops/fused_add_rms_norm.py
     python/opgen_ops/_ops/glu.py
+    python/opgen_ops/_ops/glu_backward.py
     python/opgen_ops/_ops/kv_cache_write.py
     python/opgen_ops/_ops/paged_attention_decode.py
     python/opgen_ops/_ops/rms_norm.py
@@ -97,6 +104,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/fused_add_rms_norm_rules.h
     include/opgen_ops/glu.h
     include/opgen_ops/glu_rules.h
+    include/opgen_ops/glu_backward.h
+    include/opgen_ops/glu_backward_rules.h
     include/opgen_ops/kv_cache_write.h
     include/opgen_ops/kv_cache_write_rules.h
     include/opgen_ops/paged_attention_decode.h
@@ -116,6 +125,7 @@ set(OPGEN_FILES_DOC
     docs/flip.md
     docs/fused_add_rms_norm.md
     docs/glu.md
+    docs/glu_backward.md
     docs/kv_cache_write.md
     docs/paged_attention_decode.md
     docs/rms_norm.md

@@ -13,7 +13,7 @@ opgen::Status run_cpu(const Args<T>& args) {
   for (int64_t row = 0; row < args.batch; ++row) {
     const T* x = args.x + row * args.D;
     for (int64_t i = 0; i < half; ++i) {
-      store(args.out, row * half + i, load(x, i) * gate(args.activation, load(x, i + half)));
+      store(args.out, row * half + i, load(x, i) * glu_gate::gate(args.activation, load(x, i + half)));
     }
   }
   return opgen::Status::Ok();

@@ -18,7 +18,7 @@ __global__ void glu_elements(Args<T> args) {
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < n; k += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = k / half, i = k % half;
     const T* x = args.x + row * args.D;
-    store(args.out, k, load(x, i) * gate(args.activation, load(x, i + half)));
+    store(args.out, k, load(x, i) * glu_gate::gate(args.activation, load(x, i + half)));
   }
 }
 

@@ -86,7 +86,8 @@ fs::path many_ops(const opgen_test::TempDir& dir, int count) {
   const fs::path specs = dir / "specs";
   fs::create_directories(specs);
   fs::copy_file(source_dir() / "specs" / "package.yaml", specs / "package.yaml");
-  const std::string glu = opgen_test::read_file(source_dir() / "specs" / "glu.yaml");
+  std::string glu = opgen_test::read_file(source_dir() / "specs" / "glu.yaml");
+  glu = glu.substr(0, glu.find("\nbackward:") + 1);  // the copies have no backward op
   for (int i = 0; i < count; ++i) {
     char name[16];
     std::snprintf(name, sizeof name, "op_%03d", i);

@@ -10,6 +10,7 @@ __all__ = [
     'flip',
     'fused_add_rms_norm',
     'glu',
+    'glu_backward',
     'kv_cache_write',
     'paged_attention_decode',
     'rms_norm',
@@ -33,6 +34,13 @@ def fused_add_rms_norm(
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
 def glu(
+    x: _jax.typing.ArrayLike,
+    *,
+    activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',
+    api_version: int = 4,
+) -> _jax.Array: ...
+def glu_backward(
+    grad_out: _jax.typing.ArrayLike,
     x: _jax.typing.ArrayLike,
     *,
     activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',

@@ -30,6 +30,7 @@ __all__ = [
     'flip',
     'fused_add_rms_norm',
     'glu',
+    'glu_backward',
     'kv_cache_write',
     'paged_attention_decode',
     'rms_norm',
@@ -53,6 +54,11 @@ def fused_add_rms_norm(x, residual, weight, *, eps=1e-06):
 def glu(x, *, activation='sigmoid'):
     "Gated linear unit over the last axis: out = x[..., :D/2] * act(x[..., D/2:]), computed in f32 (f64 for f64). act = sigmoid gives GLU (torch.nn.functional.glu(x, -1)), gelu (exact, erf form) GEGLU, silu SwiGLU.\n\nArgs:\n  x: T[..., D] D must be even\n  activation: one of 'sigmoid', 'gelu', 'silu' = 'sigmoid' the gate's activation\n\nReturns:\n  out: T[..., D/2]"
     return _call(_ops.glu.OP, (x,), {'activation': activation}, _CAPSULES)
+
+
+def glu_backward(grad_out, x, *, activation='sigmoid'):
+    "With a = x[..., :H] and b = x[..., H:] (H = D/2): grad_x = [grad_out * act(b), grad_out * a * act'(b)], computed in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., H] the gradient of glu's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  x: T[..., D] glu's input\n  activation: one of 'sigmoid', 'gelu', 'silu' = 'sigmoid' glu's activation\n\nReturns:\n  grad_x: T[..., D]"
+    return _call(_ops.glu_backward.OP, (grad_out, x), {'activation': activation}, _CAPSULES)
 
 
 def kv_cache_write(cache, values, pos):

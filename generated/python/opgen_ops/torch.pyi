@@ -11,6 +11,7 @@ __all__ = [
     'flip',
     'fused_add_rms_norm',
     'glu',
+    'glu_backward',
     'kv_cache_write',
     'paged_attention_decode',
     'rms_norm',
@@ -34,6 +35,12 @@ def fused_add_rms_norm(
     eps: float = 1e-06,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
 def glu(
+    x: _torch.Tensor,
+    *,
+    activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',
+) -> _torch.Tensor: ...
+def glu_backward(
+    grad_out: _torch.Tensor,
     x: _torch.Tensor,
     *,
     activation: Literal['sigmoid', 'gelu', 'silu'] = 'sigmoid',

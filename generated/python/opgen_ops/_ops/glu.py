@@ -3,7 +3,7 @@
 (JAX, the PyTorch fake and XLA kernels, the documented functions) checks a call
 against this description (see opgen_ops._spec)."""
 
-from .._spec import Attr, Expr, Op, Opaque, Tensor
+from .._spec import Attr, Backward, Expr, Op, Opaque, Tensor
 
 OP = Op(
     package='opgen_ops',
@@ -13,6 +13,11 @@ OP = Op(
     inputs=(Tensor('x', 'T', ('D',), batch=True, doc='D must be even'),),
     outputs=(Tensor('out', 'T', (Expr('D/2', ('/', 'D', 2)),), batch=True),),
     attrs=(Attr('activation', 'enum', default='sigmoid', values=('sigmoid', 'gelu', 'silu'), doc="the gate's activation"),),
+    backward=Backward(
+        'glu_backward',
+        inputs=(('cotangent', 'out'), ('input', 'x')),
+        gradients=(('grad_x', 'x'),),
+    ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='broadcast_all',
