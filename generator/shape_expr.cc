@@ -138,6 +138,17 @@ class ExprParser {
   }
   std::shared_ptr<const Expr> atom(std::string& error) {
     skip_space();
+    if (accept('-')) {  // unary minus, as 0 - atom (a value range's `min: -1`)
+      if (++depth_ > 32) {
+        error = "the expression nests more than 32 levels deep";
+        return nullptr;
+      }
+      auto zero = std::make_shared<Expr>();
+      zero->kind = Expr::Kind::kInt;
+      std::shared_ptr<const Expr> operand = atom(error);
+      --depth_;
+      return operand ? node(Expr::Kind::kSub, zero, operand) : nullptr;
+    }
     if (accept('(')) {
       if (++depth_ > 32) {
         error = "the expression nests more than 32 parentheses deep";

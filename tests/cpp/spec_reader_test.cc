@@ -363,6 +363,29 @@ outputs:
   EXPECT_EQ(op->symbols[0].axis, 1);
 }
 
+// A value range may be negative (`min: -1`, a padding index): unary minus
+// reads as 0 - operand; a run of them is bounded like parentheses.
+TEST(SpecReader, AValueRangeMayBeNegative) {
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("padded", R"(opgen: 1
+name: padded
+inputs:
+  idx: {dtype: i32, shape: [N], min: -1, exclusive_max: N - -1}
+outputs:
+  y: {dtype: i32, shape: [N]}
+)", diags);
+  ASSERT_TRUE(op.has_value()) << all_messages(diags);
+  const opgen::gen::Expr& min = *op->inputs[0].values_min;
+  ASSERT_EQ(min.kind, opgen::gen::Expr::Kind::kSub);
+  EXPECT_EQ(min.lhs->value, 0);
+  EXPECT_EQ(min.rhs->value, 1);
+  opgen::gen::Diagnostics deep;
+  EXPECT_FALSE(read_text("deep", "opgen: 1\nname: deep\ninputs:\n  i: {dtype: i32, shape: [N], min: " +
+                                     std::string(40, '-') + "1}\noutputs:\n  y: {dtype: i32, shape: [N]}\n",
+                         deep));
+  EXPECT_NE(all_messages(deep).find("nests more than 32 levels deep"), std::string::npos) << all_messages(deep);
+}
+
 TEST(SpecReader, SymbolsBindToTheirFirstInputDimensionInOrder) {
   opgen::gen::Diagnostics diags;
   std::optional<opgen::gen::Op> op = read_text("matvec", R"(opgen: 1
