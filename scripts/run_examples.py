@@ -132,6 +132,7 @@ DECODE_STEP = Path(__file__).resolve().parent.parent / "examples" / "decode_step
 def run_decode_steps(where) -> int:
     """Runs the decode step examples (each prints its line); returns how many disagree."""
     failures = 0
+    sys.path.insert(0, str(DECODE_STEP))  # for their shared decode_inputs.py
     for name in ("decode_step_jax", "decode_step_torch"):
         spec = importlib.util.spec_from_file_location(name, DECODE_STEP / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
