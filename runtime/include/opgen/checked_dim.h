@@ -60,13 +60,7 @@ class CheckedDim {
   friend constexpr CheckedDim operator/(CheckedDim a, CheckedDim b) {
     if (!a.ok()) return a;
     if (!b.ok()) return b;
-    if (b.value_ == 0 || a.value_ % (b.value_ == -1 ? 1 : b.value_) != 0) {
-      CheckedDim r(0);
-      r.failure_ = Failure::kInexact;
-      r.numerator_ = a.value_;
-      r.denominator_ = b.value_;
-      return r;
-    }
+    if (b.value_ == 0 || a.value_ % (b.value_ == -1 ? 1 : b.value_) != 0) return inexact(a.value_, b.value_);
     if (a.value_ == INT64_MIN && b.value_ == -1) return overflow();
     return CheckedDim(a.value_ / b.value_);
   }
@@ -75,12 +69,7 @@ class CheckedDim {
   friend constexpr CheckedDim operator%(CheckedDim a, CheckedDim b) {
     if (!a.ok()) return a;
     if (!b.ok()) return b;
-    if (b.value_ == 0) {
-      CheckedDim r(0);
-      r.failure_ = Failure::kInexact;
-      r.numerator_ = a.value_;
-      return r;
-    }
+    if (b.value_ == 0) return inexact(a.value_, 0);
     return CheckedDim(b.value_ == -1 ? 0 : a.value_ % b.value_);
   }
 
@@ -88,12 +77,7 @@ class CheckedDim {
   friend constexpr CheckedDim floor_div(CheckedDim a, CheckedDim b) {
     if (!a.ok()) return a;
     if (!b.ok()) return b;
-    if (b.value_ == 0) {
-      CheckedDim r(0);
-      r.failure_ = Failure::kInexact;
-      r.numerator_ = a.value_;
-      return r;
-    }
+    if (b.value_ == 0) return inexact(a.value_, 0);
     if (a.value_ == INT64_MIN && b.value_ == -1) return overflow();
     return CheckedDim(opgen::floor_div(a.value_, b.value_));
   }
@@ -102,6 +86,13 @@ class CheckedDim {
   static constexpr CheckedDim overflow() {
     CheckedDim r(0);
     r.failure_ = Failure::kOverflow;
+    return r;
+  }
+  static constexpr CheckedDim inexact(int64_t numerator, int64_t denominator) {
+    CheckedDim r(0);
+    r.failure_ = Failure::kInexact;
+    r.numerator_ = numerator;
+    r.denominator_ = denominator;
     return r;
   }
 
