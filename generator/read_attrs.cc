@@ -136,6 +136,17 @@ bool read_enum_values(SpecFile& f, const YAML::Node& node, const std::string& wh
 
 }  // namespace
 
+std::optional<BoundKey> read_bound_key(SpecFile& f, const YAML::Node& node, const std::string& key,
+                                       const YAML::Node& value, const std::string& what) {
+  const bool exclusive = key.rfind("exclusive_", 0) == 0;
+  const std::string twin = exclusive ? key.substr(10) : "exclusive_" + key;
+  if (node[twin]) {
+    f.error(f.at(value), what + " has both '" + key + "' and '" + twin + "'; a bound is one or the other");
+    return std::nullopt;
+  }
+  return BoundKey{key == "min" || key == "exclusive_min", exclusive};
+}
+
 std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::Node& node,
                               const Location& name_at) {
   const std::string what = "attribute '" + name + "'";
@@ -207,14 +218,12 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
         ok = false;
         continue;
       }
-      const bool exclusive = key.rfind("exclusive_", 0) == 0;
-      const bool lower = key == "min" || key == "exclusive_min";
-      const std::string twin = exclusive ? key.substr(10) : "exclusive_" + key;
-      if (node[twin]) {
-        f.error(f.at(value), what + " has both '" + key + "' and '" + twin + "'; a bound is one or the other");
+      const std::optional<BoundKey> which = read_bound_key(f, node, key, value, what);
+      if (!which) {
         ok = false;
         continue;
       }
+      const bool lower = which->lower, exclusive = which->exclusive;
       std::optional<AttrValue> bound = read_scalar_value(f, element_type(a.type), value, "the " + key + " of " + what);
       if (!bound) {
         ok = false;

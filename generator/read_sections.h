@@ -25,6 +25,16 @@ bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& o
 bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& section, const std::string& role,
                   const std::vector<TypeVar>& type_vars, std::vector<Tensor>& out);
 
+// Which bound `key` is (`min`, `max`, `exclusive_min` or `exclusive_max`, the
+// keys of an attribute's and an index input's range), or nullopt after
+// reporting that `node` (the entry of `what`) gives the same bound both ways.
+struct BoundKey {
+  bool lower;      // min or exclusive_min
+  bool exclusive;  // exclusive_min or exclusive_max
+};
+std::optional<BoundKey> read_bound_key(SpecFile& f, const YAML::Node& node, const std::string& key,
+                                       const YAML::Node& value, const std::string& what);
+
 // One entry of `attrs:`.
 std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::Node& node,
                               const Location& name_at);

@@ -185,14 +185,12 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
     } else if (key == "min" || key == "max" || key == "exclusive_min" || key == "exclusive_max") {
       // The range of an index's values: an integer or an expression over
       // shape symbols and integer attributes (checked when the op resolves).
-      const bool exclusive = key.rfind("exclusive_", 0) == 0;
-      const bool lower = key == "min" || key == "exclusive_min";
-      const std::string twin = exclusive ? key.substr(10) : "exclusive_" + key;
-      if (node[twin]) {
-        f.error(f.at(value), what + " has both '" + key + "' and '" + twin + "'; a bound is one or the other");
+      const std::optional<BoundKey> which = read_bound_key(f, node, key, value, what);
+      if (!which) {
         ok = false;
         continue;
       }
+      const bool lower = which->lower, exclusive = which->exclusive;
       std::optional<std::string> text = value.IsScalar() ? std::optional<std::string>(value.Scalar()) : std::nullopt;
       std::string error;
       std::shared_ptr<const Expr> bound = text ? parse_shape_expr(*text, error) : nullptr;
