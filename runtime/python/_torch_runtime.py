@@ -171,11 +171,18 @@ def _register_backward(op: Op) -> None:
     """The spec's backward op as the op's autograd formula: setup_context
     keeps what the backward op is given (forward inputs and outputs), and
     each of its outputs is the gradient of one forward input. Outputs the
-    backward takes no gradient of are marked non-differentiable."""
+    backward takes no gradient of are marked non-differentiable. The backward
+    op's outputs and attributes come from its description, as in JAX."""
+    from . import _ops  # the package's descriptions (this module is copied into each package)
+
+    back = getattr(_ops, op.backward.op).OP
+    back_attrs = {a.name for a in back.attrs}
     names = [t.name for t in op.inputs]
     outputs = [o.name for o in op.outputs]
     takes_cotangent = {name for kind, name in op.backward.inputs if kind == "cotangent"}
     kept = [(kind, name) for kind, name in op.backward.inputs if kind != "cotangent"]
+    # Each input's gradient: its position among the backward op's outputs.
+    gradient_at = {into: [o.name for o in back.outputs].index(out) for out, into in op.backward.gradients}
 
     def setup_context(ctx, inputs, keyword_only_inputs, output):
         tensors, attrs = inputs[:len(names)], dict(keyword_only_inputs)
@@ -188,24 +195,14 @@ def _register_backward(op: Op) -> None:
 
     def backward(ctx, *grads):
         saved = dict(zip([n for _, n in kept], ctx.saved_tensors))
-        back = getattr(torch.ops, op.torch_namespace)
         args = [grads[outputs.index(n)] if kind == "cotangent" else saved[n] for kind, n in op.backward.inputs]
-        back_op = getattr(back, op.backward.op)
-        back_attrs = {k: v for k, v in ctx.attrs.items() if k in _attr_names(back_op)}
-        result = back_op(*args, **back_attrs)
+        result = getattr(getattr(torch.ops, op.torch_namespace), back.name)(
+            *args, **{k: v for k, v in ctx.attrs.items() if k in back_attrs})
         result = result if isinstance(result, tuple) else (result,)
-        back_outputs = [out for out, _ in op.backward.gradients]
-        gradient_of = {into: out for out, into in op.backward.gradients}
-        grads_in = [result[back_outputs.index(gradient_of[n])] if n in gradient_of and given else None
-                    for n, given in zip(names, ctx.given)]
-        return tuple(grads_in)
+        return tuple(result[gradient_at[n]] if n in gradient_at and given else None for n, given in zip(names, ctx.given))
 
     torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel}", backward,
                                     setup_context=setup_context, lib=_library(op.torch_namespace, "FRAGMENT"))
-
-
-def _attr_names(overload_packet) -> set:
-    return {a.name for a in overload_packet.default._schema.arguments if a.kwarg_only}
 
 
 class _NoBackward(torch.autograd.Function):

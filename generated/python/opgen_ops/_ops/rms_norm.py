@@ -23,7 +23,7 @@ OP = Op(
     backward=Backward(
         'rms_norm_backward',
         inputs=(('cotangent', 'out'), ('input', 'x'), ('input', 'weight')),
-        gradients=(('grad_x', 'x'), ('grad_weight', 'weight'), ('grad_bias', 'bias')),
+        gradients=(('grad_bias', 'bias'), ('grad_x', 'x'), ('grad_weight', 'weight')),
     ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
