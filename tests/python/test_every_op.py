@@ -29,6 +29,7 @@ import op_references as ref
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from conftest import gpu_devices
+from torch_arrays import as_numpy, to_torch
 from opgen_ops import _ops
 
 CPU = jax.devices("cpu")[0]
@@ -36,25 +37,6 @@ CASES = [pytest.param(op, dtypes, id=f"{op.name}[{op_problems.instantiation_id(d
          for op in _ops.OPS for dtypes in op_problems.instantiations(op)]
 CPU_CASES = [c for c in CASES if "cpu" in c.values[0].platforms]
 GPU_CASES = [c for c in CASES if {"cpu", "cuda"} <= set(c.values[0].platforms)]
-
-
-def to_torch(x, device="cpu"):
-    if x is None:
-        return None
-    dtype = x.dtype.name
-    if dtype in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # numpy cannot hand these to torch directly
-        bits = {1: np.uint8, 2: np.int16}[x.dtype.itemsize]
-        return torch.from_numpy(x.view(bits).copy()).view(getattr(torch, dtype)).to(device)
-    return torch.from_numpy(np.array(x)).to(device)
-
-
-def as_numpy(x):
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu()
-        if x.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
-            return x.float().numpy()
-        return x.numpy()
-    return np.asarray(x)
 
 
 def outputs(result):

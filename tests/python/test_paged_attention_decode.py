@@ -15,10 +15,10 @@ import op_references as ref
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from conftest import gpu_devices
+from torch_arrays import as_numpy, to_torch
 
 CPU = jax.devices("cpu")[0]
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def problem(rng, dtype, seqs=4, heads=8, kv_heads=2, dh=64, bs=16, max_blocks=6, blocks=None):
@@ -36,16 +36,8 @@ def problem(rng, dtype, seqs=4, heads=8, kv_heads=2, dh=64, bs=16, max_blocks=6,
     return query, key_cache, value_cache, tables, lens, 1.0 / np.sqrt(dh)
 
 
-def to_torch(x, device="cpu"):
-    if x.dtype == ml_dtypes.bfloat16:
-        return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16).to(device)
-    return torch.from_numpy(np.array(x)).to(device)
-
-
 def as_float64(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy().astype(np.float64)
-    return np.asarray(x, np.float64)
+    return as_numpy(x).astype(np.float64)
 
 
 def jax_call(p, device=CPU, api_version=4):
