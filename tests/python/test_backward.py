@@ -109,7 +109,8 @@ def test_jax_grad_without_weight_or_bias(rng):
 
 def training_data(rng):
     d = {k: rng.standard_normal(s).astype(np.float32) * scale for k, s, scale in
-         [("x", (64, 16), 1.0), ("w1", (16, 32), 0.3), ("norm", (32,), 1.0), ("w2", (16, 4), 0.3)]}
+         [("x", (64, 16), 1.0), ("w1", (16, 32), 0.3), ("norm", (32,), 0.1), ("w2", (16, 4), 0.3)]}
+    d["norm"] += 1  # a norm weight near 1, as a layer starts
     d["y"] = np.tanh(d["x"] @ rng.standard_normal((16, 4)).astype(np.float32) * 0.5)  # a target it can learn
     return d
 
