@@ -2,8 +2,9 @@
 one and on the CPU otherwise, and checks each result against a float64 numpy
 reference on fresh random inputs; then the decoder layer's decode step of
 examples/decode_step in JAX and in PyTorch (on the same device), each against
-the same step written with the framework's own ops. Exits non-zero on any
-mismatch."""
+the same step written with the framework's own ops, and the PyTorch module of
+examples/torchax_mlp through torchax against eager PyTorch. Exits non-zero on
+any mismatch."""
 
 from __future__ import annotations
 
@@ -126,18 +127,23 @@ def example_kv_cache_write(rng, where):
 EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu, "flip": example_flip,
             "kv_cache_write": example_kv_cache_write}
 
-DECODE_STEP = Path(__file__).resolve().parent.parent / "examples" / "decode_step"
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run_decode_steps(where) -> int:
-    """Runs the decode step examples (each prints its line); returns how many disagree."""
+def run_model_examples(where) -> int:
+    """Runs the examples of whole models (each prints its lines); returns how
+    many disagree with their references. torchax runs on JAX's default
+    device, which is `where`."""
     failures = 0
-    sys.path.insert(0, str(DECODE_STEP))  # for their shared decode_inputs.py
-    for name in ("decode_step_jax", "decode_step_torch"):
-        spec = importlib.util.spec_from_file_location(name, DECODE_STEP / f"{name}.py")
+    for folder, name, kwargs in (("decode_step", "decode_step_jax", {"device": where}),
+                                 ("decode_step", "decode_step_torch", {"device": where}),
+                                 ("torchax_mlp", "torchax_mlp", {})):
+        sys.path.insert(0, str(EXAMPLES_DIR / folder))  # for the files beside it (decode_inputs.py)
+        spec = importlib.util.spec_from_file_location(name, EXAMPLES_DIR / folder / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        failures += module.main(device=where) != 0
+        failures += module.main(**kwargs) != 0
+        sys.path.pop(0)
     return failures
 
 
@@ -159,7 +165,7 @@ def main() -> int:
             failures += not ok
             print(f"{op:<20} {v:>3} {shape:>14} {err:>11.2e} {tol:>9.0e} {elapsed * 1e3:>8.3f} ms"
                   f"{'' if ok else '  MISMATCH'}")
-    failures += run_decode_steps(where)
+    failures += run_model_examples(where)
     print("all examples match their references" if not failures else f"{failures} mismatch(es)")
     return 1 if failures else 0
 

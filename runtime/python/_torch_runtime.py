@@ -112,7 +112,7 @@ def _lower(op: Op, attrs: Mapping) -> dict:
     return out
 
 
-def _split(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
+def split_arguments(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
     """A kernel's arguments as (inputs, attributes): torch leaves out trailing
     optional inputs that are None, and may pass inputs by name."""
     inputs = list(args) + [None] * (len(op.inputs) - len(args))
@@ -123,7 +123,7 @@ def _split(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
     return inputs, attrs
 
 
-def _fresh(op: Op, values: Sequence):
+def schema_result(op: Op, values: Sequence):
     """The schema's return value: the outputs that alias no input."""
     fresh = [v for o, v in zip(op.outputs, values) if not o.alias]
     return None if not fresh else fresh[0] if len(fresh) == 1 else tuple(fresh)
@@ -137,23 +137,23 @@ def register(op: Op, capsules: Mapping) -> None:
     kernel = op.torch_kernel
 
     def fake(*args, **kwargs):
-        inputs, attrs = _split(op, args, kwargs)
+        inputs, attrs = split_arguments(op, args, kwargs)
         _check_devices(op, inputs, attrs)
         # A lowered op's attributes were checked where they were lowered.
         checked = check(op, inputs, None if op.torch_lowered else attrs)
         first = next(x for x in inputs if x is not None)
-        return _fresh(op, [None if o.alias else first.new_empty(shape, dtype=_DTYPES[d])
+        return schema_result(op, [None if o.alias else first.new_empty(shape, dtype=_DTYPES[d])
                            for o, shape, d in zip(op.outputs, checked.output_shapes, checked.output_dtypes)])
 
     def xla(*args, **kwargs):
-        inputs, attrs = _split(op, args, kwargs)
+        inputs, attrs = split_arguments(op, args, kwargs)
         checked = check(op, inputs, _lift(op, attrs) if op.torch_lowered else attrs)
-        return _fresh(op, xla_custom_call(checked, capsules))
+        return schema_result(op, xla_custom_call(checked, capsules))
 
     torch.library.register_fake(f"{namespace}::{kernel}", fake, lib=_library(namespace, "FRAGMENT"))
     if op.torch_lowered:
         def lower(*args, **kwargs):
-            inputs, attrs = _split(op, args, kwargs)
+            inputs, attrs = split_arguments(op, args, kwargs)
             lowered = _lower(op, _spec.check_attrs(op, attrs))
             return getattr(getattr(torch.ops, namespace), kernel)(*inputs, **lowered)
 

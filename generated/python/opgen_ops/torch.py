@@ -13,6 +13,9 @@ argument (nothing is cast or copied).
 On XLA tensors the custom call uses the op's first legacy api_version; where
 torch_xla cannot register the target (torch_xla 2.9, or any CPU run) calling
 the op raises and says why, unless inside xla_graph_only().
+On torchax tensors each op is the op's JAX wrapper (the typed-FFI custom
+call), registered with torchax when torchax is imported, before or after this
+module; it updates in place what the spec updates in place.
 """
 
 from . import _C, _ops
@@ -20,11 +23,13 @@ from ._torch_runtime import call as _call
 from ._torch_runtime import load_library as _load_library
 from ._torch_runtime import register as _register
 from ._torch_runtime import xla_graph_only
+from ._torchax_runtime import register_when_imported as _register_torchax_lowerings
 
 _load_library()
 _CAPSULES = _C.targets()
 for _op in _ops.OPS:
     _register(_op, _CAPSULES)
+_register_torchax_lowerings(_ops.OPS, __package__)
 
 __all__ = [
     'flip',

@@ -1,0 +1,109 @@
+"""torchax lowerings of every generated op (hand-written, op-independent).
+
+torchax runs PyTorch programs through JAX: each torch op on a torchax tensor
+is looked up in torchax's table of lowerings, JAX functions over the tensors'
+arrays. The lowering of an opgen op is the op's own JAX wrapper (the typed-FFI
+custom call, checked against the op's description), so under torchax's eager
+mode, ``torchax.compile`` and ``jax.jit`` the program holds the same custom
+call as a JAX program would. An output the spec updates in place is written
+back into its input tensor (or the view it is), as the torch schema's
+``Tensor(a!)`` promises.
+
+The lowerings are registered when torchax is imported, before or after the
+package's ``torch`` module; opgen never imports torchax itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ._spec import Op, OpTypeError
+from ._torch_runtime import schema_result, split_arguments
+
+
+def register_when_imported(ops: Sequence[Op], package: str) -> None:
+    """Registers the torchax lowering of each op in `ops` now if torchax is
+    imported, else once it is."""
+    if "torchax" in sys.modules:
+        _register(ops, package, existing_env=True)
+    else:
+        sys.meta_path.insert(0, _AfterImport("torchax", lambda: _register(ops, package, existing_env=False)))
+
+
+def _register(ops: Sequence[Op], package: str, existing_env: bool) -> None:
+    import torchax
+    from torchax.ops import ops_registry
+
+    jax_wrappers = importlib.import_module(f"{package}.jax")
+    for op in ops:
+        packet = getattr(getattr(torch.ops, op.torch_namespace), op.name)
+        lowering = _lowering(op, getattr(jax_wrappers, op.name))
+        # A torch-level lowering (is_jax_function=False) that sees views as
+        # views (is_view_op=True), so that an in-place output reaches the
+        # tensor the caller holds. torchax finds the overloads of a packet.
+        ops_registry.register_torch_dispatch_op(packet, lowering, is_jax_function=False, is_user_defined=True,
+                                                is_view_op=True)
+        if existing_env:
+            # An environment made before the registration copied the table then.
+            torchax.default_env().override_op_definition(packet, lowering, is_view_op=True)
+
+
+def _lowering(op: Op, jax_wrapper: Callable) -> Callable:
+    from torchax import interop
+
+    names = [t.name for t in op.inputs]
+
+    def lowering(*args, **kwargs):
+        inputs, attrs = split_arguments(op, args, kwargs)
+        for name, x in zip(names, inputs):
+            if isinstance(x, torch.Tensor) and x.device.type != "jax":
+                raise OpTypeError(f"{op.name}: input '{name}' is a torch.Tensor on {x.device}, beside torchax "
+                                  "tensors; under torchax every tensor of a call is a torchax tensor "
+                                  "(move it with .to('jax'))")
+        result = jax_wrapper(*[None if x is None else interop.jax_view(x) for x in inputs], **attrs)
+        values = list(result) if len(op.outputs) > 1 else [result]
+        for o, value in zip(op.outputs, values):
+            if o.alias and value is not None:
+                inputs[names.index(o.alias)].copy_(interop.torch_view(value))
+        return schema_result(op, [None if o.alias else interop.torch_view(v) for o, v in zip(op.outputs, values)])
+
+    lowering.__name__ = f"{op.name}_torchax_lowering"
+    return lowering
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `then` once the module `name` has been executed: finds the module
+    with the other finders and wraps its loader. Removes itself on first use."""
+
+    def __init__(self, name: str, then: Callable[[], None]):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenLoader(spec.loader, self.then)
+        return spec
+
+
+class _ThenLoader(importlib.abc.Loader):
+    def __init__(self, loader, then: Callable[[], None]):
+        self.loader, self.then = loader, then
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        self.then()
+
+    def __getattr__(self, name):  # get_source (for tracebacks), get_resource_reader, ...
+        return getattr(self.loader, name)
