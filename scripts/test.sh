@@ -5,7 +5,8 @@
 #      regenerate generated/ here, so a stale commit fails the golden test);
 #   2. a short libFuzzer run on the spec reader and the opaque decoder;
 #   3. pip install . (scikit-build-core) into .venv;
-#   4. pytest against the installed package (GPU tests skip without a GPU);
+#   4. pytest against the installed package (GPU tests skip without a GPU), then
+#      the torchax tests in a process of their own (tests/torchax/conftest.py says why);
 #   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +27,6 @@ python -m pip install -q --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OF
 # tests that run opgen itself use the one built above.
 export OPGEN_BINARY="$PWD/build/tests/generator/opgen" OPGEN_BUILD_DIR="$PWD/build/tests"
 (cd tests/python && python -m pytest -q -rs .)
+(cd tests/torchax && python -m pytest -q -rs .)
 
 bash scripts/sanitize.sh

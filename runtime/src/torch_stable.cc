@@ -4,6 +4,10 @@
 
 #include "opgen/footprint.h"
 
+#ifdef USE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace opgen::torch_stable {
 
 DType dtype_of(int32_t t) {
@@ -191,13 +195,15 @@ Status TorchSource::workspace(size_t, size_t bytes, void** data) {
 
 #ifdef USE_CUDA
 CudaDeviceScope::CudaDeviceScope(int32_t device_index) {
-  int32_t current = -1;
-  check_shim(aoti_torch_get_current_device_index(&current), "get_current_device_index");
-  if (current != device_index) check_shim(aoti_torch_create_device_guard(device_index, &guard_), "create_device_guard");
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) fail("opgen: cudaGetDevice failed");
+  if (current == device_index) return;
+  if (cudaSetDevice(device_index) != cudaSuccess) fail("opgen: cudaSetDevice(" + std::to_string(device_index) + ") failed");
+  previous_ = current;
 }
 
 CudaDeviceScope::~CudaDeviceScope() {
-  if (guard_ != nullptr) aoti_torch_delete_device_guard(guard_);
+  if (previous_ >= 0) cudaSetDevice(previous_);
 }
 #endif
 

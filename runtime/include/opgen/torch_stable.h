@@ -121,8 +121,11 @@ class TorchSource : public Source {
 };
 
 #ifdef USE_CUDA
-// Makes `device_index` current for the call when it is not already (the
-// common case costs one query, not a guard).
+// Makes `device_index` the CUDA runtime's current device for the call when it
+// is not already (the common case costs one query), as torch's CUDA guard
+// does. Not through the shim's device index and guard: those follow torch's
+// current accelerator, which is another backend once one registers
+// PrivateUse1 (torchax does), and then fail.
 class CudaDeviceScope {
  public:
   explicit CudaDeviceScope(int32_t device_index);
@@ -131,7 +134,7 @@ class CudaDeviceScope {
   CudaDeviceScope& operator=(const CudaDeviceScope&) = delete;
 
  private:
-  DeviceGuardHandle guard_ = nullptr;
+  int previous_ = -1;  // the device to restore; -1: none was changed
 };
 #endif
 

@@ -1,0 +1,115 @@
+"""torchax: PyTorch programs through JAX call the generated ops as JAX does.
+What test_every_op.py checks for every op (results against the torch CPU
+kernels, eager and compiled) is not repeated here; this file checks what
+torchax adds: the lowered HLO holds the typed-FFI custom call, jax.jit of a
+torchax-converted function runs it, views passed to an in-place op are
+updated, mixed tensors and bad calls are refused with the op's message, and
+the lowerings are registered whichever of torchax and the package is
+imported first (and torchax is never imported by the package)."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+import torch
+import torchax
+from torchax import interop
+
+import opgen_ops.torch as tops
+from opgen_ops import _ops
+from torch_arrays import as_numpy
+
+
+def test_jax_jit_of_a_torchax_function_holds_the_typed_ffi_call(rng):
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    w = rng.standard_normal(16).astype(np.float32)
+
+    def layer(x, w):
+        return tops.glu(tops.rms_norm(x, w)[0], activation="silu")
+
+    f = jax.jit(interop.jax_view(layer))
+    hlo = f.lower(x, w).compile().as_text()  # the HLO XLA compiled
+    for op in (_ops.rms_norm.OP, _ops.glu.OP):
+        assert f'custom_call_target="{op.ffi_target}"' in hlo, op.name
+    want = layer(torch.from_numpy(x), torch.from_numpy(w))
+    np.testing.assert_allclose(np.asarray(f(x, w)), want.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_an_in_place_op_updates_the_views_it_is_given(rng):
+    """Rotary on the query and key columns of one qkv tensor, as vLLM calls it."""
+    n, heads, kv_heads, head = 5, 4, 2, 8
+    qkv = rng.standard_normal((n, (heads + 2 * kv_heads) * head)).astype(np.float32)
+    cache = rng.standard_normal((16, head)).astype(np.float32)
+    positions = rng.integers(0, 16, n).astype(np.int32)
+    q_end, k_end = heads * head, (heads + kv_heads) * head
+
+    want = torch.from_numpy(qkv.copy())
+    tops.rotary_embedding(torch.from_numpy(positions), want[:, :q_end], torch.from_numpy(cache), want[:, q_end:k_end],
+                          head_size=head)
+    with torchax.default_env():
+        got = torch.from_numpy(qkv).to("jax")
+        tops.rotary_embedding(torch.from_numpy(positions).to("jax"), got[:, :q_end], torch.from_numpy(cache).to("jax"),
+                              got[:, q_end:k_end], head_size=head)
+    np.testing.assert_allclose(np.asarray(interop.jax_view(got)), want.numpy(), rtol=1e-6, atol=1e-6)
+    assert not np.array_equal(want.numpy(), qkv)  # the op did rotate something
+
+
+def test_a_cpu_tensor_beside_torchax_tensors_is_refused(rng):
+    with torchax.default_env():
+        x = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32))
+        with pytest.raises(TypeError, match=r"rms_norm: input 'weight' is a torch.Tensor on cpu, beside torchax"):
+            tops.rms_norm(x.to("jax"), torch.ones(8, device="cpu"))
+
+
+def test_a_bad_call_gets_the_op_s_message(rng):
+    with torchax.default_env():
+        x = torch.from_numpy(rng.standard_normal((2, 7)).astype(np.float32)).to("jax")
+        with pytest.raises(ValueError, match=r"glu: output 'out' is declared \[..., D/2\], but 7 is not divisible by 2"):
+            tops.glu(x)
+        with pytest.raises(TypeError, match=r"rms_norm: input 'x' has dtype int32"):
+            tops.rms_norm(x.to(torch.int32))
+
+
+IMPORT_ORDERS = {
+    "package first": """
+import sys
+import opgen_ops.torch as tops
+assert "torchax" not in sys.modules, "the package imported torchax"
+import torchax
+env = torchax.default_env()
+""",
+    "torchax first, its environment made": """
+import torchax
+env = torchax.default_env()
+import opgen_ops.torch as tops
+""",
+}
+
+
+@pytest.mark.parametrize("order", IMPORT_ORDERS)
+def test_the_lowerings_are_registered_in_either_import_order(order):
+    script = IMPORT_ORDERS[order] + """
+import torch
+with env:
+    a = torch.arange(4, dtype=torch.float32).to("jax")
+    out = torch.ops.opgen_ops.simple_add(a, a, alpha=0.5)
+    assert type(out).__name__ == "Tensor" and out.device.type == "jax", (type(out), out.device)
+    print(out.cpu().tolist())
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ),
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[-2] == "[0.0, 1.5, 3.0, 4.5]"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+def test_torch_cuda_kernels_run_beside_torchax(rng):
+    """torchax registers itself as torch's PrivateUse1 backend, which torch's
+    current-accelerator queries then answer with; the CUDA kernels find their
+    device through the CUDA runtime, so they still run."""
+    a, b = (torch.from_numpy(rng.standard_normal(1000).astype(np.float32)) for _ in range(2))
+    out = tops.simple_add(a.cuda(), b.cuda(), alpha=0.5)
+    np.testing.assert_allclose(out.cpu().numpy(), a.numpy() + 0.5 * b.numpy(), rtol=1e-6, atol=1e-6)
