@@ -26,8 +26,6 @@ for PyTorch; host time to block_until_ready for JAX).
 
 import argparse
 import os
-import statistics
-import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch and JAX share the GPU
 
@@ -39,45 +37,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import opgen_ops.jax as jops  # noqa: E402
 import opgen_ops.torch as tops  # noqa: E402
-
-
-def torch_us(fn, calls, rounds):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    samples = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(samples)
-
-
-def jax_us(fn, args, calls, rounds):
-    jax.block_until_ready(fn(*args))
-    samples = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        for _ in range(calls):
-            out = fn(*args)
-        jax.block_until_ready(out)
-        samples.append((time.perf_counter() - t) * 1e6 / calls)
-    return statistics.median(samples)
-
-
-def copy_gbps(nbytes, calls, rounds):
-    """Device copy bandwidth: a clone of nbytes reads and writes nbytes."""
-    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    return 2 * nbytes / torch_us(lambda: dst.copy_(src), calls, rounds) / 1e3
-
-
-def row(name, us, nbytes, copy):
-    gbps = nbytes / us / 1e3
-    print(f"  {name:<34} {us:10.1f} us {gbps:9.0f} GB/s {gbps / copy:7.2f}x copy")
+from gpu_timing import copy_gbps, jax_us, row, torch_us  # noqa: E402 (beside this file)
 
 
 def gather_sdpa(q, k_cache, v_cache, tables, lens, scale):

@@ -44,6 +44,10 @@ std::string output_dims(const A& args) {
 // The workspaces' shapes, likewise (they may also use integer attributes).
 template <typename A>
 std::string workspace_dims(const A& args) {
+  {
+    const int64_t dims_[] = {2, 64, args.D};
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("rms_norm_backward", "workspace 'column_sums'");
+  }
   (void)args;
   return {};
 }
@@ -52,7 +56,7 @@ std::string workspace_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "rms_norm_backward";
-  static constexpr size_t kInputs = 3, kRequiredInputs = 2, kOutputs = 3, kWorkspaces = 1;
+  static constexpr size_t kInputs = 3, kRequiredInputs = 2, kOutputs = 3, kWorkspaces = 2;
   static constexpr const char* kInputNames[] = {"grad_out", "x", "weight"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1, -1, -1};
@@ -67,7 +71,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0x4E476A1035BF9F54ull;
+  static constexpr uint64_t kFingerprint = 0x25FD085E273C4748ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
@@ -102,6 +106,7 @@ struct Rules {
     b.check(checks::attrs(args));
     b.check(checks::workspace_dims(args));
     b.workspace(0, "row_rstd", args.batch, &args.row_rstd);
+    b.workspace(1, "column_sums", 2 * 64 * args.D, &args.column_sums);
   }
 };
 

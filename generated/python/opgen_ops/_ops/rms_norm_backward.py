@@ -20,7 +20,10 @@ OP = Op(
         Tensor('grad_weight', 'T', ('D',), doc='summed over the leading dimensions'),
         Tensor('grad_bias', 'T', ('D',), doc='summed over the leading dimensions'),
     ),
-    workspaces=(Tensor('row_rstd', 'float64', (), batch=True, doc="each row's rstd, from the CUDA body's row pass to its column pass"),),
+    workspaces=(
+        Tensor('row_rstd', 'float64', (), batch=True, doc="each row's rstd, from the CUDA body's row pass to its column pass"),
+        Tensor('column_sums', 'float64', (2, 64, 'D'), doc="the CUDA body's per-column sums of grad_out * n and grad_out over 64 slices of the rows, summed in order by its last pass (deterministic)"),
+    ),
     attrs=(Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc="rms_norm's eps"),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
@@ -30,7 +33,7 @@ OP = Op(
     torch_schema='rms_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, *, float eps=1e-06) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x4E476A1035BF9F54,
+        fingerprint=0x25FD085E273C4748,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('present_', 'present', 'I'),
