@@ -143,6 +143,11 @@ bool Op::has_api_version(int v) const {
   return std::find(api_versions.begin(), api_versions.end(), v) != api_versions.end();
 }
 
+bool Op::splittable_by_batch() const {
+  return std::all_of(outputs.begin(), outputs.end(), [](const Tensor& t) { return t.batch; }) &&
+         std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.batch; });
+}
+
 bool Op::has_legacy_api() const {
   return std::any_of(api_versions.begin(), api_versions.end(), [](int v) { return v != 4; });
 }

@@ -181,6 +181,15 @@ struct Constraint {
   Location where;
 };
 
+// `split:` one set of shape symbols that devices may cut, each by the same
+// number of shards, with no communication, besides the batch: the heads of
+// attention, H with KVH (each device then holds whole query groups).
+struct Split {
+  std::string name;
+  std::vector<std::string> symbols;  // in spec order
+  Location where;
+};
+
 // The comparison of a constraint as C++ and Python spell it ("==", ..., "in").
 const char* constraint_operator(Constraint::Kind kind);
 
@@ -274,10 +283,12 @@ struct Op {
   // As the spec says; unset: compatible unless the op has a workspace.
   std::optional<bool> command_buffer_compatible;
   std::string vmap_method = "sequential";
-  bool batch_partitionable = false;
+  // As the spec says; unset: splittable() decides.
+  std::optional<bool> batch_partitionable;
   std::vector<TypeVar> type_vars;      // in declaration order
   std::vector<SymbolBinding> symbols;  // in binding order
   std::vector<Constraint> constraints;  // in spec order
+  std::vector<Split> splits;            // in spec order
   std::optional<Backward> backward;
 
   bool has_batch() const;
@@ -292,6 +303,11 @@ struct Op {
   bool has_legacy_api() const;
   // Whether XLA may capture the CUDA handler in a command buffer (a CUDA graph).
   bool cmd_buffer_compatible() const { return command_buffer_compatible.value_or(true); }
+  // Whether each device may run the op on its shard of the batch ('...'),
+  // with no communication: every output has the batch dimensions (an output
+  // without them, a sum over the batch, would need one) and some input does.
+  bool splittable_by_batch() const;
+  bool batch_partitioned() const { return batch_partitionable.value_or(splittable_by_batch()); }
   // Identifies the opaque layout of this op: two ops (or two revisions of
   // one) whose descriptors differ in any field get different fingerprints.
   uint64_t opaque_fingerprint(const std::string& package) const;

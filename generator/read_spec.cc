@@ -131,6 +131,30 @@ void read_constraints(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
   }
 }
 
+// `split:` name: [symbols], the dimensions devices may cut together.
+void read_splits(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
+  if (!f.expect_map(node, "'split'")) {
+    ok = false;
+    return;
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    Split split;
+    split.where = f.at(it->first);
+    std::optional<std::string> name = f.snake_name(it->first, "split name");
+    if (!name || !f.expect_sequence(it->second, "split '" + *name + "'")) {
+      ok = false;
+      continue;
+    }
+    split.name = *name;
+    for (const YAML::Node& s : it->second) {
+      std::optional<std::string> symbol = f.string(s, "a symbol of split '" + split.name + "'");
+      if (symbol) split.symbols.push_back(*symbol);
+      else ok = false;
+    }
+    op.splits.push_back(split);
+  }
+}
+
 void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
   if (!f.expect_sequence(node, "'platforms'")) {
     ok = false;
@@ -182,8 +206,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   const int errors_before = diags.error_count();
   const auto top = f.entries(
       root, "the spec",
-      {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "platforms", "xla",
-       "backward"});
+      {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "split", "platforms",
+       "xla", "backward"});
   f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
   // Type variables first: tensors refer to them wherever `types:` stands.
@@ -242,6 +266,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
       }
     } else if (key == "constraints") {
       read_constraints(f, value, op, ok);
+    } else if (key == "split") {
+      read_splits(f, value, op, ok);
     } else if (key == "platforms") {
       read_platforms(f, value, op, ok);
     } else if (key == "xla") {

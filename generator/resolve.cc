@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -295,14 +296,39 @@ bool resolve_value_ranges(SpecFile& f, const Op& op) {
 
 }  // namespace
 
+// Each symbol of a split is a size an input's shape binds, in one split at most.
+bool resolve_splits(SpecFile& f, const Op& op) {
+  std::set<std::string> seen;
+  bool ok = true;
+  for (const Split& split : op.splits) {
+    if (split.symbols.empty()) {
+      f.error(split.where, "split '" + split.name + "' names no shape symbol");
+      ok = false;
+    }
+    for (const std::string& s : split.symbols) {
+      const bool bound = std::any_of(op.symbols.begin(), op.symbols.end(),
+                                     [&](const SymbolBinding& b) { return b.symbol == s; });
+      if (!bound) {
+        f.error(split.where, "split '" + split.name + "': '" + s + "' is not a shape symbol of an input");
+        ok = false;
+      } else if (!seen.insert(s).second) {
+        f.error(split.where, "split '" + split.name + "': '" + s + "' is in another split too");
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
 bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   if (!resolve_symbols(f, op)) return false;
   if (!check_unique_names(f, op)) return false;
   if (!resolve_constraints(f, op)) return false;
   if (!resolve_value_ranges(f, op)) return false;
   if (!resolve_workspaces(f, op)) return false;
-  // vmap by expand_dims/broadcast_all, and batch partitioning, add leading
-  // dimensions to every operand and result: each must take them in its '...'.
+  if (!resolve_splits(f, op)) return false;
+  // vmap by expand_dims/broadcast_all adds leading dimensions to every
+  // operand and result: each must take them in its '...'.
   const bool all_batched =
       std::all_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.batch; }) &&
       std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.batch; });
@@ -311,8 +337,11 @@ bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
                         "' adds leading dimensions to every operand: every input and output shape must start with '...'");
     return false;
   }
-  if (op.batch_partitionable && !all_batched) {
-    f.error(xla_at, "batch_partitionable lets XLA split leading dimensions: every input and output shape must start with '...'");
+  if (op.batch_partitionable.value_or(false) && !op.splittable_by_batch()) {
+    f.error(xla_at,
+            "batch_partitionable runs the op on each device's shard of the batch, with no communication: every output "
+            "shape must start with '...' (an output without it, such as a sum over the batch, would need one), and "
+            "some input's must");
     return false;
   }
   return true;

@@ -254,7 +254,15 @@ py::dict op_facts(const Op& op, const std::string& package) {
   out["api_versions"] = op.api_versions;
   out["command_buffer_compatible"] = op.cmd_buffer_compatible();
   out["vmap_method"] = op.vmap_method;
-  out["batch_partitionable"] = op.batch_partitionable;
+  out["batch_partitionable"] = op.batch_partitioned();
+  py::list splits;
+  for (const Split& s : op.splits) {
+    py::dict d;
+    d["name"] = s.name;
+    d["symbols"] = s.symbols;
+    splits.append(d);
+  }
+  out["splits"] = splits;
   out["opaque"] = opaque_facts(op.opaque_layout(package));
   if (op.backward) {
     // {op, inputs: [[kind, name]], gradients: [[backward output, forward input]]}

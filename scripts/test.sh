@@ -6,7 +6,8 @@
 #   2. a short libFuzzer run on the spec reader and the opaque decoder;
 #   3. pip install . (scikit-build-core) into .venv;
 #   4. pytest against the installed package (GPU tests skip without a GPU), then
-#      the torchax tests in a process of their own (tests/torchax/conftest.py says why);
+#      the torchax tests and the multi-device tests (4 host CPU devices), each in
+#      a process of its own (their conftest.py says why);
 #   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +29,6 @@ python -m pip install -q --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OF
 export OPGEN_BINARY="$PWD/build/tests/generator/opgen" OPGEN_BUILD_DIR="$PWD/build/tests"
 (cd tests/python && python -m pytest -q -rs .)
 (cd tests/torchax && python -m pytest -q -rs .)
+(cd tests/multi_device && python -m pytest -q -rs .)
 
 bash scripts/sanitize.sh

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _jax_partitioning as _partitioning
 from . import _opaque, _spec
 from ._spec import Op, OpTypeError, OpValueError
 
@@ -26,23 +27,17 @@ _JAX_PLATFORM = {"cpu": "cpu", "cuda": "CUDA"}
 _SCALAR_TYPES = {"bool": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
 
 
-def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]], ops: Sequence[Op]) -> None:
+def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]]) -> None:
     """Registers every capsule of ``_C.targets()`` with JAX.
 
     api_version 4 handlers are typed-FFI targets (JAX's ``api_version=1``);
-    legacy shims are registered with JAX's ``api_version=0``. The typed-FFI
-    targets of ops that say ``batch_partitionable`` are also registered as
-    batch-partitionable, so that XLA's SPMD partitioner may split their
-    leading ('...') dimensions.
+    legacy shims are registered with JAX's ``api_version=0``.
     """
     for platform, versions in targets.items():
         for api_version, names in versions.items():
             for name, capsule in names.items():
                 jax.ffi.register_ffi_target(
                     name, capsule, platform=_JAX_PLATFORM[platform], api_version=1 if api_version == 4 else 0)
-    for op in ops:
-        if op.batch_partitionable and 4 in op.api_versions:
-            jax.ffi.register_ffi_target_as_batch_partitionable(op.ffi_target)
 
 
 def _as_array(x):
@@ -75,12 +70,38 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     # The call's results: the outputs, less those left out with the optional
     # input they update.
     kept = [shape is not None for shape in checked.output_shapes]
+    given = [t.name for t, x in zip(op.inputs, inputs) if x is not None]  # the operands' order
+    f = _custom_call(checked, api_version)
+    if _partitioning.partitionable(op):
+        f = _partitioning.partitioned(op, checked, f,
+                                      lambda *local: _custom_call(_local(checked, local), api_version)(*local))
+    out = list(_derivative(op, checked, given, api_version, f)(*checked.operands))
+    out = [out.pop(0) if k else None for k in kept]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _local(checked: _spec.Call, operands: Sequence) -> _spec.Call:
+    """`checked`'s call on other operands of the same inputs (one device's
+    shards of them): operands are the required inputs, then the given optional ones."""
+    op = checked.op
+    required = iter(operands[:sum(not t.optional for t in op.inputs)])
+    optional = iter(operands[sum(not t.optional for t in op.inputs):])
+    inputs = [None if x is None else next(optional) if t.optional else next(required)
+              for t, x in zip(op.inputs, checked.inputs)]
+    return _spec.check(op, inputs, checked.attrs, hint="jax")
+
+
+def _custom_call(checked: _spec.Call, api_version: int):
+    """The custom call of a checked call: a function of its operands that
+    returns the outputs it makes (those left out with their optional input
+    are not among them)."""
+    op = checked.op
+    kept = [shape is not None for shape in checked.output_shapes]
     results = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
                for shape, dtype, k in zip(checked.output_shapes, checked.output_dtypes, kept) if k]
     # An output updated in place gets its input's buffer (XLA copies the input
     # first where the caller still needs it): operand and result indices.
-    operands = checked.operands
-    given = [t.name for t, x in zip(op.inputs, inputs) if x is not None]  # the operands' order
+    given = [t.name for t, x in zip(op.inputs, checked.inputs) if x is not None]
     outputs = [o for o, k in zip(op.outputs, kept) if k]
     aliases = {given.index(o.alias): i for i, o in enumerate(outputs) if o.alias}
     # Workspaces are results that XLA plans like any other buffer (both ABIs),
@@ -93,23 +114,18 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
             ffi_attrs["present_"] = np.int64(checked.present)
         custom_call = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
                                        input_output_aliases=aliases or None)
-        out = _derivative(op, checked, given, api_version,
-                          lambda *xs: tuple(custom_call(*xs, **ffi_attrs)[:len(results)]))(*operands)
-    else:
-        custom_call = jax.ffi.ffi_call(
-            op.legacy_target(api_version),
-            results + scratch,
-            # The descriptor fixes the sizes at trace time, so vmap must not
-            # add dimensions behind it: legacy calls always map sequentially.
-            vmap_method="sequential",
-            custom_call_api_version=api_version,
-            input_output_aliases=aliases or None,
-            legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
-        )
-        out = _derivative(op, checked, given, api_version, lambda *xs: tuple(custom_call(*xs)[:len(results)]))(*operands)
-    out = list(out)
-    out = [out.pop(0) if k else None for k in kept]
-    return out[0] if len(out) == 1 else tuple(out)
+        return lambda *xs: tuple(custom_call(*xs, **ffi_attrs)[:len(results)])
+    custom_call = jax.ffi.ffi_call(
+        op.legacy_target(api_version),
+        results + scratch,
+        # The descriptor fixes the sizes at trace time, so vmap must not
+        # add dimensions behind it: legacy calls always map sequentially.
+        vmap_method="sequential",
+        custom_call_api_version=api_version,
+        input_output_aliases=aliases or None,
+        legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
+    )
+    return lambda *xs: tuple(custom_call(*xs)[:len(results)])
 
 
 def _derivative(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):

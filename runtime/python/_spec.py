@@ -163,6 +163,7 @@ class Op:
     platforms: tuple = ("cuda", "cpu")
     vmap_method: str = "sequential"
     batch_partitionable: bool = False
+    splits: Mapping = field(default_factory=dict)  # split name -> the shape symbols devices may cut together
     torch_namespace: str = ""
     torch_schema: str = ""  # the spec's schema: "simple_add(Tensor a, ...) -> Tensor"
     torch_lowered: bool = False  # the C++ kernels register <name>__lowered

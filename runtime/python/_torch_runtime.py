@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-from . import _opaque, _spec
+from . import _opaque, _spec, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -165,6 +165,7 @@ def register(op: Op, capsules: Mapping) -> None:
         _library(namespace, "IMPL", "XLA").impl(kernel, xla)
     if op.backward is not None:
         _register_backward(op)
+    _torch_sharding.register(op, getattr(getattr(torch.ops, namespace), kernel).default)
 
 
 def _register_backward(op: Op) -> None:

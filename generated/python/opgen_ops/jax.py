@@ -15,7 +15,7 @@ from . import _C, _ops
 from ._jax_runtime import call as _call
 from ._jax_runtime import register_targets as _register_targets
 
-_register_targets(_C.targets(), _ops.OPS)
+_register_targets(_C.targets())
 
 __all__ = [
     'flip',

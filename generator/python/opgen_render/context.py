@@ -85,6 +85,7 @@ def op_data(op, package, dtypes, attr_types):
         'batch_source': next((t['name'] for t in op['inputs'] if t['batch'] and not t['optional']), None),
         'vmap_method': op['vmap_method'],
         'batch_partitionable': op['batch_partitionable'],
+        'splits': op['splits'],
         'type_vars': type_vars,
         # torch_xla passes attributes only through the opaque backend_config, so
         # its custom call uses the first legacy version the spec lists.

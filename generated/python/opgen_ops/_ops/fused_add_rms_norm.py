@@ -23,7 +23,7 @@ OP = Op(
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
-    batch_partitionable=False,
+    batch_partitionable=True,
     torch_namespace='opgen_ops',
     torch_schema='fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, *, float eps=1e-06) -> ()',
     torch_lowered=False,

@@ -20,7 +20,7 @@ OP = Op(
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
-    batch_partitionable=False,
+    batch_partitionable=True,
     torch_namespace='opgen_ops',
     torch_schema='glu_backward(Tensor grad_out, Tensor x, *, str activation="sigmoid") -> Tensor',
     torch_lowered=True,

@@ -33,6 +33,7 @@ OP = Op(
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
     batch_partitionable=False,
+    splits={'heads': ('H', 'KVH')},
     torch_namespace='opgen_ops',
     torch_schema='paged_attention_decode(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, Tensor context_lens, *, float scale) -> Tensor',
     torch_lowered=False,

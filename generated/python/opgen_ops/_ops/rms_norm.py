@@ -28,7 +28,7 @@ OP = Op(
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
-    batch_partitionable=False,
+    batch_partitionable=True,
     torch_namespace='opgen_ops',
     torch_schema='rms_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-06) -> (Tensor, Tensor)',
     torch_lowered=False,

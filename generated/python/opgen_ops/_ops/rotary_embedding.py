@@ -34,6 +34,7 @@ OP = Op(
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
     batch_partitionable=False,
+    splits={'heads': ('QD', 'KD')},
     torch_namespace='opgen_ops',
     torch_schema='rotary_embedding(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)? key=None, *, int head_size, bool is_neox=True) -> ()',
     torch_lowered=False,

@@ -1,0 +1,126 @@
+"""How XLA's SPMD partitioner splits an op's custom call across devices
+(hand-written, op-independent; the rule comes from the op's description).
+
+An op runs on each device's shard with no communication along two kinds of
+dimensions its spec names: the batch ('...', where ``batch_partitionable``:
+every output has it) and each ``split`` (a set of shape symbols cut
+together, such as attention's heads H with KVH). An input keeps the sharding
+of those dimensions; every other dimension (a row's elements, a head's size)
+and every input without them (a norm's weight, a block table) is whole on
+each device. The custom call is wrapped in
+``jax.experimental.custom_partitioning``, whose Shardy rule names those
+dimensions' factors; XLA calls back at compile time and the call is traced
+again on the shards' shapes, so a legacy call's descriptor holds the local
+sizes, as the typed FFI's buffers do, and the op's rules are checked on them.
+Under jax.vmap the call is the plain custom call, mapped (custom_partitioning
+cannot be batched): a vmapped op on sharded arrays runs replicated.
+
+Why not ``jax.ffi.register_ffi_target_as_batch_partitionable``: XLA's batch
+partitioner splits the leading dimensions of every operand alike (a norm's
+weight [D] would be cut as if D were the batch), copies a legacy call's
+descriptor with the global sizes unchanged, needs a ``num_batch_dims``
+frontend attribute that ``jax.ffi.ffi_call`` does not emit, gives Shardy no
+rule to carry the sharding past the call, and knows no dimension but the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.sharding import NamedSharding, PartitionSpec
+
+from . import _spec
+
+
+def partitionable(op: _spec.Op) -> bool:
+    return op.batch_partitionable or bool(op.splits)
+
+
+def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_call: Callable) -> Callable:
+    """The custom call as one call that XLA partitions along the op's batch
+    and splits: `whole_call` over the call's operands, `local_call` over one
+    device's (each returns the outputs). Under jax.vmap it is `whole_call`
+    mapped as its vmap_method says."""
+    operands = [t for t in op.inputs if not t.optional] + \
+        [t for t, x in zip(op.inputs, checked.inputs) if t.optional and x is not None]
+    # An output updated in place has its input's shape.
+    outputs = [_source(t, operands) for t, shape in zip(op.outputs, checked.output_shapes) if shape is not None]
+    batch_rank = len(checked.batch)
+    split_of = {symbol: name for name, symbols in op.splits.items() for symbol in symbols}
+
+    def shardings(mesh, operand_specs):
+        """The operands' and the outputs' shardings: the batch as the first
+        batched operand has it, each split as the first operand cut along one
+        of its symbols has it, everything else whole."""
+        batch, cuts = (None,) * batch_rank, {}
+        for t, spec in zip(operands, operand_specs):
+            lead = batch_rank if t.batch else 0
+            spec = tuple(spec) + (None,) * (lead + len(t.shape) - len(tuple(spec)))
+            if t.batch and op.batch_partitionable and batch == (None,) * batch_rank:
+                batch = spec[:batch_rank]
+            for d, axes in zip(t.shape, spec[lead:]):
+                if isinstance(d, str) and d in split_of and axes is not None:
+                    cuts.setdefault(split_of[d], axes)
+        used = {a for axes in batch if axes is not None for a in (axes if isinstance(axes, tuple) else (axes,))}
+        # A mesh axis cuts one dimension of a tensor at most: a split on the batch's axes stays whole.
+        cuts = {name: axes for name, axes in cuts.items()
+                if not used & set(axes if isinstance(axes, tuple) else (axes,))}
+
+        def of(t):
+            lead = batch if t.batch else ()
+            own = tuple(cuts.get(split_of.get(d)) if isinstance(d, str) else None for d in t.shape)
+            return NamedSharding(mesh, PartitionSpec(*lead, *own))
+
+        return tuple(of(t) for t in operands), tuple(of(t) for t in outputs)
+
+    def partition(mesh, arg_shapes, result_shape):
+        args, results = shardings(mesh, [a.sharding.spec for a in arg_shapes])
+        return mesh, local_call, results, args
+
+    def infer_sharding_from_operands(mesh, arg_shapes, result_shape):  # the partitioner before Shardy
+        return shardings(mesh, [a.sharding.spec for a in arg_shapes])[1]
+
+    call = custom_partitioning(local_call)
+    rule, whole = _sharding_rule(operands, outputs, set(split_of))
+    call.def_partition(partition, infer_sharding_from_operands=infer_sharding_from_operands, sharding_rule=rule,
+                       need_replication_factors=whole)
+    mappable = jax.custom_batching.custom_vmap(lambda *xs: call(*xs))
+
+    @mappable.def_vmap
+    def mapped(axis_size, in_batched, *xs):
+        outs = jax.vmap(whole_call, in_axes=tuple(0 if b else None for b in in_batched), axis_size=axis_size)(*xs)
+        return outs, tuple(True for _ in outs)
+
+    return mappable
+
+
+def _sharding_rule(operands, outputs, cut: set) -> tuple[str, tuple]:
+    """Shardy's rule for the call, as einsum-like text: '...' for the batch,
+    one factor per shape symbol (a dimension of the same symbol is the same
+    factor) and one per other dimension (a size, an expression); and the
+    factors that stay whole on each device (all but the splits' symbols)."""
+    factors: dict[str, str] = {}
+    whole = []
+
+    def factor(d) -> str:
+        key = d if isinstance(d, str) else f"#{len(factors)}"
+        if key not in factors:
+            factors[key] = f"f{len(factors)}"
+            if key not in cut:
+                whole.append(factors[key])
+        return factors[key]
+
+    def mapping(t) -> str:
+        return " ".join((["..."] if t.batch else []) + [factor(d) for d in t.shape])
+
+    text = ", ".join(mapping(t) for t in operands) + " -> " + ", ".join(mapping(t) for t in outputs)
+    return text, tuple(whole)
+
+
+def _source(output: _spec.Tensor, operands) -> _spec.Tensor:
+    """The tensor whose shape an output has: its own, or that of the input it updates."""
+    if not output.alias:
+        return output
+    return next(t for t in operands if t.name == output.alias)

@@ -1,0 +1,63 @@
+"""DTensor sharding strategies of the generated ops (hand-written,
+op-independent; from the same description as JAX's partitioning).
+
+A DTensor sharded along an op's batch ('...', where the spec makes the op
+batch-partitionable) or along one of its splits (attention's heads) runs the
+op on each rank's local tensor with no redistribution: the tensors with those
+dimensions keep their shard, every other tensor is replicated. Any other
+placement is redistributed to one of these, or to all-replicated.
+
+Not registered, so that DTensor refuses them by name: ops that update an
+input in place (their schema returns nothing, which DTensor's sharding
+propagation cannot handle) and ops whose kernel takes an array attribute as
+a tensor (flip's dims: a plain tensor beside DTensors).
+"""
+
+from __future__ import annotations
+
+from . import _spec
+
+
+def register(op: _spec.Op, kernel) -> None:
+    """Registers `op`'s strategies for its kernel (an OpOverload) with DTensor,
+    where torch has DTensor and the op can use them."""
+    if not (op.batch_partitionable or op.splits) or op.aliased_outputs:
+        return
+    if op.torch_lowered and any(a.is_array for a in op.attrs):
+        return
+    import torch.distributed
+
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.experimental import register_sharding
+
+    split_of = {symbol: name for name, symbols in op.splits.items() for symbol in symbols}
+
+    def strategies(*args, **kwargs):
+        specs = list(args[:len(op.inputs)])
+        given = [(t, s) for t, s in zip(op.inputs, specs) if s is not None]
+        batch_rank = next((s.ndim - len(t.shape) for t, s in given if t.batch), 0)
+
+        def each(placement_of):
+            """One strategy: (output placements, input placements) from where
+            a tensor of the spec is cut (None: replicated)."""
+            def place(t):
+                dim = placement_of(t)
+                return Replicate() if dim is None else Shard(dim)
+
+            inputs = [None if s is None else place(t) for t, s in zip(op.inputs, specs)] + [None] * (len(args) - len(specs))
+            return [place(t) for t in op.outputs], inputs
+
+        found = [each(lambda t: None)]
+        if op.batch_partitionable:
+            found += [each(lambda t, k=k: k if t.batch else None) for k in range(batch_rank)]
+        for name in op.splits:
+            def cut(t, name=name):
+                at = [i for i, d in enumerate(t.shape) if isinstance(d, str) and split_of.get(d) == name]
+                return (batch_rank if t.batch else 0) + at[0] if at else None
+
+            found.append(each(cut))
+        return found
+
+    register_sharding(kernel)(strategies)

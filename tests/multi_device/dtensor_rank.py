@@ -1,0 +1,76 @@
+"""One rank of test_dtensor.py (run as a process of its own, with RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT and OPGEN_TEST_SEED set): for every op
+with DTensor strategies, inputs sharded along the op's batch and along each
+of its splits give DTensors sharded the same way, with no communication, whose
+full tensors equal the op on the whole inputs. Every rank draws the same
+inputs from the seed. Exits non-zero on the first mismatch."""
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor  # noqa: E402
+from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
+
+import op_problems  # noqa: E402
+import opgen_ops.torch as tops  # noqa: E402
+from opgen_ops import _ops  # noqa: E402
+from split_problems import draw_divisible  # noqa: E402
+from torch_arrays import to_torch  # noqa: E402
+
+
+def with_strategies(op):
+    """The ops _torch_sharding registers (see its docstring for the others)."""
+    return (op.batch_partitionable or op.splits) and not op.aliased_outputs and \
+        not (op.torch_lowered and any(a.is_array for a in op.attrs))
+
+
+def cases(op, world, rng):
+    """(what is cut, a call, where each input is cut: a dim or None)."""
+    if op.batch_partitionable:
+        p = op_problems.draw(op, op_problems.instantiations(op)[0], rng, batch=(2 * world, 3))
+        yield "batch", p, [0 if t.batch else None for t in op.inputs]
+    for name, symbols in op.splits.items():
+        p = draw_divisible(op, symbols, world, rng)
+        yield name, p, [next((i for i, d in enumerate(t.shape) if d in symbols), None) for t in op.inputs]
+
+
+def main() -> int:
+    world = int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (world,))
+    rng = np.random.default_rng(int(os.environ["OPGEN_TEST_SEED"]))
+    checked = 0
+    for op in _ops.OPS:
+        if not with_strategies(op):
+            continue
+        for what, p, cut in cases(op, world, rng):
+            plain = [to_torch(x) for x in p.inputs]
+            want = getattr(tops, op.name)(*plain, **p.attrs)
+            want = list(want) if isinstance(want, tuple) else [want]
+            placed = [None if x is None else distribute_tensor(x, mesh, [Replicate() if dim is None else Shard(dim)])
+                      for x, dim in zip(plain, cut)]
+            with CommDebugMode() as comm:
+                got = getattr(tops, op.name)(*placed, **p.attrs)
+            got = list(got) if isinstance(got, tuple) else [got]
+            where = f"{op.name} cut along its {what}"
+            assert comm.get_total_counts() == 0, f"{where}: {comm.get_comm_counts()}"
+            for g, w, t in zip(got, want, op.outputs):
+                assert isinstance(g, DTensor), f"{where}, output '{t.name}': {type(g)}"
+                assert all(isinstance(pl, Shard) for pl in g.placements), f"{where}, '{t.name}': {g.placements}"
+                assert g.to_local().numel() * world == w.numel(), f"{where}, '{t.name}': not the local shard"
+                torch.testing.assert_close(g.full_tensor(), w, msg=lambda m: f"{where}, output '{t.name}': {m}")
+            checked += 1
+    dist.destroy_process_group()
+    print(f"rank {os.environ['RANK']}: {checked} calls checked")
+    return 0 if checked else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

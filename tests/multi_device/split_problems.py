@@ -1,0 +1,28 @@
+"""Random valid calls of an op (op_problems.py) whose split dimensions
+devices can cut evenly: the multi-device tests of JAX and of DTensor draw
+from here."""
+
+from __future__ import annotations
+
+import op_problems
+from opgen_ops import _spec
+
+
+def draw_divisible(op, symbols, shards, rng):
+    """A call whose split symbols are multiples of `shards` and whose shards
+    are valid calls themselves (a rotary shard holds whole heads)."""
+    dtypes = op_problems.instantiations(op)[0]
+    for _ in range(200):
+        p = op_problems.draw(op, dtypes, rng)
+        if any(p.call.symbols[s] % shards for s in symbols):
+            continue
+        local = [None if x is None else x[(slice(None),) * (x.ndim - len(t.shape)) + tuple(
+            slice(0, n // shards) if d in symbols else slice(None) for n, d in zip(x.shape[x.ndim - len(t.shape):],
+                                                                                   t.shape))]
+                 for t, x in zip(op.inputs, p.inputs)]
+        try:
+            _spec.check(op, local, p.attrs)
+        except (_spec.OpValueError, ValueError):
+            continue
+        return p
+    raise AssertionError(f"{op.name}: no call with {symbols} divisible by {shards} in 200 draws")
