@@ -62,8 +62,6 @@ __global__ void __launch_bounds__(kThreads) add_and_normalize(Args<T> args) {
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 template <typename T>
@@ -71,8 +69,8 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
   constexpr int kVector = 16 / sizeof(T);
   // CUDA grids hold at most 2^31 - 1 blocks in x; the kernel loops over the rest.
   const unsigned blocks = static_cast<unsigned>(args.batch < 0x7fffffff ? args.batch : 0x7fffffff);
-  if (args.D % kVector == 0 && args.x_strides[0] % kVector == 0 && aligned16(args.x_out) &&
-      aligned16(args.residual_out) && aligned16(args.weight)) {
+  if (args.D % kVector == 0 && args.x_strides[0] % kVector == 0 && opgen::kernels::aligned16(args.x_out) &&
+      opgen::kernels::aligned16(args.residual_out) && opgen::kernels::aligned16(args.weight)) {
     add_and_normalize<T, kVector><<<blocks, kThreads, 0, stream>>>(args);
   } else {
     add_and_normalize<T, 1><<<blocks, kThreads, 0, stream>>>(args);

@@ -75,8 +75,6 @@ __global__ void rotate_tokens(Args<T, I> args) {
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 template <typename T, typename I>
@@ -92,8 +90,8 @@ opgen::Status launch_cuda(cudaStream_t stream, const Args<T, I>& args) {
   // boundary, and the runs tile the rotated part.
   const int64_t run = args.is_neox ? args.R / 2 : args.R;
   const bool vectors = run % kVector == 0 && args.head_size % kVector == 0 && args.query_strides[0] % kVector == 0 &&
-                       aligned16(args.query_out) &&
-                       (!args.key_out || (args.key_strides[0] % kVector == 0 && aligned16(args.key_out)));
+                       opgen::kernels::aligned16(args.query_out) &&
+                       (!args.key_out || (args.key_strides[0] % kVector == 0 && opgen::kernels::aligned16(args.key_out)));
   const int64_t blocks = args.N < 65536 ? args.N : 65536;
   if (vectors) {
     rotate_tokens<kVector, T, I><<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(args);

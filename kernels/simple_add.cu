@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "opgen/cuda_status.h"
+#include "opgen/elementwise.h"
 #include "opgen_ops/simple_add.h"
 
 namespace opgen_ops::simple_add {
@@ -53,8 +54,6 @@ __global__ void add_scalar(const float* __restrict__ a, const float* __restrict_
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // CUDA's grid limit in x is 2^31 - 1 blocks; beyond it the scalar kernel's
 // grid-stride loop takes the rest.
 constexpr int64_t kMaxBlocks = (int64_t{1} << 31) - 1;
@@ -65,7 +64,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 opgen::Status launch_cuda(cudaStream_t stream, const Args& args) {
   int64_t done = 0;
-  if (aligned16(args.a) && aligned16(args.b) && aligned16(args.out)) {
+  if (opgen::kernels::aligned16(args.a) && opgen::kernels::aligned16(args.b) && opgen::kernels::aligned16(args.out)) {
     const int64_t n4 = args.N / 4;
     const int64_t blocks = ceil_div(n4, kThreads * kUnroll);
     if (blocks > 0 && blocks <= kMaxBlocks) {

@@ -30,6 +30,9 @@ OPGEN_HD typename Compute<T>::type load(const T* p, int64_t i) { return static_c
 template <typename T>
 OPGEN_HD void store(T* p, int64_t i, typename Compute<T>::type v) { p[i] = static_cast<T>(v); }
 
+// Whether p may be read and written in 16-byte vectors (load_vec, store_vec).
+OPGEN_HD bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 #if defined(__CUDACC__)
 template <> OPGEN_HD float load(const f16* p, int64_t i) { return __half2float(__ushort_as_half(p[i].bits)); }
 template <> OPGEN_HD float load(const bf16* p, int64_t i) { return __bfloat162float(__ushort_as_bfloat16(p[i].bits)); }
