@@ -27,4 +27,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r requirements-dev.txt
+# torch_xla 2.9's wheel carries an old copy of torchax (importing flax at
+# once) in the same top-level folder as the torchax package: whichever pip
+# writes last wins. Write torchax's own files last, and check it.
+torchax_pin=$(grep -E '^torchax==' requirements-dev.txt)
+.venv/bin/python -m pip install -q --force-reinstall --no-deps "$torchax_pin"
+.venv/bin/python -c "import torchax" || { echo "setup: torchax does not import"; exit 1; }
 echo "setup: done ($(.venv/bin/python --version), jax $(.venv/bin/python -c 'import jax; print(jax.__version__)'))"
