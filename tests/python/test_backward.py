@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import op_references as ref
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from conftest import gpu_devices
@@ -174,6 +175,26 @@ def test_torch_cuda_gradients_match_torch_autograd(rng, compiled):
 @pytest.mark.parametrize("api_version", [4, 3])
 def test_jax_cuda_grad_matches_jax_autodiff(rng, api_version):
     check_jax_gradients(rng, gpu_devices()[0], api_version)
+
+
+# rms_norm_backward's CUDA body reads each row once where rows are dense and
+# fit a block's registers (1, 2 or 4 vectors of 16 bytes per thread), and twice
+# otherwise (an odd D, a broadcast grad_out, rows wider than 4 vectors).
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("dtype, d, broadcast", [
+    ("float32", 1024, False), ("float32", 2048, False), ("float32", 4096, False), ("bfloat16", 8192, False),
+    ("float64", 1000, False), ("bfloat16", 1023, False), ("float16", 4096, True), ("float32", 8192, False)])
+def test_rms_norm_backward_cuda_body_matches_the_cpu_body(rng, dtype, d, broadcast):
+    rows = 300  # more than one row per slice of the column sums in some slices, none in others
+    x = torch.from_numpy(rng.standard_normal((rows, d))).to(getattr(torch, dtype))
+    w = torch.from_numpy(rng.standard_normal(d)).to(x.dtype)
+    g = torch.from_numpy(rng.standard_normal((1, d) if broadcast else (rows, d))).to(x.dtype).expand(rows, d)
+    on_cpu = tops.rms_norm_backward(g, x, w, eps=EPS)
+    on_gpu = tops.rms_norm_backward(g.cuda(), x.cuda(), w.cuda(), eps=EPS)
+    for name, a, b in zip(("grad_x", "grad_weight", "grad_bias"), on_gpu, on_cpu):
+        want = b.double()
+        err = ((a.cpu().double() - want).norm() / max(want.norm(), 1.0)).item()
+        assert err < ref.CROSS_DEVICE_TOLERANCE[dtype], f"{name}: relative error {err:.3g}"
 
 
 # --- glu, through glu_backward: every activation ----------------------------------------------

@@ -36,7 +36,7 @@ struct Args {
   // Workspaces: scratch memory for this call alone, dense and uninitialised,
   // beside the outputs (results XLA plans and drops, torch's caching allocator).
   double* row_rstd;  // [...]
-  double* column_sums;  // [2, 64, D]
+  double* column_sums;  // [2, 256, D]
   // The strides, in elements, of the inputs with a layout: one per dimension
   // of the declared shape, the batch's first where it has '...' (the leading
   // dimensions fold into one stride).

@@ -45,7 +45,7 @@ std::string output_dims(const A& args) {
 template <typename A>
 std::string workspace_dims(const A& args) {
   {
-    const int64_t dims_[] = {2, 64, args.D};
+    const int64_t dims_[] = {2, 256, args.D};
     if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("rms_norm_backward", "workspace 'column_sums'");
   }
   (void)args;
@@ -106,7 +106,7 @@ struct Rules {
     b.check(checks::attrs(args));
     b.check(checks::workspace_dims(args));
     b.workspace(0, "row_rstd", args.batch, &args.row_rstd);
-    b.workspace(1, "column_sums", 2 * 64 * args.D, &args.column_sums);
+    b.workspace(1, "column_sums", 2 * 256 * args.D, &args.column_sums);
   }
 };
 
