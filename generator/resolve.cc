@@ -317,6 +317,33 @@ bool resolve_splits(SpecFile& f, const Op& op) {
       }
     }
   }
+  // A device's part of a split dimension is the dimension cut: a symbol of a
+  // split stands whole in each shape, and once in it (one mesh axis cuts one
+  // dimension of a tensor).
+  auto check_shape = [&](const Tensor& t, const char* role) {
+    std::map<std::string, int> uses;
+    for (const Dim& d : t.shape) {
+      if (!d.symbol.empty() && seen.count(d.symbol)) ++uses[d.symbol];
+      if (!d.expr) continue;
+      std::vector<std::string> in_expr;
+      expr_symbols(*d.expr, in_expr);
+      for (const std::string& s : in_expr) {
+        if (!seen.count(s)) continue;
+        f.error(d.where, std::string(role) + " '" + t.name + "' uses split symbol '" + s + "' in the expression '" +
+                             d.text + "'; a split's symbols stand only as whole dimensions");
+        ok = false;
+      }
+    }
+    for (const auto& [s, n] : uses) {
+      if (n < 2) continue;
+      f.error(t.where, std::string(role) + " '" + t.name + "' has split symbol '" + s +
+                           "' twice; a split cuts one dimension of each tensor");
+      ok = false;
+    }
+  };
+  for (const Tensor& t : op.inputs) check_shape(t, "input");
+  for (const Tensor& t : op.outputs) check_shape(t, "output");
+  for (const Tensor& t : op.workspaces) check_shape(t, "workspace");
   return ok;
 }
 

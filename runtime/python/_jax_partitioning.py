@@ -11,7 +11,13 @@ each device. The custom call is wrapped in
 ``jax.experimental.custom_partitioning``, whose Shardy rule names those
 dimensions' factors; XLA calls back at compile time and the call is traced
 again on the shards' shapes, so a legacy call's descriptor holds the local
-sizes, as the typed FFI's buffers do, and the op's rules are checked on them.
+sizes, as the typed FFI's buffers do. A split is cut only where its sizes
+divide by the devices and each part is a valid call of the op (rotary's
+parts must hold whole heads; attention's KVH a multiple of the devices);
+otherwise those dimensions stay whole and the call runs on all of them.
+The callback makes a program that holds such a call impossible to
+serialize with jax.export; inside ``unpartitioned()`` the ops make plain
+custom calls, which XLA replicates.
 Under jax.vmap the call is the plain custom call, mapped (custom_partitioning
 cannot be batched): a vmapped op on sharded arrays runs replicated.
 
@@ -25,6 +31,9 @@ rule to carry the sharding past the call, and knows no dimension but the batch.
 
 from __future__ import annotations
 
+import contextlib
+import math
+import threading
 from collections.abc import Callable
 
 import jax
@@ -34,8 +43,25 @@ from jax.sharding import NamedSharding, PartitionSpec
 from . import _spec
 
 
-def partitionable(op: _spec.Op) -> bool:
-    return op.batch_partitionable or bool(op.splits)
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def unpartitioned():
+    """Inside, the ops make plain custom calls, which XLA's partitioner
+    replicates: for a program that jax.export must serialize (a
+    custom_partitioning callback cannot be)."""
+    previous = getattr(_state, "off", False)
+    _state.off = True
+    try:
+        yield
+    finally:
+        _state.off = previous
+
+
+def partitions(op: _spec.Op) -> bool:
+    """Whether `op`'s calls are partitioned here: it has a batch or a split, outside unpartitioned()."""
+    return (op.batch_partitionable or bool(op.splits)) and not getattr(_state, "off", False)
 
 
 def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_call: Callable) -> Callable:
@@ -43,30 +69,38 @@ def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_c
     and splits: `whole_call` over the call's operands, `local_call` over one
     device's (each returns the outputs). Under jax.vmap it is `whole_call`
     mapped as its vmap_method says."""
-    operands = [t for t in op.inputs if not t.optional] + \
-        [t for t, x in zip(op.inputs, checked.inputs) if t.optional and x is not None]
+    operands = checked.operand_inputs
     # An output updated in place has its input's shape.
     outputs = [_source(t, operands) for t, shape in zip(op.outputs, checked.output_shapes) if shape is not None]
     batch_rank = len(checked.batch)
-    split_of = {symbol: name for name, symbols in op.splits.items() for symbol in symbols}
+    split_of = op.split_of
 
-    def shardings(mesh, operand_specs):
+    def shardings(mesh, arg_shapes):
         """The operands' and the outputs' shardings: the batch as the first
         batched operand has it, each split as the first operand cut along one
-        of its symbols has it, everything else whole."""
+        of its symbols has it where the parts are valid calls, everything else
+        whole. An operand without a sharding is whole."""
+        specs = [() if a.sharding is None else tuple(a.sharding.spec) for a in arg_shapes]
         batch, cuts = (None,) * batch_rank, {}
-        for t, spec in zip(operands, operand_specs):
+        for t, spec in zip(operands, specs):
             lead = batch_rank if t.batch else 0
-            spec = tuple(spec) + (None,) * (lead + len(t.shape) - len(tuple(spec)))
+            spec = spec + (None,) * (lead + len(t.shape) - len(spec))
             if t.batch and op.batch_partitionable and batch == (None,) * batch_rank:
                 batch = spec[:batch_rank]
             for d, axes in zip(t.shape, spec[lead:]):
                 if isinstance(d, str) and d in split_of and axes is not None:
                     cuts.setdefault(split_of[d], axes)
-        used = {a for axes in batch if axes is not None for a in (axes if isinstance(axes, tuple) else (axes,))}
-        # A mesh axis cuts one dimension of a tensor at most: a split on the batch's axes stays whole.
+        used = set(_names(batch))
+        shapes = [None] * len(op.inputs)
+        dtypes = [None] * len(op.inputs)
+        for t, a in zip(operands, arg_shapes):
+            shapes[op.inputs.index(t)], dtypes[op.inputs.index(t)] = a.shape, a.dtype.name
+        # A mesh axis cuts one dimension of a tensor at most, and a split is cut
+        # only where every part is a valid call (KVH a multiple of the devices).
         cuts = {name: axes for name, axes in cuts.items()
-                if not used & set(axes if isinstance(axes, tuple) else (axes,))}
+                if not used & set(_names((axes,))) and
+                _spec.splits_evenly(op, shapes, dtypes, checked.attrs, name, math.prod(mesh.shape[a] for a in
+                                                                                      _names((axes,))))}
 
         def of(t):
             lead = batch if t.batch else ()
@@ -76,11 +110,11 @@ def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_c
         return tuple(of(t) for t in operands), tuple(of(t) for t in outputs)
 
     def partition(mesh, arg_shapes, result_shape):
-        args, results = shardings(mesh, [a.sharding.spec for a in arg_shapes])
+        args, results = shardings(mesh, arg_shapes)
         return mesh, local_call, results, args
 
     def infer_sharding_from_operands(mesh, arg_shapes, result_shape):  # the partitioner before Shardy
-        return shardings(mesh, [a.sharding.spec for a in arg_shapes])[1]
+        return shardings(mesh, arg_shapes)[1]
 
     call = custom_partitioning(local_call)
     rule, whole = _sharding_rule(operands, outputs, set(split_of))
@@ -94,6 +128,11 @@ def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_c
         return outs, tuple(True for _ in outs)
 
     return mappable
+
+
+def _names(specs) -> list:
+    """The mesh axis names in PartitionSpec entries (a name, a tuple of names or None)."""
+    return [a for axes in specs if axes is not None for a in (axes if isinstance(axes, tuple) else (axes,))]
 
 
 def _sharding_rule(operands, outputs, cut: set) -> tuple[str, tuple]:

@@ -72,23 +72,12 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     kept = [shape is not None for shape in checked.output_shapes]
     given = [t.name for t, x in zip(op.inputs, inputs) if x is not None]  # the operands' order
     f = _custom_call(checked, api_version)
-    if _partitioning.partitionable(op):
+    if _partitioning.partitions(op):
         f = _partitioning.partitioned(op, checked, f,
-                                      lambda *local: _custom_call(_local(checked, local), api_version)(*local))
+                                      lambda *local: _custom_call(checked.with_operands(local), api_version)(*local))
     out = list(_derivative(op, checked, given, api_version, f)(*checked.operands))
     out = [out.pop(0) if k else None for k in kept]
     return out[0] if len(out) == 1 else tuple(out)
-
-
-def _local(checked: _spec.Call, operands: Sequence) -> _spec.Call:
-    """`checked`'s call on other operands of the same inputs (one device's
-    shards of them): operands are the required inputs, then the given optional ones."""
-    op = checked.op
-    required = iter(operands[:sum(not t.optional for t in op.inputs)])
-    optional = iter(operands[sum(not t.optional for t in op.inputs):])
-    inputs = [None if x is None else next(optional) if t.optional else next(required)
-              for t, x in zip(op.inputs, checked.inputs)]
-    return _spec.check(op, inputs, checked.attrs, hint="jax")
 
 
 def _custom_call(checked: _spec.Call, api_version: int):

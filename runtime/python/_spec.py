@@ -184,6 +184,11 @@ class Op:
         return tuple(t for t in self.outputs if t.alias)
 
     @property
+    def split_of(self) -> dict:
+        """Each shape symbol of a split: the split's name."""
+        return {symbol: name for name, symbols in self.splits.items() for symbol in symbols}
+
+    @property
     def ffi_target(self) -> str:
         return f"{self.package}_{self.name}_ffi"
 
@@ -240,8 +245,20 @@ class Call:
     @property
     def operands(self) -> list:
         """The custom call's operands: the required inputs, then the given optional ones."""
-        required = [x for x, t in zip(self.inputs, self.op.inputs) if not t.optional]
-        return required + [x for x, t in zip(self.inputs, self.op.inputs) if t.optional and x is not None]
+        return [self.inputs[self.op.inputs.index(t)] for t in self.operand_inputs]
+
+    @property
+    def operand_inputs(self) -> list:
+        """The inputs of the spec the operands are, in their order."""
+        given = [t for t, x in zip(self.op.inputs, self.inputs) if x is not None]
+        return [t for t in given if not t.optional] + [t for t in given if t.optional]
+
+    def with_operands(self, operands: Sequence) -> Call:
+        """This call on other operands of the same inputs (one device's shards)."""
+        inputs = [None] * len(self.inputs)
+        for t, x in zip(self.operand_inputs, operands):
+            inputs[self.op.inputs.index(t)] = x
+        return check(self.op, inputs, self.attrs)
 
     def enum_index(self, name: str) -> int:
         attr = next(a for a in self.op.attrs if a.name == name)
@@ -281,6 +298,40 @@ def check(op: Op, inputs: Sequence, attrs: Mapping | None, *, hint: str = "jax",
     workspace_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.workspaces)
     return Call(op, tuple(inputs), dtypes, symbols, batch, checked, shapes, out_dtypes, workspace_shapes,
                 workspace_dtypes)
+
+
+class _Shaped:
+    """A shape and a dtype name: what check() reads of an array."""
+
+    def __init__(self, shape, dtype: str):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def splits_evenly(op: Op, shapes: Sequence, dtypes: Sequence, attrs: Mapping, split: str, shards: int) -> bool:
+    """Whether cutting the dimensions of `split` into `shards` equal parts gives
+    each device a valid call of `op`: every input (a shape and dtype name per
+    input of the spec; None where absent) has those dimensions in multiples
+    of `shards`, and the parts keep the op's rules (a rotary part holds whole
+    heads). Where not, a framework keeps them whole on every device."""
+    symbols = set(op.splits[split])
+    parts = []
+    for t, shape, dtype in zip(op.inputs, shapes, dtypes):
+        if shape is None:
+            parts.append(None)
+            continue
+        lead = len(shape) - len(t.shape)
+        own = list(shape[lead:])
+        for k, d in enumerate(t.shape):
+            if isinstance(d, str) and d in symbols:
+                if own[k] % shards:
+                    return False
+                own[k] //= shards
+        parts.append(_Shaped(tuple(shape[:lead]) + tuple(own), dtype))
+    try:
+        check(op, parts, attrs, dtype_name=lambda x: x.dtype)
+    except (OpTypeError, OpValueError):
+        return False
+    return True
 
 
 def _result_dtype(op: Op, t: Tensor, dtypes: Mapping) -> str:

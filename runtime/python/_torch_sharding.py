@@ -4,8 +4,10 @@ op-independent; from the same description as JAX's partitioning).
 A DTensor sharded along an op's batch ('...', where the spec makes the op
 batch-partitionable) or along one of its splits (attention's heads) runs the
 op on each rank's local tensor with no redistribution: the tensors with those
-dimensions keep their shard, every other tensor is replicated. Any other
-placement is redistributed to one of these, or to all-replicated.
+dimensions keep their shard, every other tensor is replicated. A split is
+offered only where its sizes divide by the ranks and each rank's part is a
+valid call of the op. Any other placement, and any other op, is
+redistributed to one of these or to all-replicated.
 
 Not registered, so that DTensor refuses them by name: ops that update an
 input in place (their schema returns nothing, which DTensor's sharding
@@ -21,9 +23,7 @@ from . import _spec
 def register(op: _spec.Op, kernel) -> None:
     """Registers `op`'s strategies for its kernel (an OpOverload) with DTensor,
     where torch has DTensor and the op can use them."""
-    if not (op.batch_partitionable or op.splits) or op.aliased_outputs:
-        return
-    if op.torch_lowered and any(a.is_array for a in op.attrs):
+    if op.aliased_outputs or (op.torch_lowered and any(a.is_array for a in op.attrs)):
         return
     import torch.distributed
 
@@ -32,10 +32,10 @@ def register(op: _spec.Op, kernel) -> None:
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.experimental import register_sharding
 
-    split_of = {symbol: name for name, symbols in op.splits.items() for symbol in symbols}
+    split_of = op.split_of
 
     def strategies(*args, **kwargs):
-        specs = list(args[:len(op.inputs)])
+        specs = list(args[:len(op.inputs)]) + [None] * (len(op.inputs) - len(args))
         given = [(t, s) for t, s in zip(op.inputs, specs) if s is not None]
         batch_rank = next((s.ndim - len(t.shape) for t, s in given if t.batch), 0)
 
@@ -46,13 +46,20 @@ def register(op: _spec.Op, kernel) -> None:
                 dim = placement_of(t)
                 return Replicate() if dim is None else Shard(dim)
 
-            inputs = [None if s is None else place(t) for t, s in zip(op.inputs, specs)] + [None] * (len(args) - len(specs))
-            return [place(t) for t in op.outputs], inputs
+            inputs = [None if s is None else place(t) for t, s in zip(op.inputs, specs)]
+            return [place(t) for t in op.outputs], inputs[:len(args)]  # one per positional argument
 
         found = [each(lambda t: None)]
         if op.batch_partitionable:
             found += [each(lambda t, k=k: k if t.batch else None) for k in range(batch_rank)]
+        mesh = next(s.mesh for _, s in given)
+        shapes = [None if s is None else tuple(s.shape) for s in specs]
+        dtypes = [None if s is None else str(s.tensor_meta.dtype).removeprefix("torch.") for s in specs]
         for name in op.splits:
+            # Lowered attributes are not the spec's values: such an op is not split.
+            if op.torch_lowered or not _spec.splits_evenly(op, shapes, dtypes, kwargs, name, mesh.size()):
+                continue
+
             def cut(t, name=name):
                 at = [i for i, d in enumerate(t.shape) if isinstance(d, str) and split_of.get(d) == name]
                 return (batch_rank if t.batch else 0) + at[0] if at else None

@@ -10,7 +10,9 @@ back into its input tensor (or the view it is), as the torch schema's
 ``Tensor(a!)`` promises.
 
 The lowerings are registered when torchax is imported, before or after the
-package's ``torch`` module; opgen never imports torchax itself.
+package's ``torch`` module; opgen never imports torchax itself. An
+environment made before the registration (other than torchax's default one)
+does not have them: make it after importing the package's ``torch`` module.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ._spec import Op, OpTypeError
+from ._spec import Op, OpTypeError, OpValueError
 from ._torch_runtime import schema_result, split_arguments
 
 
@@ -66,6 +68,12 @@ def _lowering(op: Op, jax_wrapper: Callable) -> Callable:
                 raise OpTypeError(f"{op.name}: input '{name}' is a torch.Tensor on {x.device}, beside torchax "
                                   "tensors; under torchax every tensor of a call is a torchax tensor "
                                   "(move it with .to('jax'))")
+        for o in op.aliased_outputs:
+            updated = inputs[names.index(o.alias)]
+            for name, x in zip(names, inputs):
+                if name != o.alias and x is not None and x is updated:
+                    raise OpValueError(f"{op.name}: input '{name}' is the tensor of input '{o.alias}', which the op "
+                                       f"updates in place; pass a tensor of its own (e.g. {name}.clone())")
         result = jax_wrapper(*[None if x is None else interop.jax_view(x) for x in inputs], **attrs)
         values = list(result) if len(op.outputs) > 1 else [result]
         for o, value in zip(op.outputs, values):
@@ -79,31 +87,41 @@ def _lowering(op: Op, jax_wrapper: Callable) -> Callable:
 
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs `then` once the module `name` has been executed: finds the module
-    with the other finders and wraps its loader. Removes itself on first use."""
+    with the other finders and wraps its loader. A probe that only finds the
+    module (importlib.util.find_spec) executes nothing and leaves it in
+    place; the import that executes the module removes it."""
 
     def __init__(self, name: str, then: Callable[[], None]):
-        self.name, self.then = name, then
+        self.name, self.then, self.finding = name, then, False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
+        if fullname != self.name or self.finding:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        self.finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.finding = False
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenLoader(spec.loader, self.then)
+            spec.loader = _ThenLoader(spec.loader, self)
         return spec
+
+    def executed(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        self.then()
 
 
 class _ThenLoader(importlib.abc.Loader):
-    def __init__(self, loader, then: Callable[[], None]):
-        self.loader, self.then = loader, then
+    def __init__(self, loader, hook: _AfterImport):
+        self.loader, self.hook = loader, hook
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        self.then()
+        self.hook.executed()
 
     def __getattr__(self, name):  # get_source (for tracebacks), get_resource_reader, ...
         return getattr(self.loader, name)

@@ -26,3 +26,13 @@ def draw_divisible(op, symbols, shards, rng):
             continue
         return p
     raise AssertionError(f"{op.name}: no call with {symbols} divisible by {shards} in 200 draws")
+
+
+def draw_uneven(op, symbols, shards, rng):
+    """A call in which some symbol of the split is no multiple of `shards`."""
+    dtypes = op_problems.instantiations(op)[0]
+    for _ in range(200):
+        p = op_problems.draw(op, dtypes, rng)
+        if any(p.call.symbols[s] % shards for s in symbols):
+            return p
+    raise AssertionError(f"{op.name}: no call with {symbols} uneven over {shards} in 200 draws")

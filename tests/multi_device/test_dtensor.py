@@ -34,4 +34,4 @@ def test_dtensor_shards_run_locally(rng):
     outputs = [r.communicate(timeout=300)[0] for r in ranks]
     for r, (process, out) in enumerate(zip(ranks, outputs)):
         assert process.returncode == 0, f"rank {r} (OPGEN_TEST_SEED={seed}):\n{out[-4000:]}"
-        assert "calls checked" in out, out[-2000:]
+        assert "calls and a backward checked" in out, out[-2000:]

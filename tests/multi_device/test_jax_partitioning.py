@@ -14,7 +14,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
 import op_problems
-from split_problems import draw_divisible
+from split_problems import draw_divisible, draw_uneven
 import opgen_ops.jax as jops
 from conftest import HOST_DEVICES, gpu_devices
 from opgen_ops import _ops
@@ -36,12 +36,8 @@ def api_versions(op, platform):
     return [v for v in op.api_versions if platform == "gpu" or v in (3, 4)]
 
 
-def sharded_call(p, mesh, api_version):
-    """The op under jax.jit with every batched input sharded on its first
-    dimension over the mesh, and the other inputs replicated."""
-    shardings = [NamedSharding(mesh, PartitionSpec("x") if t.batch else PartitionSpec()) for t in p.op.inputs
-                 if not (t.optional and x is None) for x in [p.inputs[p.op.inputs.index(t)]]]
-    given = [x for x in p.inputs if x is not None]
+def op_of_given(p, api_version=4):
+    """(the op as a function of the call's given inputs, those inputs)."""
     where = [i for i, x in enumerate(p.inputs) if x is not None]
 
     def f(*xs):
@@ -50,6 +46,15 @@ def sharded_call(p, mesh, api_version):
             inputs[i] = x
         return getattr(jops, p.op.name)(*inputs, **p.attrs, api_version=api_version)
 
+    return f, [p.inputs[i] for i in where]
+
+
+def sharded_call(p, mesh, api_version):
+    """The op under jax.jit with every batched input sharded on its first
+    dimension over the mesh, and the other inputs replicated."""
+    shardings = [NamedSharding(mesh, PartitionSpec("x") if t.batch else PartitionSpec()) for t in p.op.inputs
+                 if not (t.optional and x is None) for x in [p.inputs[p.op.inputs.index(t)]]]
+    f, given = op_of_given(p, api_version)
     jitted = jax.jit(f, in_shardings=shardings)
     args = [jax.device_put(x, s) for x, s in zip(given, shardings)]
     return jitted, args
@@ -121,15 +126,8 @@ def test_a_split_runs_on_each_device_s_part(rng, platform, op, split):
     p = draw_divisible(op, symbols, mesh.devices.size, rng)
     shardings = [NamedSharding(mesh, PartitionSpec(*("x" if d in symbols else None for d in t.shape)))
                  for t, x in zip(op.inputs, p.inputs) if x is not None]
-    given = [x for x in p.inputs if x is not None]
-    where = [i for i, x in enumerate(p.inputs) if x is not None]
     for v in api_versions(op, platform):
-        def f(*xs, v=v):
-            inputs = [None] * len(p.inputs)
-            for i, x in zip(where, xs):
-                inputs[i] = x
-            return getattr(jops, op.name)(*inputs, **p.attrs, api_version=v)
-
+        f, given = op_of_given(p, v)
         jitted = jax.jit(f, in_shardings=shardings)
         args = [jax.device_put(x, s) for x, s in zip(given, shardings)]
         hlo = jitted.lower(*args).compile().as_text()
@@ -137,9 +135,59 @@ def test_a_split_runs_on_each_device_s_part(rng, platform, op, split):
         assert not found, f"api_version {v}: the compiled program has {found}"
         got = jitted(*args)
         got = list(got) if isinstance(got, tuple) else [got]
-        want = f(*[jax.device_put(x, jax.devices("cpu")[0]) for x in given], v=api_versions(op, "cpu")[0])
+        want = op_of_given(p, api_versions(op, "cpu")[0])[0](*[jax.device_put(x, jax.devices("cpu")[0])
+                                                                for x in given])
         want = list(want) if isinstance(want, tuple) else [want]
         for g, w, t in zip(got, want, op.outputs):
             if w is not None:
                 np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5,
                                            atol=1e-5, err_msg=f"api_version {v}, output '{t.name}'")
+
+
+@pytest.mark.parametrize("op, split", SPLIT_CASES)
+def test_a_split_whose_parts_are_no_valid_calls_runs_whole(rng, op, split):
+    """KVH = 3 heads on 4 devices, or a rotary part without whole heads: the
+    split's dimensions stay whole and the results are right."""
+    mesh = mesh_of("cpu")
+    symbols = op.splits[split]
+    p = draw_uneven(op, symbols, mesh.devices.size, rng)
+    # Sharded where the size allows it (a size below the devices cannot be sharded at all).
+    shardings = [NamedSharding(mesh, PartitionSpec(*(
+        "x" if d in symbols and x.shape[k] % mesh.devices.size == 0 else None for k, d in enumerate(t.shape))))
+        for t, x in zip(op.inputs, p.inputs) if x is not None]
+    f, given = op_of_given(p)
+    got = jax.jit(f, in_shardings=shardings)(*[jax.device_put(x, s) for x, s in zip(given, shardings)])
+    want = f(*[jax.device_put(x, jax.devices("cpu")[0]) for x in given])
+    for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
+        if w is not None:
+            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_the_partitioner_before_shardy_takes_an_operand_without_a_sharding(rng):
+    mesh = mesh_of("cpu")
+    x = jax.device_put(rng.standard_normal((8, 16)).astype(np.float32), NamedSharding(mesh, PartitionSpec("x")))
+    w = rng.standard_normal(16).astype(np.float32)  # uncommitted: no sharding reaches the callback
+    previous = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        got = jax.jit(lambda x, w: jops.rms_norm(x, w)[0])(x, w)
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", previous)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jops.rms_norm(np.asarray(x), w)[0]), rtol=1e-6, atol=1e-6)
+
+
+def test_jax_export_takes_a_sharded_program_made_unpartitioned(rng):
+    """jax.export refuses the partitioning callback; inside unpartitioned()
+    the op is a plain custom call, which exports (and XLA replicates)."""
+    from jax import export
+
+    mesh = mesh_of("cpu")
+    sharding = NamedSharding(mesh, PartitionSpec("x"))
+    x = jax.device_put(rng.standard_normal((8, 16)).astype(np.float32), sharding)
+    f = jax.jit(lambda x: jops.rms_norm(x)[0], in_shardings=sharding)
+    with jops.unpartitioned():
+        exported = export.export(f, platforms=["cpu"],
+                                 disabled_checks=[export.DisabledSafetyCheck.custom_call("opgen_ops_rms_norm_ffi")])(
+            jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding))
+    np.testing.assert_allclose(np.asarray(exported.call(x)), np.asarray(jops.rms_norm(np.asarray(x))[0]),
+                               rtol=1e-6, atol=1e-6)

@@ -113,3 +113,26 @@ def test_torch_cuda_kernels_run_beside_torchax(rng):
     a, b = (torch.from_numpy(rng.standard_normal(1000).astype(np.float32)) for _ in range(2))
     out = tops.simple_add(a.cuda(), b.cuda(), alpha=0.5)
     np.testing.assert_allclose(out.cpu().numpy(), a.numpy() + 0.5 * b.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_an_input_passed_twice_to_an_in_place_op_is_refused(rng):
+    with torchax.default_env():
+        x = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32)).to("jax")
+        w = torch.ones(8).to("jax")
+        with pytest.raises(ValueError, match=r"fused_add_rms_norm: input 'residual' is the tensor of input 'x'"):
+            tops.fused_add_rms_norm(x, x, w)
+
+
+def test_a_probe_for_torchax_before_its_import_keeps_the_registration():
+    """importlib.util.find_spec finds a module without executing it; the
+    lowerings are registered when the import executes it."""
+    script = IMPORT_ORDERS["package first"].replace(
+        "import torchax\n", "import importlib.util\nassert importlib.util.find_spec('torchax')\nimport torchax\n")
+    result = subprocess.run([sys.executable, "-c", script + """
+import torch
+with env:
+    a = torch.arange(4, dtype=torch.float32).to("jax")
+    print(torch.ops.opgen_ops.simple_add(a, a, alpha=0.5).cpu().tolist())
+"""], capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[-2] == "[0.0, 1.5, 3.0, 4.5]"

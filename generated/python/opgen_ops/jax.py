@@ -9,9 +9,14 @@ shapes and attributes at trace time, against the op's description in
 api_version selects the custom-call ABI: 4 (typed XLA FFI, the default) or a
 legacy version listed in the op's spec. XLA:CPU runs only 4 and 3; 1 and 2 are
 GPU-only there (XLA:CPU refuses them).
+
+Under jax.jit with shardings an op with a batch ('...') or a split runs on
+each device's shard; inside unpartitioned() it makes a plain custom call
+(for jax.export, which cannot serialize the partitioning callback).
 """
 
 from . import _C, _ops
+from ._jax_partitioning import unpartitioned
 from ._jax_runtime import call as _call
 from ._jax_runtime import register_targets as _register_targets
 
@@ -28,6 +33,7 @@ __all__ = [
     'rms_norm_backward',
     'rotary_embedding',
     'simple_add',
+    "unpartitioned",
 ]
 
 

@@ -4,6 +4,7 @@
 from collections.abc import Sequence
 from typing import Literal
 
+import contextlib as _contextlib  # private: an op may be named contextlib
 import jax as _jax  # private: an op may be named jax
 
 __all__ = [
@@ -17,8 +18,10 @@ __all__ = [
     'rms_norm_backward',
     'rotary_embedding',
     'simple_add',
+    "unpartitioned",
 ]
 
+def unpartitioned() -> _contextlib.AbstractContextManager[None]: ...
 def flip(
     x: _jax.typing.ArrayLike,
     *,
