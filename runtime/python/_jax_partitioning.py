@@ -97,10 +97,14 @@ def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_c
             shapes[op.inputs.index(t)], dtypes[op.inputs.index(t)] = a.shape, a.dtype.name
         # A mesh axis cuts one dimension of a tensor at most, and a split is cut
         # only where every part is a valid call (KVH a multiple of the devices).
-        cuts = {name: axes for name, axes in cuts.items()
-                if not used & set(_names((axes,))) and
-                _spec.splits_evenly(op, shapes, dtypes, checked.attrs, name, math.prod(mesh.shape[a] for a in
-                                                                                      _names((axes,))))}
+        kept = {}
+        for name, axes in cuts.items():
+            names = set(_names((axes,)))
+            if not used & names and _spec.splits_evenly(op, shapes, dtypes, checked.attrs, name,
+                                                        math.prod(mesh.shape[a] for a in names)):
+                kept[name] = axes
+                used |= names  # another split may not take these axes: a tensor may have both
+        cuts = kept
 
         def of(t):
             lead = batch if t.batch else ()

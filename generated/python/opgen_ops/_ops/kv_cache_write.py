@@ -20,6 +20,7 @@ OP = Op(
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
     batch_partitionable=False,
+    splits={'sequences': ('B',)},
     torch_namespace='opgen_ops',
     torch_schema='kv_cache_write(Tensor(a!) cache, Tensor values, Tensor pos) -> ()',
     torch_lowered=False,
