@@ -70,7 +70,7 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     # The call's results: the outputs, less those left out with the optional
     # input they update.
     kept = [shape is not None for shape in checked.output_shapes]
-    given = [t.name for t, x in zip(op.inputs, inputs) if x is not None]  # the operands' order
+    given = [t.name for t in checked.operand_inputs]
     f = _custom_call(checked, api_version)
     if _partitioning.partitions(op):
         f = _partitioning.partitioned(op, checked, f,
@@ -90,7 +90,7 @@ def _custom_call(checked: _spec.Call, api_version: int):
                for shape, dtype, k in zip(checked.output_shapes, checked.output_dtypes, kept) if k]
     # An output updated in place gets its input's buffer (XLA copies the input
     # first where the caller still needs it): operand and result indices.
-    given = [t.name for t, x in zip(op.inputs, checked.inputs) if x is not None]
+    given = [t.name for t in checked.operand_inputs]
     outputs = [o for o, k in zip(op.outputs, kept) if k]
     aliases = {given.index(o.alias): i for i, o in enumerate(outputs) if o.alias}
     # Workspaces are results that XLA plans like any other buffer (both ABIs),

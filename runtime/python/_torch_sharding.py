@@ -20,10 +20,15 @@ from __future__ import annotations
 from . import _spec
 
 
+def takes_strategies(op: _spec.Op) -> bool:
+    """Whether DTensor can run `op` (see the module's docstring for those it cannot)."""
+    return not op.aliased_outputs and not (op.torch_lowered and any(a.is_array for a in op.attrs))
+
+
 def register(op: _spec.Op, kernel) -> None:
     """Registers `op`'s strategies for its kernel (an OpOverload) with DTensor,
     where torch has DTensor and the op can use them."""
-    if op.aliased_outputs or (op.torch_lowered and any(a.is_array for a in op.attrs)):
+    if not takes_strategies(op):
         return
     import torch.distributed
 

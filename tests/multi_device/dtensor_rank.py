@@ -23,13 +23,9 @@ from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 import op_problems  # noqa: E402
 import opgen_ops.torch as tops  # noqa: E402
 from opgen_ops import _ops  # noqa: E402
+from opgen_ops._torch_sharding import takes_strategies  # noqa: E402
 from split_problems import draw_divisible, draw_uneven  # noqa: E402
 from torch_arrays import to_torch  # noqa: E402
-
-
-def with_strategies(op):
-    """The ops _torch_sharding registers (see its docstring for the others)."""
-    return not op.aliased_outputs and not (op.torch_lowered and any(a.is_array for a in op.attrs))
 
 
 def cases(op, world, rng):
@@ -98,7 +94,7 @@ def main() -> int:
     rng = np.random.default_rng(int(os.environ["OPGEN_TEST_SEED"]))
     checked = 0
     for op in _ops.OPS:
-        if with_strategies(op):
+        if takes_strategies(op):
             for what, p, cut, alone in cases(op, world, rng):
                 check_call(op, world, mesh, what, p, cut, alone)
                 checked += 1
