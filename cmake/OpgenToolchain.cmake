@@ -18,16 +18,7 @@ set(OPGEN_TORCH AUTO CACHE STRING "Build the PyTorch kernels (AUTO, ON, OFF)")
 option(OPGEN_LTO "Link-time optimisation of the package's modules" OFF)
 set(CMAKE_INTERPROCEDURAL_OPTIMIZATION ${OPGEN_LTO})
 
-# --- Python, pybind11 ------------------------------------------------------
-find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module
-             OPTIONAL_COMPONENTS Development.Embed)
-execute_process(COMMAND "${Python_EXECUTABLE}" -m pybind11 --cmakedir
-                OUTPUT_VARIABLE pybind11_DIR OUTPUT_STRIP_TRAILING_WHITESPACE
-                RESULT_VARIABLE opgen_pybind11_found)
-if(NOT opgen_pybind11_found EQUAL 0)
-  message(FATAL_ERROR "pybind11 is not installed for ${Python_EXECUTABLE} (pip install pybind11)")
-endif()
-find_package(pybind11 CONFIG REQUIRED)
+include("${CMAKE_CURRENT_LIST_DIR}/OpgenPython.cmake")
 
 # --- XLA FFI headers, from jaxlib ------------------------------------------
 if(NOT OPGEN_XLA_FFI_INCLUDE_DIR)

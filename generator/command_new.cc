@@ -1,8 +1,10 @@
 // `opgen new OP`: a commented spec and CPU and CUDA kernel skeletons that
-// build as they are; it never overwrites a file.
+// build as they are; it never overwrites a file. Also the writer of every
+// file made from a template outside a package (`new`, `init`).
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include "commands.h"
 #include "names.h"
@@ -13,6 +15,41 @@
 namespace opgen::gen {
 
 namespace fs = std::filesystem;
+
+std::vector<TemplateFile> new_op_files(const std::string& op, const std::string& specs_dir,
+                                       const std::string& kernels_dir) {
+  return {
+      {"new_op/spec.yaml.j2", fs::path(specs_dir) / (op + ".yaml")},
+      {"new_op/kernel.cc.j2", fs::path(kernels_dir) / (op + ".cc")},
+      {"new_op/kernel.cu.j2", fs::path(kernels_dir) / (op + ".cu")},
+  };
+}
+
+int write_from_templates(const std::string& templates_dir, const std::vector<TemplateFile>& files,
+                         const RenderVars& vars) {
+  for (const auto& file : files) {
+    if (fs::exists(file.path)) {
+      std::cerr << "opgen: error: " << file.path.string() << " exists; opgen never overwrites a file\n";
+      return 1;
+    }
+  }
+  try {
+    Renderer renderer(templates_dir);
+    for (const auto& file : files) {
+      std::string error;
+      const std::string text = renderer.render_one(file.template_name, vars);
+      if (write_if_changed(file.path.string(), text, error) == WriteResult::kFailed) {
+        std::cerr << "opgen: error: " << error << "\n";
+        return 1;
+      }
+      std::cout << "opgen: wrote " << file.path.string() << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "opgen: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
 
 // `opgen new OP`: a spec and kernel skeletons that build as they are.
 int new_op(const NewOptions& o) {
@@ -39,32 +76,8 @@ int new_op(const NewOptions& o) {
     }
     return 1;
   }
-  const std::vector<std::pair<std::string, std::string>> files = {
-      {"new_op/spec.yaml.j2", (fs::path(o.specs_dir) / (o.op + ".yaml")).string()},
-      {"new_op/kernel.cc.j2", (fs::path(o.kernels_dir) / (o.op + ".cc")).string()},
-      {"new_op/kernel.cu.j2", (fs::path(o.kernels_dir) / (o.op + ".cu")).string()},
-  };
-  for (const auto& [tmpl, path] : files) {
-    if (fs::exists(path)) {
-      std::cerr << "opgen: error: " << path << " exists; 'new' never overwrites a file\n";
-      return 1;
-    }
-  }
-  try {
-    Renderer renderer(o.templates_dir);
-    for (const auto& [tmpl, path] : files) {
-      std::string error;
-      const std::string text = renderer.render_one(tmpl, {{"name", o.op}, {"package", package->name}});
-      if (write_if_changed(path, text, error) == WriteResult::kFailed) {
-        std::cerr << "opgen: error: " << error << "\n";
-        return 1;
-      }
-      std::cout << "opgen: wrote " << path << "\n";
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "opgen: error: " << e.what() << "\n";
-    return 1;
-  }
+  const RenderVars vars = {{"name", o.op}, {"package", package->name}};
+  if (write_from_templates(o.templates_dir, new_op_files(o.op, o.specs_dir, o.kernels_dir), vars) != 0) return 1;
   const std::string spec = (fs::path(o.specs_dir) / (o.op + ".yaml")).string();
   const std::string cc = (fs::path(o.kernels_dir) / (o.op + ".cc")).string();
   const std::string cu = (fs::path(o.kernels_dir) / (o.op + ".cu")).string();
@@ -72,11 +85,10 @@ int new_op(const NewOptions& o) {
             << "  " << spec << "  its inputs, outputs, attributes and constraints (docs/spec.md)\n"
             << "  " << cc << "  run_cpu, the reference every other body is tested against\n"
             << "  " << cu << "  launch_cuda, enqueued on the stream it is given\n"
-            << "then rebuild (cmake --build build): no other file needs a change. The op is "
-            << package->name << ".jax." << o.op << "\nand torch.ops." << package->torch_namespace << "." << o.op
-            << "; tests/python/test_every_op.py tests it from its spec (fake shapes,\n"
-            << "opcheck, jit and vmap, refusals, the CUDA body against run_cpu). Add a float64 reference test of your\n"
-            << "own, and an example in scripts/run_examples.py to show it at a real size.\n";
+            << "then rebuild (`pip install --no-build-isolation .` in a project of `opgen init`, else cmake --build):\n"
+            << "no other file needs a change. The op is " << package->name << ".jax." << o.op << " and torch.ops."
+            << package->torch_namespace << "." << o.op << ". Test its bodies against a float64 reference\n"
+            << "on fresh random inputs (the tests/ of `opgen init` show how).\n";
   return 0;
 }
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace opgen::gen {
@@ -27,6 +29,30 @@ struct NewOptions {
   std::string templates_dir;
 };
 int new_op(const NewOptions& o);
+
+// `init DIR`: a project of one's own (pyproject.toml, CMakeLists.txt, specs/,
+// kernels/ with one example op, tests/) that `pip install .` builds.
+struct InitOptions {
+  std::string dir;
+  std::string name;  // the package; default: DIR's own name, '-' read as '_'
+  std::string templates_dir;
+};
+int init_project(const InitOptions& o);
+
+// A file that `new` and `init` make from one template.
+struct TemplateFile {
+  std::string template_name;
+  std::filesystem::path path;
+};
+using RenderVars = std::vector<std::pair<std::string, std::string>>;
+// The spec and kernel skeletons of op `op`.
+std::vector<TemplateFile> new_op_files(const std::string& op, const std::string& specs_dir,
+                                       const std::string& kernels_dir);
+// Renders each file with `vars` and writes it, after checking that none
+// exists (opgen never overwrites a file); 0 on success, else 1 with the
+// reason on stderr. Once per process: it starts the embedded Python.
+int write_from_templates(const std::string& templates_dir, const std::vector<TemplateFile>& files,
+                         const RenderVars& vars);
 
 // How main reports a usage error (the command line's own and the ones found
 // later, such as a spec folder that does not exist): exit status 2.

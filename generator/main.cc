@@ -3,6 +3,8 @@
 //   opgen check SPEC...                 read and check specs; report every error
 //   opgen generate SPEC... -o DIR       also render the templates into DIR
 //   opgen new OP                        a spec and kernel skeletons
+//   opgen init DIR                      a project of one's own, built by `pip install .`
+//   opgen --cmake-dir                   where find_package(opgen) finds an installed opgen
 //
 // Exit status: 0 success, 1 spec (or generation) errors, 2 usage errors.
 #include <CLI/CLI.hpp>
@@ -22,9 +24,9 @@ constexpr const char* kDescription =
     "opgen turns YAML specs of GPU ops into the glue that calls hand-written kernel bodies from\n"
     "JAX (XLA custom calls, typed FFI and legacy), PyTorch and torch_xla. SPEC is an op spec\n"
     "(<op>.yaml) or the package settings (package.yaml); a folder stands for every *.yaml in it.\n"
-    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds (default: the\n"
-    "active virtualenv's, else the one opgen was built with); OPGEN_CACHE_DIR where compiled\n"
-    "templates are kept (default ~/.cache/opgen; empty: none).";
+    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds (default: that of\n"
+    "the virtualenv opgen is installed in, else the active virtualenv's, else the one opgen was built\n"
+    "with); OPGEN_CACHE_DIR where compiled templates are kept (default ~/.cache/opgen; empty: none).";
 
 // The templates beside an installed opgen (<prefix>/share/opgen/templates),
 // else those of the source tree it was built from.
@@ -38,11 +40,24 @@ std::string default_templates_dir() {
   return OPGEN_DEFAULT_TEMPLATES_DIR;
 }
 
+// The CMake package beside an installed opgen (<prefix>/lib/cmake/opgen: the
+// wheel's site-packages/opgen, or a `cmake --install` prefix); "" when this
+// opgen runs from its build folder, which has none.
+std::string installed_cmake_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path dir = exe.parent_path().parent_path() / "lib" / "cmake" / "opgen";
+  return fs::exists(dir / "opgenConfig.cmake", ec) ? dir.lexically_normal().string() : "";
+}
+
 // "usage: ..." lines of every command, after a usage error.
 std::string usage_lines() {
   return "usage: opgen check SPEC... [--root DIR] [--jobs N] [--quiet]\n"
          "       opgen generate SPEC... -o OUTPUT_DIR [--templates DIR] [--root DIR] [--jobs N] [--quiet]\n"
          "       opgen new OP [--specs DIR] [--kernels DIR] [--templates DIR]\n"
+         "       opgen init DIR [--name PACKAGE] [--templates DIR]\n"
+         "       opgen --cmake-dir | --version\n"
          "       opgen COMMAND --help\n";
 }
 
@@ -59,17 +74,23 @@ int usage_error(const std::string& message) {
 
 int main(int argc, char** argv) {
   CLI::App app(kDescription, "opgen");
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+  bool print_cmake_dir = false;
+  app.add_flag("--cmake-dir", print_cmake_dir,
+               "print the folder of opgen's CMake package (find_package(opgen): -Dopgen_DIR=...)");
+  app.set_version_flag("--version", std::string("opgen ") + OPGEN_VERSION);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
 
   opgen::gen::GenerateOptions check_options, generate_options;
   opgen::gen::NewOptions new_options;
+  opgen::gen::InitOptions init_options;
   const std::string templates = default_templates_dir();
   for (opgen::gen::GenerateOptions* o : {&check_options, &generate_options}) {
     o->templates_dir = templates;
     o->jobs = opgen::gen::default_workers();
   }
   new_options.templates_dir = templates;
+  init_options.templates_dir = templates;
 
   auto common = [](CLI::App* cmd, opgen::gen::GenerateOptions& o) {
     cmd->add_option("SPEC", o.specs, "op specs and package.yaml, or folders of them")->required();
@@ -115,20 +136,46 @@ int main(int argc, char** argv) {
       ->type_name("DIR")
       ->capture_default_str();
 
+  CLI::App* init = app.add_subcommand("init", "write a project of your own that `pip install .` builds");
+  init->footer(
+      "Writes DIR/pyproject.toml (scikit-build-core), CMakeLists.txt (find_package(opgen) and\n"
+      "opgen_add_package), specs/package.yaml, one example op (specs/scale.yaml, kernels/scale.cc and .cu:\n"
+      "out = x * scale), tests/test_scale.py, README.md and .gitignore. DIR must be missing or empty.");
+  init->add_option("DIR", init_options.dir, "the project's folder")->required();
+  init->add_option("--name", init_options.name,
+                   "the Python package and torch namespace (default: DIR's name, with '-' as '_')")
+      ->type_name("PACKAGE");
+  init->add_option("--templates", init_options.templates_dir, "the Jinja2 templates")
+      ->type_name("DIR")
+      ->capture_default_str();
+
   // CLI11 would answer both with "A subcommand is required".
-  if (argc < 2) return opgen::gen::usage_error("no command given; the commands are check, generate and new");
+  constexpr const char* kCommands = "check, generate, new and init";
+  if (argc < 2) return opgen::gen::usage_error(std::string("no command given; the commands are ") + kCommands);
   const std::string command = argv[1];
-  if (command != "check" && command != "generate" && command != "new" && command[0] != '-') {
-    return opgen::gen::usage_error("unknown command '" + command + "'; the commands are check, generate and new");
+  if (command != "check" && command != "generate" && command != "new" && command != "init" && command[0] != '-') {
+    return opgen::gen::usage_error("unknown command '" + command + "'; the commands are " + kCommands);
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);  // the help of the command asked about
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help (of the command asked about) or --version
   } catch (const CLI::ParseError& e) {
     return opgen::gen::usage_error(e.what());
   }
   if (*check) return opgen::gen::check_or_generate(check_options);
   if (*generate) return opgen::gen::check_or_generate(generate_options);
-  return opgen::gen::new_op(new_options);
+  if (*create) return opgen::gen::new_op(new_options);
+  if (*init) return opgen::gen::init_project(init_options);
+  if (print_cmake_dir) {
+    const std::string dir = installed_cmake_dir();
+    if (dir.empty()) {
+      std::cerr << "opgen: error: this opgen runs from its build folder, which holds no CMake package; install it\n"
+                   "(pip install the opgen wheel, or cmake --install BUILD --component tool --prefix P)\n";
+      return 1;
+    }
+    std::cout << dir << "\n";
+    return 0;
+  }
+  return opgen::gen::usage_error(std::string("no command given; the commands are ") + kCommands);
 }

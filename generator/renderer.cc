@@ -17,18 +17,32 @@ namespace opgen::gen {
 namespace {
 
 // The Python that opgen embeds should be the one the user works in, so that
-// Jinja2 comes from their virtualenv: OPGEN_PYTHON, else the active
-// virtualenv, else the interpreter opgen was built against.
+// Jinja2 comes from their virtualenv: OPGEN_PYTHON; else the virtualenv that
+// holds this opgen (the wheel installs it as <venv>/lib/pythonX.Y/site-packages/
+// opgen/bin/opgen, and Jinja2 with it), whether or not it is active, as when
+// a build runs <venv>/bin/pip; else the active virtualenv; else the
+// interpreter opgen was built against.
 std::string choose_python_executable() {
+  namespace fs = std::filesystem;
   if (const char* p = std::getenv("OPGEN_PYTHON"); p && *p) {
-    if (!std::filesystem::exists(p)) {
+    if (!fs::exists(p)) {
       throw std::runtime_error(std::string("OPGEN_PYTHON=") + p + " does not exist");
     }
     return p;
   }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path dir = exe.parent_path();
+    for (int up = 0; up < 6 && dir.has_relative_path(); ++up, dir = dir.parent_path()) {
+      if (fs::exists(dir / "pyvenv.cfg", ec) && fs::exists(dir / "bin" / "python3", ec)) {
+        return (dir / "bin" / "python3").string();
+      }
+    }
+  }
   if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv) {
-    std::filesystem::path candidate = std::filesystem::path(venv) / "bin" / "python3";
-    if (std::filesystem::exists(candidate)) return candidate.string();
+    fs::path candidate = fs::path(venv) / "bin" / "python3";
+    if (fs::exists(candidate)) return candidate.string();
   }
   return OPGEN_DEFAULT_PYTHON;
 }

@@ -7,7 +7,8 @@
 #   3. pip install . (scikit-build-core) into .venv;
 #   4. pytest against the installed package (GPU tests skip without a GPU), then
 #      the torchax tests and the multi-device tests (4 host CPU devices), each in
-#      a process of its own (their conftest.py says why);
+#      a process of its own (their conftest.py says why), and the opgen wheel
+#      in a fresh virtualenv (tests/tool);
 #   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,5 +31,7 @@ export OPGEN_BINARY="$PWD/build/tests/generator/opgen" OPGEN_BUILD_DIR="$PWD/bui
 (cd tests/python && python -m pytest -q -rs .)
 (cd tests/torchax && python -m pytest -q -rs .)
 (cd tests/multi_device && python -m pytest -q -rs .)
+# The opgen wheel in a fresh virtualenv: opgen init, pip install, the project's own tests.
+(cd tests/tool && python -m pytest -q -rs .)
 
 bash scripts/sanitize.sh

@@ -443,15 +443,16 @@ TEST(Golden, UsageErrorsExitTwo) {
     const char* args;
     const char* message;
   } cases[] = {
-      {"", "opgen: error: no command given; the commands are check, generate and new"},
+      {"", "opgen: error: no command given; the commands are check, generate, new and init"},
       {"check --frobnicate specs", "opgen: error: The following argument was not expected: --frobnicate"},
-      {"frobnicate specs", "opgen: error: unknown command 'frobnicate'; the commands are check, generate and new"},
+      {"frobnicate specs", "opgen: error: unknown command 'frobnicate'; the commands are check, generate, new and init"},
       {"check", "opgen: error: SPEC is required"},
       {"generate specs", "opgen: error: --output is required"},
       {"check specs -o /tmp", "opgen: error: The following argument was not expected: -o"},
       {"check specs/no_such_op.yaml", "opgen: error: no such spec file or folder"},
       {"generate specs -o", "opgen: error: --output: 1 required OUTPUT_DIR missing"},
       {"new", "opgen: error: OP is required"},
+      {"init", "opgen: error: DIR is required"},
   };
   for (const auto& c : cases) {
     // The tests run in the repository root, where specs/ is.
@@ -462,9 +463,16 @@ TEST(Golden, UsageErrorsExitTwo) {
   }
   const CommandResult help = run_command(opgen("--help"));
   EXPECT_EQ(help.exit_code, 0) << help.output;
-  EXPECT_NE(help.output.find("Usage: opgen [OPTIONS] SUBCOMMAND"), std::string::npos) << help.output;
+  EXPECT_NE(help.output.find("Usage: opgen [OPTIONS] [SUBCOMMAND]"), std::string::npos) << help.output;
+  const CommandResult version = run_command(opgen("--version"));
+  EXPECT_EQ(version.exit_code, 0) << version.output;
+  EXPECT_EQ(version.output.rfind("opgen ", 0), 0u) << version.output;
+  // Run from its build folder, opgen has no CMake package to point at.
+  const CommandResult cmake_dir = run_command(opgen("--cmake-dir"));
+  EXPECT_EQ(cmake_dir.exit_code, 1) << cmake_dir.output;
+  EXPECT_NE(cmake_dir.output.find("holds no CMake package"), std::string::npos) << cmake_dir.output;
   // Each command has its own help.
-  for (const char* command : {"check", "generate", "new"}) {
+  for (const char* command : {"check", "generate", "new", "init"}) {
     const CommandResult r = run_command(opgen(std::string(command) + " --help"));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(std::string("Usage: opgen ") + command + " [OPTIONS]"), std::string::npos) << r.output;

@@ -1,0 +1,80 @@
+// `opgen init DIR`: a project of one's own that builds a package of ops with
+// `pip install .` (scikit-build-core, find_package(opgen)), with one example
+// op (the `new` skeletons) and a test of it; it never overwrites a file.
+#include <filesystem>
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+#include "names.h"
+#include "renderer.h"
+
+namespace opgen::gen {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The example op the project starts with: `opgen new`'s skeleton.
+constexpr const char* kExampleOp = "scale";
+
+// Why `name` cannot be the package (and torch namespace) of a new project, or "".
+std::string package_name_problem(const std::string& name) {
+  if (!is_snake_identifier(name)) {
+    return "'" + name + "' is not a valid package name (lower case letters, digits and '_', starting with a "
+           "letter, with no '__' and no trailing '_'); name it with --name";
+  }
+  if (is_reserved_name(name)) return "package name '" + name + "' is reserved in C++, Python or the generated code";
+  if (const std::string hidden = shadowed_module(name); !hidden.empty()) {
+    return "package name '" + name + "' would hide " + hidden + " from every import; choose another with --name";
+  }
+  if (is_reserved_torch_namespace(name)) return "package name '" + name + "' is a torch namespace of PyTorch's own";
+  return "";
+}
+
+}  // namespace
+
+int init_project(const InitOptions& o) {
+  std::error_code ec;
+  const fs::path dir = fs::absolute(o.dir, ec).lexically_normal();
+  // The folder's own name (a trailing '/' leaves an empty filename).
+  std::string name = o.name;
+  if (name.empty()) {
+    name = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
+    for (char& c : name) c = c == '-' ? '_' : c;
+  }
+  if (const std::string problem = package_name_problem(name); !problem.empty()) {
+    std::cerr << "opgen: error: " << problem << "\n";
+    return 1;
+  }
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
+    std::cerr << "opgen: error: " << o.dir << " exists and is not an empty folder; 'init' never overwrites a file\n";
+    return 1;
+  }
+  const RenderVars vars = {{"name", kExampleOp}, {"package", name}, {"version", OPGEN_VERSION}};
+  const fs::path shown = o.dir;  // paths as the user gave them, in messages
+  // One call: the embedded Python that renders them starts once per process.
+  std::vector<TemplateFile> files = {
+      {"init_project/pyproject.toml.j2", shown / "pyproject.toml"},
+      {"init_project/CMakeLists.txt.j2", shown / "CMakeLists.txt"},
+      {"init_project/README.md.j2", shown / "README.md"},
+      {"init_project/gitignore.j2", shown / ".gitignore"},
+      {"init_project/package.yaml.j2", shown / "specs" / "package.yaml"},
+      {"init_project/test_op.py.j2", shown / "tests" / (std::string("test_") + kExampleOp + ".py")},
+  };
+  for (TemplateFile& f : new_op_files(kExampleOp, (shown / "specs").string(), (shown / "kernels").string())) {
+    files.push_back(std::move(f));
+  }
+  if (write_from_templates(o.templates_dir, files, vars) != 0) return 1;
+  std::cout << "opgen: " << o.dir << " holds the package " << name << " with one op, " << kExampleOp
+            << " (out = x * scale). Build, install and test it:\n"
+            << "  cd " << o.dir << " && pip install --no-build-isolation . && pytest tests\n"
+            << "(--no-build-isolation: the build uses this environment's jaxlib, and its torch, if any, for the\n"
+            << "PyTorch kernels; rebuilds recompile only what changed). Add an op with\n"
+            << "  opgen new OP --specs " << (fs::path(o.dir) / "specs").string() << " --kernels "
+            << (fs::path(o.dir) / "kernels").string() << "\n";
+  return 0;
+}
+
+}  // namespace opgen::gen
