@@ -37,43 +37,58 @@ def object_times(build):
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
-    """A fresh virtualenv with the opgen wheel and what a project build needs; returns
-    (its bin folder, the environment to run it in)."""
+    """A fresh virtualenv with the opgen wheel and what a project build needs: its bin
+    folder, the environment to run it in, and (where the machine has a package index) what
+    a project build printed there before jaxlib was installed."""
     tmp = tmp_path_factory.mktemp("opgen_wheel")
-    dist = tmp / "dist"
-    # The building Python already has scikit-build-core and pybind11 (requirements-dev.txt).
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", dist,
-         REPO / "generator"], cwd=REPO, env=os.environ.copy())
-    wheels = list(dist.glob("opgen-*.whl"))
-    assert len(wheels) == 1, wheels
-
     root = tmp / "venv"
     run([sys.executable, "-m", "venv", root], cwd=tmp, env=os.environ.copy())
     bin_dir = root / "bin"
-    if OFFLINE:
-        site = run([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                   tmp, os.environ.copy()).strip()
-        paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-        (Path(site) / "outer_site_packages.pth").write_text("\n".join(sorted(paths)) + "\n")
+    python = bin_dir / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", VIRTUAL_ENV=str(root), OPGEN_CACHE_DIR="")
+    pip = [python, "-m", "pip", "install", "-q"]
+    dist = tmp / "dist"
+    build_wheel = ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", dist,
+                   "-C", f"build-dir={tmp / 'build'}", REPO / "generator"]
     if OFFLINE:
+        site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp, env).strip()
+        paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+        (Path(site) / "outer_site_packages.pth").write_text("\n".join(sorted(paths)) + "\n")
         env["PIP_NO_INDEX"] = "1"
-    pip = [bin_dir / "python", "-m", "pip", "install", "-q"]
-    if OFFLINE:
         extra = sorted(Path(os.environ["OPGEN_TEST_WHEELS"]).glob("*.whl")) if "OPGEN_TEST_WHEELS" in os.environ else []
-        run([*pip, "--no-index", "--no-deps", wheels[0], *extra], cwd=tmp, env=env)
-    else:
-        import jax
-        import jaxlib
-        # The JAX this suite runs with, so the project builds against known FFI headers.
-        run([*pip, wheels[0], f"jax=={jax.__version__}", f"jaxlib=={jaxlib.__version__}", "numpy", "pytest"],
-            cwd=tmp, env=env)
-    return bin_dir, env
+        run([sys.executable, *build_wheel], REPO, os.environ.copy())
+        run([*pip, "--no-deps", *dist.glob("opgen-*.whl"), *extra], tmp, env)
+        return bin_dir, env, None
+
+    import jax
+    import jaxlib
+    import pybind11
+    import scikit_build_core
+
+    # The wheel builds in a Python that has no jaxlib, torch or CUDA packages.
+    run([*pip, f"scikit-build-core=={scikit_build_core.__version__}", f"pybind11=={pybind11.__version__}"], tmp, env)
+    for module in ("jaxlib", "torch"):
+        run([python, "-c", f"import {module}"], tmp, env, expect=1)
+    run([python, *build_wheel], REPO, env)
+    run([*pip, *dist.glob("opgen-*.whl")], tmp, env)
+    # A package build is what needs jaxlib, and says so.
+    run([bin_dir / "opgen", "init", "early"], tmp, env)
+    no_jaxlib = run([*pip, "--no-build-isolation", "."], tmp / "early", env, expect=1)
+    # The JAX this suite runs with, so the project builds against known FFI headers.
+    run([*pip, f"jax=={jax.__version__}", f"jaxlib=={jaxlib.__version__}", "numpy", "pytest"], tmp, env)
+    return bin_dir, env, no_jaxlib
+
+
+def test_a_package_build_without_jaxlib_says_what_is_missing(venv):
+    output = venv[2]
+    if output is None:
+        pytest.skip("offline: the virtualenv sees the outer Python's jaxlib")
+    assert "The XLA FFI headers come from jaxlib" in output and "pip install jaxlib" in output, output[-3000:]
 
 
 def test_the_command_and_its_cmake_package(venv, tmp_path):
-    bin_dir, env = venv
+    bin_dir, env, _ = venv
     assert re.fullmatch(r"opgen \d+\.\d+\.\d+\n", run([bin_dir / "opgen", "--version"], tmp_path, env))
     cmake_dir = Path(run([bin_dir / "opgen", "--cmake-dir"], tmp_path, env).strip())
     assert (cmake_dir / "opgenConfig.cmake").is_file()
@@ -86,7 +101,7 @@ def test_the_command_and_its_cmake_package(venv, tmp_path):
 
 
 def test_init_refuses_what_it_cannot_make(venv, tmp_path):
-    bin_dir, env = venv
+    bin_dir, env, _ = venv
     opgen = bin_dir / "opgen"
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "notes.txt").write_text("mine")
@@ -101,7 +116,7 @@ def test_init_refuses_what_it_cannot_make(venv, tmp_path):
 
 
 def test_init_project_builds_passes_its_tests_and_rebuilds_one_op(venv, tmp_path):
-    bin_dir, env = venv
+    bin_dir, env, _ = venv
     opgen, python = bin_dir / "opgen", bin_dir / "python"
     out = run([opgen, "init", "my-kernels"], tmp_path, env)
     project = tmp_path / "my-kernels"
