@@ -13,6 +13,7 @@ set(OPGEN_PACKAGE_OPS
     rms_norm
     rms_norm_backward
     rotary_embedding
+    rotary_embedding_backward
     simple_add
 )
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
@@ -24,6 +25,7 @@ set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_PLATFORMS cuda cpu)
+set(OPGEN_OP_rotary_embedding_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
 # compiled into the module _C
 set(OPGEN_FILES_XLA
@@ -36,6 +38,7 @@ set(OPGEN_FILES_XLA
     src/rms_norm_xla.cc
     src/rms_norm_backward_xla.cc
     src/rotary_embedding_xla.cc
+    src/rotary_embedding_backward_xla.cc
     src/simple_add_xla.cc
 )
 # compiled into the PyTorch kernels
@@ -49,6 +52,7 @@ set(OPGEN_FILES_TORCH
     src/rms_norm_torch.cc
     src/rms_norm_backward_torch.cc
     src/rotary_embedding_torch.cc
+    src/rotary_embedding_backward_torch.cc
     src/simple_add_torch.cc
 )
 # the CPU bodies (kernels/<op>.cc) as compiled
@@ -62,6 +66,7 @@ set(OPGEN_FILES_BODY_CPU
     src/rms_norm_body_cpu.cc
     src/rms_norm_backward_body_cpu.cc
     src/rotary_embedding_body_cpu.cc
+    src/rotary_embedding_backward_body_cpu.cc
     src/simple_add_body_cpu.cc
 )
 # the CUDA bodies (kernels/<op>.cu) as compiled
@@ -75,6 +80,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/rms_norm_body_cuda.cu
     src/rms_norm_backward_body_cuda.cu
     src/rotary_embedding_body_cuda.cu
+    src/rotary_embedding_backward_body_cuda.cu
     src/simple_add_body_cuda.cu
 )
 # staged into the Python package
@@ -94,6 +100,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/rms_norm.py
     python/opgen_ops/_ops/rms_norm_backward.py
     python/opgen_ops/_ops/rotary_embedding.py
+    python/opgen_ops/_ops/rotary_embedding_backward.py
     python/opgen_ops/_ops/simple_add.py
 )
 # included by the bodies and bindings
@@ -116,6 +123,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/rms_norm_backward_rules.h
     include/opgen_ops/rotary_embedding.h
     include/opgen_ops/rotary_embedding_rules.h
+    include/opgen_ops/rotary_embedding_backward.h
+    include/opgen_ops/rotary_embedding_backward_rules.h
     include/opgen_ops/simple_add.h
     include/opgen_ops/simple_add_rules.h
 )
@@ -131,6 +140,7 @@ set(OPGEN_FILES_DOC
     docs/rms_norm.md
     docs/rms_norm_backward.md
     docs/rotary_embedding.md
+    docs/rotary_embedding_backward.md
     docs/simple_add.md
 )
 # read by the build

@@ -260,9 +260,12 @@ struct Backward {
   std::string op;
   Location where;
   std::vector<BackwardArg> inputs;  // the backward op's inputs, in its order
-  // Each backward output, with the forward input it is the gradient of.
+  // Each backward output, with a forward input it is the gradient of (an
+  // output may be the gradient of several inputs: one pair each).
   std::vector<std::pair<std::string, std::string>> gradients;
   std::vector<Location> gradient_where;
+  std::vector<std::string> unused;  // backward outputs the forward discards
+  std::vector<Location> unused_where;
   std::vector<std::string> no_gradient;  // floating inputs declared without one
   std::vector<Location> no_gradient_where;
 };

@@ -40,7 +40,8 @@ std::optional<Backward> read_backward(SpecFile& f, const YAML::Node& node) {
   b.where = f.at(node);
   bool ok = true;
   f.require(node, "'backward'", {"op", "inputs", "gradients"});
-  for (const auto& [key, value] : f.entries(node, "'backward'", {"op", "inputs", "gradients", "no_gradient"})) {
+  for (const auto& [key, value] :
+       f.entries(node, "'backward'", {"op", "inputs", "gradients", "no_gradient", "unused"})) {
     if (key == "op") {
       std::optional<std::string> name = f.snake_name(value, "backward op name");
       if (name) b.op = *name;
@@ -74,27 +75,43 @@ std::optional<Backward> read_backward(SpecFile& f, const YAML::Node& node) {
       }
       for (auto it = value.begin(); it != value.end(); ++it) {
         std::optional<std::string> out = f.snake_name(it->first, "a backward output");
-        std::optional<std::string> in = f.snake_name(it->second, "a forward input");
-        if (!out || !in) {
+        if (!out) {
           ok = false;
           continue;
         }
-        b.gradients.emplace_back(*out, *in);
-        b.gradient_where.push_back(f.at(it->first));
+        // One input, or a list of the inputs that all get this gradient (a
+        // sum's operands: fused_add_rms_norm's x and residual).
+        std::vector<YAML::Node> targets;
+        if (it->second.IsSequence() && it->second.size() > 0) {
+          for (const YAML::Node& item : it->second) targets.push_back(item);
+        } else {
+          targets.push_back(it->second);
+        }
+        for (const YAML::Node& target : targets) {
+          std::optional<std::string> in = f.snake_name(target, "a forward input (or a list of them)");
+          if (!in) {
+            ok = false;
+            continue;
+          }
+          b.gradients.emplace_back(*out, *in);
+          b.gradient_where.push_back(f.at(target));
+        }
       }
-    } else if (key == "no_gradient") {
-      if (!f.expect_sequence(value, "'backward: no_gradient'")) {
+    } else if (key == "no_gradient" || key == "unused") {
+      const bool unused = key == "unused";
+      if (!f.expect_sequence(value, unused ? "'backward: unused'" : "'backward: no_gradient'")) {
         ok = false;
         continue;
       }
       for (const YAML::Node& item : value) {
-        std::optional<std::string> name = f.snake_name(item, "an input without a gradient");
+        std::optional<std::string> name =
+            f.snake_name(item, unused ? "a backward output the op discards" : "an input without a gradient");
         if (!name) {
           ok = false;
           continue;
         }
-        b.no_gradient.push_back(*name);
-        b.no_gradient_where.push_back(f.at(item));
+        (unused ? b.unused : b.no_gradient).push_back(*name);
+        (unused ? b.unused_where : b.no_gradient_where).push_back(f.at(item));
       }
     }
   }
@@ -104,10 +121,6 @@ std::optional<Backward> read_backward(SpecFile& f, const YAML::Node& node) {
 
 bool resolve_backward(SpecFile& f, const Op& op, Backward& b) {
   bool ok = true;
-  if (std::any_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return !t.alias.empty(); })) {
-    f.error(b.where, "an op that updates an input in place cannot declare a backward (yet)");
-    return false;
-  }
   if (b.op == op.name) {
     f.error(b.where, "an op cannot be its own backward");
     ok = false;
@@ -122,6 +135,16 @@ bool resolve_backward(SpecFile& f, const Op& op, Backward& b) {
       }
     } else if (input) {
       arg.kind = BackwardArg::Kind::kInput;
+      // PyTorch runs an in-place op on the caller's tensor: what it held
+      // before the call is gone when the backward runs.
+      for (const Tensor& o : op.outputs) {
+        if (o.alias == arg.name) {
+          f.error(arg.where, "input '" + arg.name + "' is updated in place by output '" + o.name +
+                                 "', so its value before the call is gone when the backward runs; pass '" + o.name +
+                                 "' (or save what the backward needs as another output)");
+          ok = false;
+        }
+      }
     } else if (output) {
       arg.kind = BackwardArg::Kind::kOutput;
     } else {
@@ -130,12 +153,18 @@ bool resolve_backward(SpecFile& f, const Op& op, Backward& b) {
       ok = false;
     }
   }
-  std::set<std::string> outs, targets;
+  std::set<std::string> targets;
+  std::set<std::pair<std::string, std::string>> pairs;
   for (size_t i = 0; i < b.gradients.size(); ++i) {
     const auto& [out, in] = b.gradients[i];
     const Tensor* t = find(op.inputs, in);
-    if (!outs.insert(out).second) {
-      f.error(b.gradient_where[i], "backward output '" + out + "' is listed twice");
+    if (!pairs.insert(b.gradients[i]).second) {
+      f.error(b.gradient_where[i], "'" + out + "' is listed as the gradient of '" + in + "' twice");
+      ok = false;
+      continue;
+    }
+    if (std::find(b.unused.begin(), b.unused.end(), out) != b.unused.end()) {
+      f.error(b.gradient_where[i], "backward output '" + out + "' is in 'gradients' and in 'unused'");
       ok = false;
     }
     if (!t) {
@@ -185,20 +214,26 @@ void check_backwards(const std::vector<Op>& ops, Diagnostics& diags) {
       diags.error(b.where, "backward op '" + b.op + "' is not among the specs given (check the package's whole folder)");
       continue;
     }
-    if (back->inputs.size() != b.inputs.size()) {
-      diags.error(b.where, "'" + b.op + "' (" + back->spec_path + ") takes " + std::to_string(back->inputs.size()) +
-                               " inputs; 'backward: inputs' lists " + std::to_string(b.inputs.size()));
+    // Trailing optional inputs of the backward op may be left out (None).
+    size_t required = back->inputs.size();
+    while (required > 0 && back->inputs[required - 1].optional) --required;
+    if (b.inputs.size() > back->inputs.size() || b.inputs.size() < required) {
+      diags.error(b.where, "'" + b.op + "' (" + back->spec_path + ") takes " +
+                               (required == back->inputs.size() ? "" : std::to_string(required) + " to ") +
+                               std::to_string(back->inputs.size()) + " inputs; 'backward: inputs' lists " +
+                               std::to_string(b.inputs.size()));
     }
-    std::set<std::string> mapped;
+    std::set<std::string> mapped(b.unused.begin(), b.unused.end());
     for (const auto& g : b.gradients) mapped.insert(g.first);
     for (const Tensor& t : back->outputs) {
       if (!mapped.count(t.name)) {
-        diags.error(b.where, "output '" + t.name + "' of '" + b.op + "' is not in 'gradients': say which input it is the gradient of");
+        diags.error(b.where, "output '" + t.name + "' of '" + b.op +
+                                 "' is not in 'gradients': say which input it is the gradient of, or list it in 'unused'");
       }
       mapped.erase(t.name);
     }
     for (const std::string& name : mapped) {
-      diags.error(b.where, "'gradients' names '" + name + "', which is no output of '" + b.op + "'");
+      diags.error(b.where, "'gradients' or 'unused' names '" + name + "', which is no output of '" + b.op + "'");
     }
     for (const Attr& a : back->attrs) {
       const auto it = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& f) { return f.name == a.name; });

@@ -22,7 +22,7 @@ opgen::Status run_cpu(const Args<T>& args) {
     }
     const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(args.D) + args.eps);
     for (int64_t i = 0; i < args.D; ++i) {
-      store(x, i, static_cast<float>(load(residual, i) * rstd * load(args.weight, i)));
+      store(x, i, static_cast<typename opgen::kernels::Compute<T>::type>(load(residual, i) * rstd * load(args.weight, i)));
     }
   }
   return opgen::Status::Ok();

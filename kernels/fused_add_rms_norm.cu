@@ -1,6 +1,6 @@
 // CUDA body of fused_add_rms_norm: one block per row. The first pass adds x
 // to the residual, stores the sum (rounded to T) and accumulates its squares
-// in f32; after a block reduction the second pass reads the stored sum back
+// in f32 (f64 for f64); after a block reduction the second pass reads the stored sum back
 // (from L2: the block has just written it) and writes the normalised row into
 // x. 16-byte vectors where the rows allow them.
 #include <cstdint>
@@ -20,14 +20,15 @@ template <typename T, int V>
 __global__ void __launch_bounds__(kThreads) add_and_normalize(Args<T> args) {
   using opgen::kernels::load_vec;
   using opgen::kernels::store_vec;
-  __shared__ float partial[kThreads / 32];
-  __shared__ float rstd_shared;
+  using C = typename opgen::kernels::Compute<T>::type;
+  __shared__ C partial[kThreads / 32];
+  __shared__ C rstd_shared;
   for (int64_t row = blockIdx.x; row < args.batch; row += gridDim.x) {
     T* x = args.x_out + row * args.x_strides[0];
     T* residual = args.residual_out + row * args.D;
-    float squares = 0.f;
+    C squares = 0;
     for (int64_t i = threadIdx.x * int64_t{V}; i < args.D; i += kThreads * V) {
-      float a[V], b[V];
+      C a[V], b[V];
       load_vec<V>(x + i, true, a);
       load_vec<V>(residual + i, true, b);
       T sum[V];
@@ -44,14 +45,14 @@ __global__ void __launch_bounds__(kThreads) add_and_normalize(Args<T> args) {
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = squares;
     __syncthreads();
     if (threadIdx.x < 32) {
-      float s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : 0.f;
+      C s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : C(0);
       for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (threadIdx.x == 0) rstd_shared = rsqrtf(s / static_cast<float>(args.D) + args.eps);
+      if (threadIdx.x == 0) rstd_shared = C(1) / sqrt(s / static_cast<C>(args.D) + C(args.eps));
     }
     __syncthreads();
-    const float rstd = rstd_shared;
+    const C rstd = rstd_shared;
     for (int64_t i = threadIdx.x * int64_t{V}; i < args.D; i += kThreads * V) {
-      float r[V], w[V];
+      C r[V], w[V];
       load_vec<V>(residual + i, true, r);
       load_vec<V>(args.weight + i, true, w);
 #pragma unroll

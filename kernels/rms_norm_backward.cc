@@ -29,7 +29,11 @@ opgen::Status run_cpu(const Args<T>& args) {
     for (int64_t i = 0; i < d; ++i) {
       const double xi = load(x, i), gi = load(g, i * gs), n = xi * rstd;
       const double gw = gi * (args.weight ? double(load(args.weight, i)) : 1.0);
-      store(args.grad_x + row * d, i, static_cast<typename opgen::kernels::Compute<T>::type>(rstd * (gw - n * mean_gn)));
+      const double residual = args.grad_residual ? double(load(args.grad_residual, row * args.grad_residual_strides[0] +
+                                                                                   i * args.grad_residual_strides[1]))
+                                                 : 0.0;
+      store(args.grad_x + row * d, i,
+            static_cast<typename opgen::kernels::Compute<T>::type>(rstd * (gw - n * mean_gn) + residual));
       grad_weight[i] += gi * n;
       grad_bias[i] += gi;
     }

@@ -2,10 +2,11 @@
 // fit one block's registers (D <= 256 threads x 4 vectors of 16 bytes), one
 // pass reads each row once:
 //  rows (a block per slice of the rows, 256 slices): per row, sum x^2 and
-//  sum (g * w) * x, then grad_x; each thread keeps its columns' sums of
+//  sum (g * w) * x, then grad_x (+ grad_residual); each thread keeps its columns' sums of
 //  grad_out * n and grad_out over the slice in registers, written to
 //  column_sums at the end.
-// Otherwise (a broadcast or strided grad_out, an odd D, a wide row) it reads
+// Otherwise (a broadcast or strided grad_out or grad_residual, an odd D, a
+// wide row) it reads
 // the rows twice:
 //  rows (a block per row): the two sums, grad_x, and the row's rstd;
 //  column slices (a block per 32 columns x slice): the sums of each column
@@ -92,11 +93,12 @@ __global__ void __launch_bounds__(kThreads) fused_pass(Args<T> args) {
     for (int k = 0; k < K; ++k) {
       const int64_t col = (threadIdx.x + int64_t{k} * kThreads) * V;
       if (col >= d) continue;
-      C out[V];
+      C out[V], residual[V] = {};
+      if (args.grad_residual) load_vec<V>(args.grad_residual + row * args.grad_residual_strides[0] + col, true, residual);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const C n = x[k][j] * rstd;
-        out[j] = rstd * (g[k][j] * weight[k][j] - n * mean_gn);
+        out[j] = rstd * (g[k][j] * weight[k][j] - n * mean_gn) + residual[j];
         weight_sum[k][j] += g[k][j] * n;
         bias_sum[k][j] += g[k][j];
       }
@@ -139,7 +141,10 @@ __global__ void __launch_bounds__(kThreads) row_pass(Args<T> args) {
     for (int64_t i = threadIdx.x; i < d; i += kThreads) {
       const C n = C(load(x, i)) * rstd;
       const C gw = load(g, i * gs) * (args.weight ? C(load(args.weight, i)) : C(1));
-      opgen::kernels::store(args.grad_x + row * d, i, rstd * (gw - n * mean_gn));
+      const C residual = args.grad_residual ? C(load(args.grad_residual, row * args.grad_residual_strides[0] +
+                                                                             i * args.grad_residual_strides[1]))
+                                            : C(0);
+      opgen::kernels::store(args.grad_x + row * d, i, rstd * (gw - n * mean_gn) + residual);
     }
     if (threadIdx.x == 0) args.row_rstd[row] = rstd;
   }
@@ -203,7 +208,10 @@ opgen::Status (*fused_for(const Args<T>& args))(cudaStream_t, const Args<T>&) {
   using opgen::kernels::aligned16;
   const bool dense = args.D % kVector == 0 && args.grad_out_strides[1] == 1 &&
                      args.grad_out_strides[0] % kVector == 0 && aligned16(args.x) && aligned16(args.grad_out) &&
-                     aligned16(args.grad_x) && (!args.weight || aligned16(args.weight));
+                     aligned16(args.grad_x) && (!args.weight || aligned16(args.weight)) &&
+                     (!args.grad_residual || (args.grad_residual_strides[1] == 1 &&
+                                              args.grad_residual_strides[0] % kVector == 0 &&
+                                              aligned16(args.grad_residual)));
   const int64_t vectors = args.D / kVector;
   if (!dense || vectors > int64_t{kThreads} * kMaxVectorsPerThread) return nullptr;
   if (vectors <= kThreads) return launch_fused<T, kVector, 1>;

@@ -11,4 +11,5 @@ namespace opgen_ops::fused_add_rms_norm {
 template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f16>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::bf16>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<float>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<double>&);
 }  // namespace opgen_ops::fused_add_rms_norm

@@ -14,4 +14,6 @@ template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::bf16, int32_t
 template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::bf16, int64_t>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<float, int32_t>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<float, int64_t>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<double, int32_t>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<double, int64_t>&);
 }  // namespace opgen_ops::rotary_embedding

@@ -134,7 +134,8 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
     back = getattr(_ops, op.backward.op).OP
     back_version = api_version if api_version in back.api_versions else back.api_versions[0]
     back_attrs = {a.name: checked.attrs[a.name] for a in back.attrs}
-    outputs = [o.name for o in op.outputs]
+    # The outputs `f` returns: those left out with their optional input are not among them.
+    outputs = [o.name for o, shape in zip(op.outputs, checked.output_shapes) if shape is not None]
     takes_cotangent = {name for kind, name in op.backward.inputs if kind == "cotangent"}
     gradient_of = {into: out for out, into in op.backward.gradients}
     back_outputs = [o.name for o in back.outputs]
@@ -153,7 +154,9 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
                                   f"({op.backward.op}) takes no grad({name}); stop the gradient at it")
         args = []
         for kind, name in op.backward.inputs:
-            if kind == "cotangent":
+            if kind == "cotangent" and name not in outputs:
+                args.append(None)  # the output of an optional input not given
+            elif kind == "cotangent":
                 k = outputs.index(name)
                 ct = cotangents[k]
                 args.append(jnp.zeros_like(outs[k]) if isinstance(ct, jax.custom_derivatives.SymbolicZero) else ct)
@@ -161,6 +164,7 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
                 args.append(xs[given.index(name)] if name in given else None)
             else:
                 args.append(outs[outputs.index(name)])
+        args += [None] * (len(back.inputs) - len(args))  # trailing optional inputs left out
         grads = call(back, args, back_attrs, back_version)
         grads = grads if isinstance(grads, tuple) else (grads,)
         return tuple(grads[back_outputs.index(gradient_of[name])] if name in gradient_of else None for name in given)

@@ -169,41 +169,130 @@ def register(op: Op, capsules: Mapping) -> None:
 
 
 def _register_backward(op: Op) -> None:
-    """The spec's backward op as the op's autograd formula: setup_context
-    keeps what the backward op is given (forward inputs and outputs), and
-    each of its outputs is the gradient of one forward input. Outputs the
-    backward takes no gradient of are marked non-differentiable. The backward
-    op's outputs and attributes come from its description, as in JAX."""
-    from . import _ops  # the package's descriptions (this module is copied into each package)
-
-    back = getattr(_ops, op.backward.op).OP
-    back_attrs = {a.name for a in back.attrs}
-    names = [t.name for t in op.inputs]
-    outputs = [o.name for o in op.outputs]
-    takes_cotangent = {name for kind, name in op.backward.inputs if kind == "cotangent"}
-    kept = [(kind, name) for kind, name in op.backward.inputs if kind != "cotangent"]
-    # Each input's gradient: its position among the backward op's outputs.
-    gradient_at = {into: [o.name for o in back.outputs].index(out) for out, into in op.backward.gradients}
+    """The spec's backward op as the op's autograd formula
+    (`_autograd_glue`). An op that updates an input in place has no outputs
+    in its schema to attach it to: where a gradient is needed, `call` runs
+    such an op through `_in_place_function(op)` instead."""
+    if op.aliased_outputs:
+        _IN_PLACE_FUNCTIONS[op.name] = _in_place_function(op)
+        return
+    save, gradients = _autograd_glue(op)
 
     def setup_context(ctx, inputs, keyword_only_inputs, output):
-        tensors, attrs = inputs[:len(names)], dict(keyword_only_inputs)
-        outs = output if isinstance(output, tuple) else (output,)
-        ctx.save_for_backward(*[tensors[names.index(n)] if kind == "input" else outs[outputs.index(n)]
-                                for kind, n in kept])
-        ctx.attrs = _lift(op, attrs) if op.torch_lowered else attrs
-        ctx.given = [t is not None for t in tensors]
-        ctx.mark_non_differentiable(*[outs[k] for k, name in enumerate(outputs) if name not in takes_cotangent])
+        attrs = dict(keyword_only_inputs)
+        save(ctx, inputs[:len(op.inputs)], output if isinstance(output, tuple) else (output,),
+             _lift(op, attrs) if op.torch_lowered else attrs)
 
     def backward(ctx, *grads):
-        saved = dict(zip([n for _, n in kept], ctx.saved_tensors))
-        args = [grads[outputs.index(n)] if kind == "cotangent" else saved[n] for kind, n in op.backward.inputs]
-        result = getattr(getattr(torch.ops, op.torch_namespace), back.name)(
-            *args, **{k: v for k, v in ctx.attrs.items() if k in back_attrs})
-        result = result if isinstance(result, tuple) else (result,)
-        return tuple(result[gradient_at[n]] if n in gradient_at and given else None for n, given in zip(names, ctx.given))
+        return gradients(ctx, grads)
 
     torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel}", backward,
                                     setup_context=setup_context, lib=_library(op.torch_namespace, "FRAGMENT"))
+
+
+def _autograd_glue(op: Op) -> tuple:
+    """`op`'s autograd formula from its spec's backward op, as two functions:
+    `save(ctx, inputs, outputs, attrs)` keeps what the backward op takes of
+    the forward's inputs and outputs, its attributes and which inputs were
+    given, and marks the outputs it takes no gradient of non-differentiable;
+    `gradients(ctx, grads)` runs the backward op and returns each forward
+    input's gradient (None where it has none or was not given). An input the
+    backward op updates in place gets a copy of its own: autograd's
+    gradients may be shared, or broadcast views. Both close over plain values
+    only, so that torch.compile traces them inside an autograd.Function."""
+    from . import _ops  # the package's descriptions (this module is copied into each package)
+
+    back = getattr(_ops, op.backward.op).OP
+    names, outputs = [t.name for t in op.inputs], [o.name for o in op.outputs]
+    kept = tuple((kind == "input", names.index(n) if kind == "input" else outputs.index(n))
+                 for kind, n in op.backward.inputs if kind != "cotangent")
+    takes_cotangent = {n for kind, n in op.backward.inputs if kind == "cotangent"}
+    non_differentiable = tuple(k for k, n in enumerate(outputs) if n not in takes_cotangent)
+    updated = {o.alias for o in back.outputs if o.alias}
+    back_args = tuple((kind == "cotangent", outputs.index(n) if kind == "cotangent" else -1, t.name in updated)
+                      for (kind, n), t in zip(op.backward.inputs, back.inputs))
+    namespace, back_name = op.torch_namespace, back.name  # looked up when used: it may register later
+    back_attrs = tuple(a.name for a in back.attrs)
+    back_order = _spec_order(back)
+    back_outputs = [o.name for o in back.outputs]
+    gradient_of = {into: back_outputs.index(out) for out, into in op.backward.gradients}
+    gradient_at = tuple(gradient_of.get(n, -1) for n in names)
+
+    def save(ctx, inputs, outs, attrs):
+        ctx.save_for_backward(*[inputs[k] if is_input else outs[k] for is_input, k in kept])
+        ctx.attrs = {k: attrs[k] for k in back_attrs}
+        ctx.given = tuple(t is not None for t in inputs)
+        ctx.mark_non_differentiable(*[outs[k] for k in non_differentiable if outs[k] is not None])
+
+    def gradients(ctx, grads):
+        saved = list(ctx.saved_tensors)
+        args = []
+        for is_cotangent, k, copy in back_args:
+            value = grads[k] if is_cotangent else saved.pop(0)
+            if copy and value is not None:
+                value = value.clone(memory_format=torch.contiguous_format)
+            args.append(value)
+        back_kernel = getattr(getattr(torch.ops, namespace), back_name)
+        values = _in_spec_order(back_order, args, _fresh(back_kernel(*args, **ctx.attrs)))
+        return tuple(values[g] if g >= 0 and given else None for g, given in zip(gradient_at, ctx.given))
+
+    return save, gradients
+
+
+def _spec_order(op: Op) -> tuple:
+    """For each output of `op`: the index of the input it updates in place, or -1."""
+    names = [t.name for t in op.inputs]
+    return tuple(names.index(o.alias) if o.alias else -1 for o in op.outputs)
+
+
+def _fresh(result) -> list:
+    """The outputs in a schema's result: those that alias no input."""
+    return [] if result is None else list(result) if isinstance(result, tuple) else [result]
+
+
+def _in_spec_order(order: tuple, inputs: Sequence, fresh: list) -> list:
+    """An op's outputs in spec order (`_spec_order`), from the outputs that
+    alias no input: an output updated in place is its input."""
+    fresh = list(reversed(fresh))
+    return [inputs[k] if k >= 0 else fresh.pop() for k in order]
+
+
+_IN_PLACE_FUNCTIONS: dict = {}  # op name -> its autograd.Function (ops that update inputs in place)
+
+
+def _in_place_function(op: Op) -> type:
+    """An autograd.Function for an op that updates inputs in place and has a
+    backward. It runs the op out of place, on copies of the inputs it
+    updates, and returns the updated copies; `call` then copies them into
+    the caller's tensors with `copy_`, which autograd records like any
+    in-place update (views of one qkv tensor included: a Function that
+    updates several views in place itself is refused by autograd). So
+    differentiating costs one more read and write of the updated tensors; a
+    call that needs no gradient runs in place as ever. It takes the inputs,
+    then the attributes' values in spec order."""
+    save, gradients = _autograd_glue(op)
+    kernel = getattr(getattr(torch.ops, op.torch_namespace), op.name)
+    order = _spec_order(op)
+    updated = {k for k in order if k >= 0}
+    attr_names = tuple(a.name for a in op.attrs)
+    n = len(op.inputs)
+
+    class OutOfPlace(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            attrs = dict(zip(attr_names, args[n:]))
+            inputs = [x.clone(memory_format=torch.contiguous_format) if k in updated and x is not None else x
+                      for k, x in enumerate(args[:n])]
+            values = _in_spec_order(order, inputs, _fresh(kernel(*inputs, **attrs)))
+            save(ctx, inputs, values, attrs)
+            return tuple(values)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return (*gradients(ctx, grads), *[None] * len(attr_names))
+
+    OutOfPlace.__name__ = OutOfPlace.__qualname__ = f"{op.name}_out_of_place"
+    return OutOfPlace
 
 
 class _NoBackward(torch.autograd.Function):
@@ -247,11 +336,18 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
     # names it, never torch's warning and a gradient of None. An in-place
     # update cannot even be recorded, so that call raises at once.
     needs_grad = False
-    if op.backward is None and torch.is_grad_enabled():
+    if torch.is_grad_enabled():
         for x in inputs:
             if x is not None and x.requires_grad:
                 needs_grad = True
                 break
+    if needs_grad and op.backward is not None and op.aliased_outputs:
+        values = list(_IN_PLACE_FUNCTIONS[op.name].apply(*inputs, *[attrs[a.name] for a in op.attrs]))
+        for i, k in enumerate(_spec_order(op)):
+            if k >= 0 and values[i] is not None:
+                values[i] = inputs[k].copy_(values[i])
+        return values[0] if len(values) == 1 else tuple(values)
+    needs_grad = needs_grad and op.backward is None
     if needs_grad and op.aliased_outputs:
         raise RuntimeError(_no_backward_message(op))
     if op.aliased_outputs and inputs[0].device.type == "xla":
@@ -263,12 +359,10 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
                 inputs[[t.name for t in op.inputs].index(o.alias)].copy_(value)
         fresh = [value for o, value in zip(op.outputs, outs) if not o.alias]
     else:
-        result = getattr(getattr(torch.ops, op.torch_namespace), op.name)(*inputs, **attrs)
-        fresh = [] if result is None else list(result) if isinstance(result, tuple) else [result]
+        fresh = _fresh(getattr(getattr(torch.ops, op.torch_namespace), op.name)(*inputs, **attrs))
     if needs_grad and fresh:
         fresh = list(_NoBackward.apply(_no_backward_message(op), *fresh))
-    fresh.reverse()
-    values = [inputs[[t.name for t in op.inputs].index(o.alias)] if o.alias else fresh.pop() for o in op.outputs]
+    values = _in_spec_order(_spec_order(op), inputs, fresh)
     return values[0] if len(values) == 1 else tuple(values)
 
 

@@ -1,5 +1,7 @@
 """Ops whose spec declares a backward (rms_norm through rms_norm_backward, glu
-through glu_backward):
+through glu_backward, rotary_embedding, which updates its inputs in place,
+through rotary_embedding_backward, and fused_add_rms_norm, in place too,
+through rms_norm_backward with its grad_residual):
 gradients against each framework's own autograd of a reference written with
 its own ops, on fresh random inputs — torch.autograd.gradcheck in float64,
 torch.compile (fullgraph, the backward graph too), opcheck's autograd tests,
@@ -236,3 +238,233 @@ def test_glu_jax_grad_matches_jax_autodiff(rng, activation, api_version):
     # glu maps under vmap by adding a batch dimension (vmap_method broadcast_all); its backward too.
     per_example = jax.vmap(jax.grad(lambda t: (jops.glu(t, activation=activation, api_version=api_version) ** 2).sum()))(x)
     np.testing.assert_allclose(np.asarray(per_example), np.asarray(jax.vmap(jax.grad(reference))(x)), rtol=1e-4, atol=1e-5)
+
+
+# --- rotary_embedding, in place, through rotary_embedding_backward -----------------------------
+# References written with each framework's own ops: the pairs of every head's first R
+# dimensions rotated by the angles of the token's position, tokens whose position is
+# outside [0, P) left as they are (as the spec says).
+
+ROTARY = dict(tokens=6, heads=4, kv_heads=2, head_size=16, positions=12, rotary=8)
+
+
+def rotary_inputs(rng, dtype=np.float64):
+    n, h, kvh, d, p, r = (ROTARY[k] for k in ("tokens", "heads", "kv_heads", "head_size", "positions", "rotary"))
+    positions = rng.integers(0, p, n)
+    positions[1] = p + 3  # out of range: that token is left as it is, and so is its gradient
+    return (positions, rng.standard_normal((n, h * d)).astype(dtype), rng.standard_normal((p, r)).astype(dtype),
+            rng.standard_normal((n, kvh * d)).astype(dtype))
+
+
+def rotate_reference(xp, x, positions, cache, is_neox):
+    """x [N, heads * head_size] rotated with the ops of `xp` (torch or jax.numpy)."""
+    d, r = ROTARY["head_size"], cache.shape[1]
+    valid = (positions >= 0) & (positions < cache.shape[0])
+    rows = cache[xp.where(valid, positions, 0)]
+    cos = xp.where(valid[:, None], rows[:, :r // 2], 1.0)[:, None, :]
+    sin = xp.where(valid[:, None], rows[:, r // 2:], 0.0)[:, None, :]
+    heads = x.reshape(x.shape[0], -1, d)
+    if is_neox:
+        a, b, rest = heads[..., :r // 2], heads[..., r // 2:r], heads[..., r:]
+        return xp.concatenate([a * cos - b * sin, b * cos + a * sin, rest], -1).reshape(x.shape)
+    a, b, rest = heads[..., 0:r:2], heads[..., 1:r:2], heads[..., r:]
+    pairs = xp.stack([a * cos - b * sin, b * cos + a * sin], -1).reshape(*a.shape[:-1], r)
+    return xp.concatenate([pairs, rest], -1).reshape(x.shape)
+
+
+@pytest.mark.parametrize("is_neox", [True, False])
+@pytest.mark.parametrize("with_key", [True, False])
+def test_rotary_torch_gradcheck_in_float64(rng, is_neox, with_key):
+    positions, q, cache, k = rotary_inputs(rng)
+    positions, cache = torch.from_numpy(positions), torch.from_numpy(cache)
+    leaves = [torch.from_numpy(q).requires_grad_()] + ([torch.from_numpy(k).requires_grad_()] if with_key else [])
+
+    def f(*leaves):  # in place on copies: a leaf that requires grad cannot be updated in place
+        outs = tops.rotary_embedding(positions, leaves[0] * 1.0, cache, leaves[1] * 1.0 if with_key else None,
+                                     head_size=ROTARY["head_size"], is_neox=is_neox)
+        return outs[0] if not with_key else outs
+
+    assert torch.autograd.gradcheck(f, leaves)
+
+
+def check_rotary_torch_gradients(rng, device, compiled):
+    """rotary on the query and key column views of one fused qkv projection, as
+    vLLM calls it: the gradient reaches the projection's input through the
+    in-place update of the views."""
+    positions, _, cache, _ = rotary_inputs(rng, np.float32)
+    positions, cache = torch.from_numpy(positions).to(device), torch.from_numpy(cache).to(device)
+    qd = ROTARY["heads"] * ROTARY["head_size"]
+    kd = ROTARY["kv_heads"] * ROTARY["head_size"]
+    x = torch.from_numpy(rng.standard_normal((ROTARY["tokens"], 32)).astype(np.float32)).to(device).requires_grad_()
+    w = torch.from_numpy(rng.standard_normal((32, qd + 2 * kd)).astype(np.float32)).to(device)
+    t = torch.from_numpy(rng.standard_normal((ROTARY["tokens"], qd + 2 * kd)).astype(np.float32)).to(device)
+
+    def ours(x):
+        qkv = x @ w
+        q, k = qkv[:, :qd], qkv[:, qd:qd + kd]
+        tops.rotary_embedding(positions, q, cache, k, head_size=ROTARY["head_size"])
+        return (qkv * t).sum()
+
+    def reference(x):
+        q, k, v = (x @ w).split([qd, kd, kd], -1)
+        q, k = (rotate_reference(torch, a, positions, cache, True) for a in (q, k))
+        return (torch.cat([q, k, v], -1) * t).sum()
+
+    (torch.compile(ours, fullgraph=True) if compiled else ours)(x).backward()
+    want = torch.autograd.grad(reference(x), x)[0]
+    torch.testing.assert_close(x.grad, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_rotary_torch_gradients_match_torch_autograd(rng, compiled):
+    check_rotary_torch_gradients(rng, "cpu", compiled)
+
+
+def test_rotary_without_backward_through_the_op_namespace_is_torchs_behaviour(rng):
+    # The autograd glue lives in opgen_ops.torch.rotary_embedding; torch.ops.opgen_ops.rotary_embedding
+    # is the bare kernel, which may not update a leaf that requires grad.
+    positions, q, cache, _ = rotary_inputs(rng)
+    leaf = torch.from_numpy(q).requires_grad_()
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        tops.rotary_embedding(torch.from_numpy(positions), leaf, torch.from_numpy(cache), head_size=16)
+
+
+def check_rotary_jax_gradients(rng, device, api_version):
+    positions, q, cache, k = (jax.device_put(a, device) for a in rotary_inputs(rng, np.float32))
+    positions = positions.astype(np.int32)
+    tq, tk = (rng.standard_normal(a.shape).astype(np.float32) for a in (q, k))
+    for is_neox in (True, False):
+        def ours(q, k):
+            qo, ko = jops.rotary_embedding(positions, q, cache, k, head_size=ROTARY["head_size"], is_neox=is_neox,
+                                           api_version=api_version)
+            return (qo * tq).sum() + (ko * tk).sum()
+
+        def reference(q, k):
+            return ((rotate_reference(jnp, q, positions, cache, is_neox) * tq).sum()
+                    + (rotate_reference(jnp, k, positions, cache, is_neox) * tk).sum())
+
+        got = jax.jit(jax.grad(ours, argnums=(0, 1)))(q, k)
+        for a, b in zip(got, jax.grad(reference, argnums=(0, 1))(q, k)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+        # Without the key, only the query's gradient.
+        only_q = jax.grad(lambda q: (jops.rotary_embedding(positions, q, cache, head_size=ROTARY["head_size"],
+                                                            is_neox=is_neox, api_version=api_version)[0] * tq).sum())(q)
+        want = jax.grad(lambda q: (rotate_reference(jnp, q, positions, cache, is_neox) * tq).sum())(q)
+        np.testing.assert_allclose(np.asarray(only_q), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_rotary_jax_grad_matches_jax_autodiff(rng, api_version):
+    check_rotary_jax_gradients(rng, CPU, api_version)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("compiled", [False, True])
+def test_rotary_torch_cuda_gradients_match_torch_autograd(rng, compiled):
+    check_rotary_torch_gradients(rng, "cuda", compiled)
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_rotary_jax_cuda_grad_matches_jax_autodiff(rng, api_version):
+    check_rotary_jax_gradients(rng, gpu_devices()[0], api_version)
+
+
+# --- fused_add_rms_norm, in place, through rms_norm_backward ------------------------------------
+
+def fused_reference(x, residual, weight):
+    """(x_out, residual_out) with the ops of torch or jax.numpy (both have the methods used)."""
+    r = x + residual
+    return r / ((r * r).mean(-1, keepdims=True) + EPS) ** 0.5 * weight, r
+
+
+@pytest.mark.parametrize("x_is_a_view", [False, True])
+def test_fused_add_rms_norm_torch_gradcheck_in_float64(rng, x_is_a_view):
+    x, residual = (torch.from_numpy(rng.standard_normal((2, 3, 16))).requires_grad_() for _ in range(2))
+    weight = torch.from_numpy(rng.standard_normal(16)).requires_grad_()
+    wide = torch.from_numpy(rng.standard_normal((2, 3, 40)))
+
+    def f(x, residual, weight):
+        if x_is_a_view:  # x's rows strided, as in a fused projection's output
+            x = torch.cat([x, wide[..., 16:]], -1)[..., :16]
+        return tops.fused_add_rms_norm(x * 1.0 if not x_is_a_view else x, residual * 1.0, weight, eps=EPS)
+
+    assert torch.autograd.gradcheck(f, (x, residual, weight))
+
+
+def check_fused_torch_gradients(rng, device, compiled):
+    x, residual, t1, t2 = (torch.from_numpy(rng.standard_normal((4, 5, 64)).astype(np.float32)).to(device)
+                           for _ in range(4))
+    weight = torch.from_numpy(rng.standard_normal(64).astype(np.float32)).to(device)
+    leaves = [a.clone().requires_grad_() for a in (x, residual, weight)]
+
+    def ours(x, residual, weight):
+        x, residual = x * 1.0, residual * 1.0
+        tops.fused_add_rms_norm(x, residual, weight, eps=EPS)  # in place
+        return (x * t1).sum() + (residual * t2).sum()
+
+    (torch.compile(ours, fullgraph=True) if compiled else ours)(*leaves).backward()
+    refs = [a.clone().requires_grad_() for a in (x, residual, weight)]
+    y, r = fused_reference(*refs)
+    ((y * t1).sum() + (r * t2).sum()).backward()
+    for got, want in zip(leaves, refs):
+        torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fused_add_rms_norm_torch_gradients_match_torch_autograd(rng, compiled):
+    check_fused_torch_gradients(rng, "cpu", compiled)
+
+
+def check_fused_jax_gradients(rng, device, api_version):
+    x, residual, t1, t2 = (jax.device_put(rng.standard_normal((4, 5, 64)).astype(np.float32), device)
+                           for _ in range(4))
+    weight = jax.device_put(rng.standard_normal(64).astype(np.float32), device)
+
+    def loss(f):
+        def g(x, residual, weight):
+            y, r = f(x, residual, weight)
+            return (y * t1).sum() + (r * t2).sum()
+        return g
+
+    ours = jax.jit(jax.grad(loss(lambda *a: jops.fused_add_rms_norm(*a, eps=EPS, api_version=api_version)),
+                            argnums=(0, 1, 2)))(x, residual, weight)
+    want = jax.grad(loss(fused_reference), argnums=(0, 1, 2))(x, residual, weight)
+    for got, ref in zip(ours, want):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_fused_add_rms_norm_jax_grad_matches_jax_autodiff(rng, api_version):
+    check_fused_jax_gradients(rng, CPU, api_version)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fused_add_rms_norm_torch_cuda_gradients_match_torch_autograd(rng, compiled):
+    check_fused_torch_gradients(rng, "cuda", compiled)
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_fused_add_rms_norm_jax_cuda_grad_matches_jax_autodiff(rng, api_version):
+    check_fused_jax_gradients(rng, gpu_devices()[0], api_version)
+
+
+# rms_norm_backward's grad_residual (fused_add_rms_norm's path): the CUDA body against the CPU
+# body, dense (the one-pass kernel) and broadcast (the two-pass one).
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("dtype, d, broadcast", [("float32", 2048, False), ("bfloat16", 4096, False),
+                                                 ("float32", 1000, True), ("float64", 512, False)])
+def test_rms_norm_backward_grad_residual_cuda_body_matches_the_cpu_body(rng, dtype, d, broadcast):
+    rows = 300
+    g, x, gr = (torch.from_numpy(rng.standard_normal((rows, d))).to(getattr(torch, dtype)) for _ in range(3))
+    w = torch.from_numpy(rng.standard_normal(d)).to(x.dtype)
+    if broadcast:
+        gr = gr[:1].expand(rows, d)
+    on_cpu = tops.rms_norm_backward(g, x, w, gr, eps=EPS)
+    on_gpu = tops.rms_norm_backward(g.cuda(), x.cuda(), w.cuda(), gr.cuda(), eps=EPS)
+    for name, a, b in zip(("grad_x", "grad_weight", "grad_bias"), on_gpu, on_cpu):
+        want = b.double()
+        err = ((a.cpu().double() - want).norm() / max(want.norm(), 1.0)).item()
+        assert err < ref.CROSS_DEVICE_TOLERANCE[dtype], f"{name}: relative error {err:.3g}"

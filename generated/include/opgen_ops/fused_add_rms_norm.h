@@ -20,8 +20,8 @@
 
 namespace opgen_ops::fused_add_rms_norm {
 
-// residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32. Both tensors are updated in place, as vLLM's op does.
-// T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
+// residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32 (f64 for f64). Both tensors are updated in place, as vLLM's op does.
+// T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
 template <typename T>
 struct Args {
   // Inputs, in device memory (CUDA) or host memory (CPU); dense and row-major
@@ -47,7 +47,7 @@ struct Args {
 
 // Every Args the bindings run, in the order they number them (the first type
 // variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>>;
+using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

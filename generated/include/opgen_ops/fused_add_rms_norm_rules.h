@@ -63,13 +63,13 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0xE335262DE3ED2AC1ull;
+  static constexpr uint64_t kFingerprint = 0x77933B9C659338D5ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
-    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
+    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
     b.same_dtype(1, "residual", "T", "x", T_);
     b.same_dtype(2, "weight", "T", "x", T_);
     return b.ok() ? T_i_ : -1;

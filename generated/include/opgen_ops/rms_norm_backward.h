@@ -20,7 +20,7 @@
 
 namespace opgen_ops::rms_norm_backward {
 
-// With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row, grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).
+// With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).
 // T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
 template <typename T>
 struct Args {
@@ -29,6 +29,7 @@ struct Args {
   const T* grad_out;  // [..., D]; layout strided
   const T* x;  // [..., D]
   const T* weight;  // [D]; nullptr when not given
+  const T* grad_residual;  // [..., D]; layout strided; nullptr when not given
   // Outputs, dense and row-major; the body writes every element.
   T* grad_x;  // [..., D]
   T* grad_weight;  // [D]
@@ -41,6 +42,7 @@ struct Args {
   // of the declared shape, the batch's first where it has '...' (the leading
   // dimensions fold into one stride).
   int64_t grad_out_strides[2];
+  int64_t grad_residual_strides[2];
   // The product of the leading dimensions that '...' stands for (1 when there are none).
   int64_t batch;
   // Shape symbols, bound from the inputs and checked to agree.

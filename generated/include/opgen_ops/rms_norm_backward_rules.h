@@ -56,8 +56,8 @@ std::string workspace_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "rms_norm_backward";
-  static constexpr size_t kInputs = 3, kRequiredInputs = 2, kOutputs = 3, kWorkspaces = 2;
-  static constexpr const char* kInputNames[] = {"grad_out", "x", "weight"};
+  static constexpr size_t kInputs = 4, kRequiredInputs = 2, kOutputs = 3, kWorkspaces = 2;
+  static constexpr const char* kInputNames[] = {"grad_out", "x", "weight", "grad_residual"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1, -1, -1};
   using Instantiations = opgen_ops::rms_norm_backward::Instantiations;
@@ -71,7 +71,7 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0x25FD085E273C4748ull;
+  static constexpr uint64_t kFingerprint = 0x0280ED94A472E602ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
@@ -80,6 +80,7 @@ struct Rules {
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "grad_out", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
     b.same_dtype(1, "x", "T", "grad_out", T_);
     b.same_dtype(2, "weight", "T", "grad_out", T_);
+    b.same_dtype(3, "grad_residual", "T", "grad_out", T_);
     return b.ok() ? T_i_ : -1;
   }
 
@@ -98,6 +99,10 @@ struct Rules {
     b.input(2, "weight", "[D]", 1, false, &args.weight, opgen::Binder::kOptional)
         .dim(0, 0, "D", args.D)
         .layout(opgen::Layout::kContiguous);
+    b.input(3, "grad_residual", "[..., D]", 1, true, &args.grad_residual, opgen::Binder::kOptional)
+        .batch()
+        .dim(0, 0, "D", args.D)
+        .layout(opgen::Layout::kStrided, args.grad_residual_strides);
     b.check(checks::output_dims(args));
     b.output(0, "grad_x", "[..., D]", true, {args.D}, &args.grad_x);
     b.output(1, "grad_weight", "[D]", false, {args.D}, &args.grad_weight);

@@ -20,8 +20,8 @@
 
 namespace opgen_ops::rotary_embedding {
 
-// Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32.
-// T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
+// Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32 (f64 for f64).
+// T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
 // I is one of: int32_t, int64_t (i32, i64).
 // The bindings check the spec's constraints before the body runs:
 //   QD % head_size == 0
@@ -64,7 +64,7 @@ struct Args {
 
 // Every Args the bindings run, in the order they number them (the first type
 // variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16, int32_t>, Args<opgen::f16, int64_t>, Args<opgen::bf16, int32_t>, Args<opgen::bf16, int64_t>, Args<float, int32_t>, Args<float, int64_t>>;
+using Instantiations = opgen::TypeList<Args<opgen::f16, int32_t>, Args<opgen::f16, int64_t>, Args<opgen::bf16, int32_t>, Args<opgen::bf16, int64_t>, Args<float, int32_t>, Args<float, int64_t>, Args<double, int32_t>, Args<double, int64_t>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

@@ -89,13 +89,13 @@ struct Rules {
       {opgen::opaque::Field::kAttr, "head_size", opgen::AttrKind::kI64},
       {opgen::opaque::Field::kAttr, "is_neox", opgen::AttrKind::kBool},
   };
-  static constexpr uint64_t kFingerprint = 0x663C2725A1D443E4ull;
+  static constexpr uint64_t kFingerprint = 0x32A16926A054C608ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
-    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 1, "query", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
+    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 1, "query", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
     int I_i_ = -1;
     [[maybe_unused]] const opgen::DType I_ = b.type_var(1, "I", 0, "positions", {opgen::DType::kI32, opgen::DType::kI64}, &I_i_);
     b.same_dtype(2, "cos_sin_cache", "T", "query", T_);

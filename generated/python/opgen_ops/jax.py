@@ -32,6 +32,7 @@ __all__ = [
     'rms_norm',
     'rms_norm_backward',
     'rotary_embedding',
+    'rotary_embedding_backward',
     'simple_add',
     "unpartitioned",
 ]
@@ -43,7 +44,7 @@ def flip(x, *, dims=(-1,), api_version=4):
 
 
 def fused_add_rms_norm(x, residual, weight, *, eps=1e-06, api_version=4):
-    "residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32. Both tensors are updated in place, as vLLM's op does.\n\nArgs:\n  x: T[..., D] the layer's output; its rows may be strided (a view)\n  residual: T[..., D] the residual stream\n  weight: T[D] per-channel scale\n  eps: f32 = 1e-06 added to the mean square\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  x_out: T[..., D] the normalised sum (the same buffer as x)\n  residual_out: T[..., D] x + residual (the same buffer as residual)"
+    "residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32 (f64 for f64). Both tensors are updated in place, as vLLM's op does.\n\nArgs:\n  x: T[..., D] the layer's output; its rows may be strided (a view)\n  residual: T[..., D] the residual stream\n  weight: T[D] per-channel scale\n  eps: f32 = 1e-06 added to the mean square\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  x_out: T[..., D] the normalised sum (the same buffer as x)\n  residual_out: T[..., D] x + residual (the same buffer as residual)"
     return _call(_ops.fused_add_rms_norm.OP, (x, residual, weight), {'eps': eps}, api_version)
 
 
@@ -72,14 +73,19 @@ def rms_norm(x, weight=None, bias=None, *, eps=1e-06, api_version=4):
     return _call(_ops.rms_norm.OP, (x, weight, bias), {'eps': eps}, api_version)
 
 
-def rms_norm_backward(grad_out, x, weight=None, *, eps=1e-06, api_version=4):
-    "With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row, grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of rms_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  x: T[..., D] rms_norm's input\n  weight: T[D], optional rms_norm's weight (1 when not given)\n  eps: f32 = 1e-06 rms_norm's eps\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  grad_x: T[..., D]\n  grad_weight: T[D] summed over the leading dimensions\n  grad_bias: T[D] summed over the leading dimensions"
-    return _call(_ops.rms_norm_backward.OP, (grad_out, x, weight), {'eps': eps}, api_version)
+def rms_norm_backward(grad_out, x, weight=None, grad_residual=None, *, eps=1e-06, api_version=4):
+    "With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of rms_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  x: T[..., D] rms_norm's input\n  weight: T[D], optional rms_norm's weight (1 when not given)\n  grad_residual: T[..., D], optional a gradient that reaches x by another path, added to grad_x (fused_add_rms_norm's residual_out, which is both x here and an output of its own); any strides\n  eps: f32 = 1e-06 rms_norm's eps\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  grad_x: T[..., D]\n  grad_weight: T[D] summed over the leading dimensions\n  grad_bias: T[D] summed over the leading dimensions"
+    return _call(_ops.rms_norm_backward.OP, (grad_out, x, weight, grad_residual), {'eps': eps}, api_version)
 
 
 def rotary_embedding(positions, query, cos_sin_cache, key=None, *, head_size, is_neox=True, api_version=4):
-    "Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32.\n\nArgs:\n  positions: I[N] the position of each token\n  query: T[N, QD] the query heads of each token, head after head (QD = heads * head_size)\n  cos_sin_cache: T[P, R] per position, R/2 cosines then R/2 sines\n  key: T[N, KD], optional the key heads of each token (KD = kv heads * head_size); None: only the query\n  head_size: i64 the size of one head\n  is_neox: bool = True NeoX style (rotate the halves) or GPT-J style (rotate neighbours)\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  query_out: T[N, QD] the rotated query (the same buffer)\n  key_out: T[N, KD], optional the rotated key (the same buffer); None when key is"
+    "Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32 (f64 for f64).\n\nArgs:\n  positions: I[N] the position of each token\n  query: T[N, QD] the query heads of each token, head after head (QD = heads * head_size)\n  cos_sin_cache: T[P, R] per position, R/2 cosines then R/2 sines\n  key: T[N, KD], optional the key heads of each token (KD = kv heads * head_size); None: only the query\n  head_size: i64 the size of one head\n  is_neox: bool = True NeoX style (rotate the halves) or GPT-J style (rotate neighbours)\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  query_out: T[N, QD] the rotated query (the same buffer)\n  key_out: T[N, KD], optional the rotated key (the same buffer); None when key is"
     return _call(_ops.rotary_embedding.OP, (positions, query, cos_sin_cache, key), {'head_size': head_size, 'is_neox': is_neox}, api_version)
+
+
+def rotary_embedding_backward(positions, query, cos_sin_cache, key=None, *, head_size, is_neox=True, api_version=4):
+    "Rotates the first R dimensions of every head of query and key by the opposite of the angles of each token's position (rotary_embedding's inverse, so its backward: query and key hold the gradients of rotary_embedding's outputs, and become those of its inputs). Tokens whose position is outside [0, P) are left as they are, as rotary_embedding leaves them. Computed in f32 (f64 for f64).\n\nArgs:\n  positions: I[N] the position of each token\n  query: T[N, QD] the gradient of rotary_embedding's query_out\n  cos_sin_cache: T[P, R] per position, R/2 cosines then R/2 sines\n  key: T[N, KD], optional the gradient of rotary_embedding's key_out; None: only the query\n  head_size: i64 the size of one head\n  is_neox: bool = True NeoX style (rotate the halves) or GPT-J style (rotate neighbours)\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  query_out: T[N, QD] the gradient of rotary_embedding's query (the same buffer)\n  key_out: T[N, KD], optional the gradient of rotary_embedding's key (the same buffer); None when key is"
+    return _call(_ops.rotary_embedding_backward.OP, (positions, query, cos_sin_cache, key), {'head_size': head_size, 'is_neox': is_neox}, api_version)
 
 
 def simple_add(a, b, *, alpha=1.0, api_version=4):

@@ -17,6 +17,7 @@ __all__ = [
     'rms_norm',
     'rms_norm_backward',
     'rotary_embedding',
+    'rotary_embedding_backward',
     'simple_add',
     "unpartitioned",
 ]
@@ -78,11 +79,22 @@ def rms_norm_backward(
     grad_out: _jax.typing.ArrayLike,
     x: _jax.typing.ArrayLike,
     weight: _jax.typing.ArrayLike | None = None,
+    grad_residual: _jax.typing.ArrayLike | None = None,
     *,
     eps: float = 1e-06,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
 def rotary_embedding(
+    positions: _jax.typing.ArrayLike,
+    query: _jax.typing.ArrayLike,
+    cos_sin_cache: _jax.typing.ArrayLike,
+    key: _jax.typing.ArrayLike | None = None,
+    *,
+    head_size: int,
+    is_neox: bool = True,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array]: ...
+def rotary_embedding_backward(
     positions: _jax.typing.ArrayLike,
     query: _jax.typing.ArrayLike,
     cos_sin_cache: _jax.typing.ArrayLike,

@@ -17,6 +17,7 @@ __all__ = [
     'rms_norm',
     'rms_norm_backward',
     'rotary_embedding',
+    'rotary_embedding_backward',
     'simple_add',
     "xla_graph_only",
 ]
@@ -70,10 +71,20 @@ def rms_norm_backward(
     grad_out: _torch.Tensor,
     x: _torch.Tensor,
     weight: _torch.Tensor | None = None,
+    grad_residual: _torch.Tensor | None = None,
     *,
     eps: float = 1e-06,
 ) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
 def rotary_embedding(
+    positions: _torch.Tensor,
+    query: _torch.Tensor,
+    cos_sin_cache: _torch.Tensor,
+    key: _torch.Tensor | None = None,
+    *,
+    head_size: int,
+    is_neox: bool = True,
+) -> tuple[_torch.Tensor, _torch.Tensor]: ...
+def rotary_embedding_backward(
     positions: _torch.Tensor,
     query: _torch.Tensor,
     cos_sin_cache: _torch.Tensor,

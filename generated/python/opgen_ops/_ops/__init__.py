@@ -11,6 +11,7 @@ from . import (
     rms_norm,
     rms_norm_backward,
     rotary_embedding,
+    rotary_embedding_backward,
     simple_add,
 )
 
@@ -24,5 +25,6 @@ OPS = (
     rms_norm.OP,
     rms_norm_backward.OP,
     rotary_embedding.OP,
+    rotary_embedding_backward.OP,
     simple_add.OP,
 )

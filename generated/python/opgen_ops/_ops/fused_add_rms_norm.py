@@ -3,13 +3,13 @@
 (JAX, the PyTorch fake and XLA kernels, the documented functions) checks a call
 against this description (see opgen_ops._spec)."""
 
-from .._spec import Attr, Op, Opaque, Tensor
+from .._spec import Attr, Backward, Op, Opaque, Tensor
 
 OP = Op(
     package='opgen_ops',
     name='fused_add_rms_norm',
-    doc="residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32. Both tensors are updated in place, as vLLM's op does.",
-    type_vars={'T': ('float16', 'bfloat16', 'float32')},
+    doc="residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32 (f64 for f64). Both tensors are updated in place, as vLLM's op does.",
+    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64')},
     inputs=(
         Tensor('x', 'T', ('D',), batch=True, layout='rows', doc="the layer's output; its rows may be strided (a view)"),
         Tensor('residual', 'T', ('D',), batch=True, doc='the residual stream'),
@@ -20,6 +20,11 @@ OP = Op(
         Tensor('residual_out', 'T', alias='residual', doc='x + residual (the same buffer as residual)'),
     ),
     attrs=(Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the mean square'),),
+    backward=Backward(
+        'rms_norm_backward',
+        inputs=(('cotangent', 'x_out'), ('output', 'residual_out'), ('input', 'weight'), ('cotangent', 'residual_out')),
+        gradients=(('grad_x', 'x'), ('grad_x', 'residual'), ('grad_weight', 'weight')),
+    ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
@@ -28,7 +33,7 @@ OP = Op(
     torch_schema='fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, *, float eps=1e-06) -> ()',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0xE335262DE3ED2AC1,
+        fingerprint=0x77933B9C659338D5,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('batch', 'batch', 'q'),

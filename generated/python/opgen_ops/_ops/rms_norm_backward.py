@@ -8,12 +8,13 @@ from .._spec import Attr, Op, Opaque, Tensor
 OP = Op(
     package='opgen_ops',
     name='rms_norm_backward',
-    doc='With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row, grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).',
+    doc='With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).',
     type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64')},
     inputs=(
         Tensor('grad_out', 'T', ('D',), batch=True, layout='strided', doc="the gradient of rms_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)"),
         Tensor('x', 'T', ('D',), batch=True, doc="rms_norm's input"),
         Tensor('weight', 'T', ('D',), optional=True, doc="rms_norm's weight (1 when not given)"),
+        Tensor('grad_residual', 'T', ('D',), batch=True, optional=True, layout='strided', doc="a gradient that reaches x by another path, added to grad_x (fused_add_rms_norm's residual_out, which is both x here and an output of its own); any strides"),
     ),
     outputs=(
         Tensor('grad_x', 'T', ('D',), batch=True),
@@ -30,10 +31,10 @@ OP = Op(
     vmap_method='sequential',
     batch_partitionable=False,
     torch_namespace='opgen_ops',
-    torch_schema='rms_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, *, float eps=1e-06) -> (Tensor, Tensor, Tensor)',
+    torch_schema='rms_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? grad_residual=None, *, float eps=1e-06) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x25FD085E273C4748,
+        fingerprint=0x0280ED94A472E602,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('present_', 'present', 'I'),

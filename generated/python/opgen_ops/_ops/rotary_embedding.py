@@ -3,13 +3,13 @@
 (JAX, the PyTorch fake and XLA kernels, the documented functions) checks a call
 against this description (see opgen_ops._spec)."""
 
-from .._spec import Attr, Constraint, Op, Opaque, Tensor
+from .._spec import Attr, Backward, Constraint, Op, Opaque, Tensor
 
 OP = Op(
     package='opgen_ops',
     name='rotary_embedding',
-    doc="Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32.",
-    type_vars={'T': ('float16', 'bfloat16', 'float32'), 'I': ('int32', 'int64')},
+    doc="Rotates the first R dimensions of every head of query and key by the angles of each token's position: with cos, sin = cos_sin_cache[positions[n]] split in halves, the pairs (x, y) become (x*cos - y*sin, y*cos + x*sin); NeoX style pairs dimension i with i + R/2, GPT-J style 2i with 2i + 1. The head dimensions past R are left as they are, and so is every head of a token whose position is outside [0, P). Computed in f32 (f64 for f64).",
+    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64'), 'I': ('int32', 'int64')},
     inputs=(
         Tensor('positions', 'I', ('N',), values_min=0, values_max='P', values_max_exclusive=True, values_range='in [0, P)', doc='the position of each token'),
         Tensor('query', 'T', ('N', 'QD'), layout='rows', doc='the query heads of each token, head after head (QD = heads * head_size)'),
@@ -30,6 +30,11 @@ OP = Op(
         Constraint('R <= head_size', '<=', 'R', 'head_size'),
         Constraint('R % 2 == 0', '==', ('%', 'R', 2), 0),
     ),
+    backward=Backward(
+        'rotary_embedding_backward',
+        inputs=(('input', 'positions'), ('cotangent', 'query_out'), ('input', 'cos_sin_cache'), ('cotangent', 'key_out')),
+        gradients=(('query_out', 'query'), ('key_out', 'key')),
+    ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     vmap_method='sequential',
@@ -39,7 +44,7 @@ OP = Op(
     torch_schema='rotary_embedding(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)? key=None, *, int head_size, bool is_neox=True) -> ()',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x663C2725A1D443E4,
+        fingerprint=0x32A16926A054C608,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('dtype_I', 'dtype', 'B'),
