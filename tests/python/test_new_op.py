@@ -167,7 +167,7 @@ def test_the_new_ops_touch_no_other_source(project):
 def test_opgen_new_says_what_to_fill_in(project):
     _, _, said = project
     for expected in ("specs/scaled_copy.yaml", "kernels/scaled_copy.cc", "kernels/scaled_copy.cu", "run_cpu",
-                     "launch_cuda", "test_every_op.py"):
+                     "launch_cuda", "float64 reference"):
         assert expected in said, said
 
 
