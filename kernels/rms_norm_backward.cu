@@ -28,24 +28,15 @@ constexpr int kSlices = 256;  // column_sums' middle dimension (the spec's)
 constexpr int kMaxVectorsPerThread = 4;
 constexpr int kTileColumns = 32, kRowLanes = 8;
 
-// a and b each summed over the block, in one round of barriers.
 template <typename C>
-__device__ void block_sum2(C& a, C& b, C (*partial)[2]) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    a += __shfl_xor_sync(0xffffffffu, a, offset);
-    b += __shfl_xor_sync(0xffffffffu, b, offset);
-  }
-  if (threadIdx.x % 32 == 0) {
-    partial[threadIdx.x / 32][0] = a;
-    partial[threadIdx.x / 32][1] = b;
-  }
+__device__ C block_sum(C v, C* partial) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
   __syncthreads();
-  a = b = 0;
-  for (int w = 0; w < kThreads / 32; ++w) {
-    a += partial[w][0];
-    b += partial[w][1];
-  }
+  C total = 0;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
   __syncthreads();  // partial is reused by the next reduction
+  return total;
 }
 
 // The rows of slice s: [s * batch / kSlices, (s + 1) * batch / kSlices).
@@ -59,34 +50,12 @@ __device__ C* column_sums(const Args<T>& args) {
   return reinterpret_cast<C*>(args.column_sums);
 }
 
-// Thread threadIdx.x's K vectors of V elements of one row of x and grad_out
-// (zeros past D).
+// One pass: V elements per vector, K vectors per thread.
 template <typename T, int V, int K>
-__device__ void load_row(const Args<T>& args, int64_t row, typename opgen::kernels::Compute<T>::type (&x)[K][V],
-                         typename opgen::kernels::Compute<T>::type (&g)[K][V]) {
-  using C = typename opgen::kernels::Compute<T>::type;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int64_t col = (threadIdx.x + int64_t{k} * kThreads) * V;
-    if (col < args.D) {
-      opgen::kernels::load_vec<V>(args.x + row * args.D + col, true, x[k]);
-      opgen::kernels::load_vec<V>(args.grad_out + row * args.grad_out_strides[0] + col, true, g[k]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j) x[k][j] = g[k][j] = C(0);
-    }
-  }
-}
-
-// One pass: V elements per vector, K vectors per thread. The next row's x and
-// grad_out are loaded before this row's reduction, so that they are in
-// flight while the block waits at its barriers; up to K = 2 the registers are
-// held to 128 a thread, so that two blocks (16 warps) share an SM.
-template <typename T, int V, int K>
-__global__ void __launch_bounds__(kThreads, K <= 2 ? 2 : 1) fused_pass(Args<T> args) {
+__global__ void __launch_bounds__(kThreads) fused_pass(Args<T> args) {
   using opgen::kernels::load_vec;
   using C = typename opgen::kernels::Compute<T>::type;
-  __shared__ C partial[kThreads / 32][2];
+  __shared__ C partial[kThreads / 32];
   const int64_t d = args.D;
   C weight[K][V], weight_sum[K][V] = {}, bias_sum[K][V] = {};
 #pragma unroll
@@ -97,22 +66,27 @@ __global__ void __launch_bounds__(kThreads, K <= 2 ? 2 : 1) fused_pass(Args<T> a
     if (args.weight && col < d) load_vec<V>(args.weight + col, true, weight[k]);
   }
   const int64_t end = slice_start(args.batch, blockIdx.x + 1);
-  int64_t row = slice_start(args.batch, blockIdx.x);
-  C x[K][V], g[K][V];
-  if (row < end) load_row<T, V, K>(args, row, x, g);
-  for (; row < end; ++row) {
-    C next_x[K][V], next_g[K][V];
-    if (row + 1 < end) load_row<T, V, K>(args, row + 1, next_x, next_g);
+  for (int64_t row = slice_start(args.batch, blockIdx.x); row < end; ++row) {
+    C x[K][V], g[K][V];
     C squares = 0, dot = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
+      const int64_t col = (threadIdx.x + int64_t{k} * kThreads) * V;
+      if (col < d) {
+        load_vec<V>(args.x + row * d + col, true, x[k]);
+        load_vec<V>(args.grad_out + row * args.grad_out_strides[0] + col, true, g[k]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[k][j] = g[k][j] = C(0);
+      }
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         squares += x[k][j] * x[k][j];
         dot += g[k][j] * weight[k][j] * x[k][j];
       }
     }
-    block_sum2(squares, dot, partial);
+    squares = block_sum(squares, partial);
+    dot = block_sum(dot, partial);
     const C rstd = C(1) / sqrt(squares / C(d) + C(args.eps));
     const C mean_gn = dot * rstd / C(d);
 #pragma unroll
@@ -129,14 +103,6 @@ __global__ void __launch_bounds__(kThreads, K <= 2 ? 2 : 1) fused_pass(Args<T> a
         bias_sum[k][j] += g[k][j];
       }
       opgen::kernels::store_vec<V>(args.grad_x + row * d + col, true, out);
-    }
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        x[k][j] = next_x[k][j];
-        g[k][j] = next_g[k][j];
-      }
     }
   }
   C* sums = column_sums<C>(args);
@@ -156,7 +122,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) row_pass(Args<T> args) {
   using opgen::kernels::load;
   using C = typename opgen::kernels::Compute<T>::type;
-  __shared__ C partial[kThreads / 32][2];
+  __shared__ C partial[kThreads / 32];
   const int64_t d = args.D;
   for (int64_t row = blockIdx.x; row < args.batch; row += gridDim.x) {
     const T* x = args.x + row * d;
@@ -168,7 +134,8 @@ __global__ void __launch_bounds__(kThreads) row_pass(Args<T> args) {
       squares += xi * xi;
       dot += gw * xi;
     }
-    block_sum2(squares, dot, partial);
+    squares = block_sum(squares, partial);
+    dot = block_sum(dot, partial);
     const C rstd = C(1) / sqrt(squares / C(d) + C(args.eps));
     const C mean_gn = dot * rstd / C(d);
     for (int64_t i = threadIdx.x; i < d; i += kThreads) {
