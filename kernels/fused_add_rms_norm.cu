@@ -5,6 +5,7 @@
 // x. 16-byte vectors where the rows allow them.
 #include <cstdint>
 
+#include "opgen/block_sum.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/fused_add_rms_norm.h"
@@ -22,7 +23,6 @@ __global__ void __launch_bounds__(kThreads) add_and_normalize(Args<T> args) {
   using opgen::kernels::store_vec;
   using C = typename opgen::kernels::Compute<T>::type;
   __shared__ C partial[kThreads / 32];
-  __shared__ C rstd_shared;
   for (int64_t row = blockIdx.x; row < args.batch; row += gridDim.x) {
     T* x = args.x_out + row * args.x_strides[0];
     T* residual = args.residual_out + row * args.D;
@@ -41,16 +41,8 @@ __global__ void __launch_bounds__(kThreads) add_and_normalize(Args<T> args) {
       }
       store_vec<V>(residual + i, true, a);
     }
-    for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = squares;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      C s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : C(0);
-      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (threadIdx.x == 0) rstd_shared = C(1) / sqrt(s / static_cast<C>(args.D) + C(args.eps));
-    }
-    __syncthreads();
-    const C rstd = rstd_shared;
+    squares = opgen::kernels::block_sum<kThreads>(squares, partial);
+    const C rstd = C(1) / sqrt(squares / static_cast<C>(args.D) + C(args.eps));
     for (int64_t i = threadIdx.x * int64_t{V}; i < args.D; i += kThreads * V) {
       C r[V], w[V];
       load_vec<V>(residual + i, true, r);
@@ -59,7 +51,6 @@ __global__ void __launch_bounds__(kThreads) add_and_normalize(Args<T> args) {
       for (int e = 0; e < V; ++e) r[e] = r[e] * rstd * w[e];
       store_vec<V>(x + i, true, r);
     }
-    __syncthreads();  // partial and rstd_shared are reused by the next row
   }
 }
 

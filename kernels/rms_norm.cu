@@ -4,8 +4,9 @@
 // enough to stay in L2 for the widths LLMs use).
 #include <cstdint>
 
-#include "opgen/elementwise.h"
+#include "opgen/block_sum.h"
 #include "opgen/cuda_status.h"
+#include "opgen/elementwise.h"
 #include "opgen_ops/rms_norm.h"
 
 namespace opgen_ops::rms_norm {
@@ -19,7 +20,6 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rows(Args<T> args) {
   using opgen::kernels::store;
   using C = typename opgen::kernels::Compute<T>::type;  // float, double for f64
   __shared__ C partial[kThreads / 32];
-  __shared__ C rstd_shared;
   // Rows beyond the grid (more than 2^31 - 1 of them) come round again.
   for (int64_t row = blockIdx.x; row < args.batch; row += gridDim.x) {
     const T* x = args.x + row * args.D;
@@ -29,25 +29,13 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rows(Args<T> args) {
       const C v = load(x, i);
       sum += v * v;
     }
-    // Warp reduction, then one value per warp through shared memory.
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      C s = threadIdx.x < kThreads / 32 ? partial[threadIdx.x] : C(0);
-      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (threadIdx.x == 0) {
-        rstd_shared = C(1) / sqrt(s / static_cast<C>(args.D) + static_cast<C>(args.eps));
-        args.rstd[row] = static_cast<float>(rstd_shared);
-      }
-    }
-    __syncthreads();
-    const C rstd = rstd_shared;
+    sum = opgen::kernels::block_sum<kThreads>(sum, partial);
+    const C rstd = C(1) / sqrt(sum / static_cast<C>(args.D) + static_cast<C>(args.eps));
+    if (threadIdx.x == 0) args.rstd[row] = static_cast<float>(rstd);
     for (int64_t i = threadIdx.x; i < args.D; i += kThreads) {
       const C scaled = load(x, i) * rstd * (args.weight ? load(args.weight, i) : C(1));
       store(out, i, args.bias ? scaled + load(args.bias, i) : scaled);
     }
-    __syncthreads();  // partial and rstd_shared are reused by the next row
   }
 }
 

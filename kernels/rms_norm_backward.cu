@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "opgen/cuda_status.h"
+#include "opgen/block_sum.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/rms_norm_backward.h"
 
@@ -27,17 +28,6 @@ constexpr int kThreads = 256;
 constexpr int kSlices = 256;  // column_sums' middle dimension (the spec's)
 constexpr int kMaxVectorsPerThread = 4;
 constexpr int kTileColumns = 32, kRowLanes = 8;
-
-template <typename C>
-__device__ C block_sum(C v, C* partial) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  C total = 0;
-  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
-  __syncthreads();  // partial is reused by the next reduction
-  return total;
-}
 
 // The rows of slice s: [s * batch / kSlices, (s + 1) * batch / kSlices).
 __device__ int64_t slice_start(int64_t batch, int64_t s) {
@@ -85,8 +75,8 @@ __global__ void __launch_bounds__(kThreads) fused_pass(Args<T> args) {
         dot += g[k][j] * weight[k][j] * x[k][j];
       }
     }
-    squares = block_sum(squares, partial);
-    dot = block_sum(dot, partial);
+    squares = opgen::kernels::block_sum<kThreads>(squares, partial);
+    dot = opgen::kernels::block_sum<kThreads>(dot, partial);
     const C rstd = C(1) / sqrt(squares / C(d) + C(args.eps));
     const C mean_gn = dot * rstd / C(d);
 #pragma unroll
@@ -134,8 +124,8 @@ __global__ void __launch_bounds__(kThreads) row_pass(Args<T> args) {
       squares += xi * xi;
       dot += gw * xi;
     }
-    squares = block_sum(squares, partial);
-    dot = block_sum(dot, partial);
+    squares = opgen::kernels::block_sum<kThreads>(squares, partial);
+    dot = opgen::kernels::block_sum<kThreads>(dot, partial);
     const C rstd = C(1) / sqrt(squares / C(d) + C(args.eps));
     const C mean_gn = dot * rstd / C(d);
     for (int64_t i = threadIdx.x; i < d; i += kThreads) {
