@@ -118,9 +118,17 @@ function(opgen_add_package)
       endif()
       if(NOT EXISTS "${body}" AND (platform STREQUAL "cpu" OR OPGEN_WITH_CUDA))
         message(FATAL_ERROR "${body} is missing: the spec of ${op} lists platform ${platform}, "
-                            "whose kernel body it holds (opgen new writes a skeleton)")
+                            "whose kernel body it holds (restore it, or remove the platform; for a new op, "
+                            "opgen new writes the spec and both bodies)")
       endif()
     endforeach()
+  endforeach()
+  # A body whose op has no spec would be left out without a word.
+  foreach(file IN LISTS kernel_files)
+    get_filename_component(op "${file}" NAME_WE)
+    if(NOT op IN_LIST OPGEN_PACKAGE_OPS)
+      message(WARNING "${file} is the body of no op: ${specs_dir} has no ${op}.yaml; it is not built")
+    endif()
   endforeach()
   set(kernel_sources ${BODY_CPU_files})
   if(OPGEN_WITH_CUDA)

@@ -119,6 +119,16 @@ int check_or_generate(const GenerateOptions& o) {
     }
   }
   check_backwards(ops, diags);
+  // An op's C++ namespace is <package>::<op>: one named like the package would
+  // hide the package's namespace inside its own.
+  for (const Package& package : packages) {
+    for (const Op& op : ops) {
+      if (op.name == package.name) {
+        diags.error({op.spec_path, 0, 0}, "op '" + op.name + "' has the package's name (" + package.spec_path +
+                                              "); rename the op");
+      }
+    }
+  }
   // Two ops must not write the same file (op 'x_opaque' beside op 'x' would).
   std::map<std::string, const Op*> path_owner;
   for (const Op& op : ops) {

@@ -33,6 +33,17 @@ std::string package_name_problem(const std::string& name) {
   return "";
 }
 
+// `path` as one word of a POSIX shell command.
+std::string shell_quoted(const std::string& path) {
+  if (path.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./+=:,@%") ==
+      std::string::npos) {
+    return path;
+  }
+  std::string out = "'";
+  for (char c : path) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace
 
 int init_project(const InitOptions& o) {
@@ -49,7 +60,9 @@ int init_project(const InitOptions& o) {
     return 1;
   }
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
-    std::cerr << "opgen: error: " << o.dir << " exists and is not an empty folder; 'init' never overwrites a file\n";
+    std::cerr << "opgen: error: " << o.dir
+              << (fs::is_directory(dir, ec) ? " exists and is not an empty folder" : " exists and is not a folder")
+              << "; 'init' writes a project into a new or empty folder and never overwrites a file\n";
     return 1;
   }
   const RenderVars vars = {{"name", kExampleOp}, {"package", name}, {"version", OPGEN_VERSION}};
@@ -69,11 +82,9 @@ int init_project(const InitOptions& o) {
   if (write_from_templates(o.templates_dir, files, vars) != 0) return 1;
   std::cout << "opgen: " << o.dir << " holds the package " << name << " with one op, " << kExampleOp
             << " (out = x * scale). Build, install and test it:\n"
-            << "  cd " << o.dir << " && pip install --no-build-isolation . && pytest tests\n"
+            << "  cd " << shell_quoted(o.dir) << " && pip install --no-build-isolation . && pytest tests\n"
             << "(--no-build-isolation: the build uses this environment's jaxlib, and its torch, if any, for the\n"
-            << "PyTorch kernels; rebuilds recompile only what changed). Add an op with\n"
-            << "  opgen new OP --specs " << (fs::path(o.dir) / "specs").string() << " --kernels "
-            << (fs::path(o.dir) / "kernels").string() << "\n";
+            << "PyTorch kernels; rebuilds recompile only what changed). Add an op there with `opgen new OP`.\n";
   return 0;
 }
 

@@ -71,7 +71,7 @@ bool is_reserved_name(std::string_view s) {
       "EDOM", "ERANGE", "EINVAL", "ENOMEM", "linux", "unix", "i386", "major", "minor",
       // names the generated code itself declares next to spec names
       "args", "stream", "status", "api_version", "buffers", "opaque", "opaque_len", "self",
-      "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11", "xla_graph_only"};
+      "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11", "xla_graph_only", "unpartitioned"};
   return reserved.count(s) > 0;
 }
 
@@ -107,7 +107,8 @@ std::string shadowed_module(std::string_view package) {
   static const std::set<std::string, std::less<>> dependencies = {
       "jax", "jaxlib", "numpy", "ml_dtypes", "scipy", "opt_einsum", "torch", "torch_xla", "torchax", "torchgen",
       "functorch", "triton", "sympy", "networkx", "filelock", "fsspec", "jinja2", "markupsafe", "yaml",
-      "pybind11", "setuptools", "pkg_resources", "pip", "scikit_build_core", "typing_extensions", "opgen"};
+      "pybind11", "setuptools", "pkg_resources", "pip", "scikit_build_core", "typing_extensions", "opgen",
+      "pytest", "_pytest", "pluggy"};
   if (stdlib.count(package)) return "Python's standard module " + std::string(package);
   if (dependencies.count(package)) return "the module " + std::string(package) + " that opgen packages depend on";
   return "";

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "output_writer.h"
@@ -45,6 +46,45 @@ std::string choose_python_executable() {
     if (fs::exists(candidate)) return candidate.string();
   }
   return OPGEN_DEFAULT_PYTHON;
+}
+
+// The folder of the Python installation that `python` (an interpreter or a
+// virtualenv's) runs: a virtualenv's pyvenv.cfg `home`, else the folder of
+// the executable it links to.
+std::filesystem::path python_home(const std::string& python) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path cfg = fs::path(python).parent_path().parent_path() / "pyvenv.cfg";
+  if (std::ifstream in(cfg); in) {
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("home", 0) != 0) continue;
+      const size_t eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      const size_t start = line.find_first_not_of(" \t", eq + 1);
+      if (start == std::string::npos) continue;
+      const fs::path home = fs::weakly_canonical(line.substr(start), ec);
+      return ec ? fs::path(line.substr(start)) : home;
+    }
+  }
+  const fs::path real = fs::canonical(python, ec);
+  return ec ? fs::path(python).parent_path() : real.parent_path();
+}
+
+// opgen links the libpython of the installation it was built with; another
+// installation's standard library (another patch release, or one that builds
+// other modules into its interpreter) fails in it in obscure ways, so refuse
+// it by name.
+void check_same_installation(const std::string& python) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path built = fs::weakly_canonical(OPGEN_PYTHON_HOME, ec);
+  const fs::path home = python_home(python);
+  if (!ec && home != built) {
+    throw std::runtime_error("the Python that opgen would embed, " + python + ", belongs to the installation in " +
+                             home.string() + ", but this opgen was built with the one in " + built.string() +
+                             " and links its libpython. Build opgen (the wheel) with this Python, or set "
+                             "OPGEN_PYTHON to a Python of that installation (a virtualenv made from it).");
+  }
 }
 
 // opgen_render, the Python half of the renderer: beside an installed opgen
@@ -96,6 +136,7 @@ Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Im
   config.parse_argv = 0;
   config.install_signal_handlers = 0;
   const std::string python = choose_python_executable();
+  check_same_installation(python);
   PyStatus status = PyConfig_SetBytesString(&config, &config.executable, python.c_str());
   if (PyStatus_Exception(status)) {
     PyConfig_Clear(&config);

@@ -406,6 +406,20 @@ TEST(Golden, CheckMatchesABackwardAgainstItsOp) {
   }
 }
 
+// An op named like its package would hide the package's C++ namespace.
+TEST(Golden, CheckRefusesAnOpNamedLikeItsPackage) {
+  opgen_test::TempDir dir;
+  opgen_test::write_file(dir.path() / "package.yaml", "opgen: 1\npackage:\n  name: kit\n  torch_namespace: kit\n");
+  opgen_test::write_file(dir.path() / "kit.yaml",
+                         "opgen: 1\nname: kit\ninputs:\n  x: {dtype: f32, shape: [N]}\noutputs:\n"
+                         "  out: {dtype: f32, shape: [N]}\n");
+  const CommandResult r = run_command(opgen("check " + dir.path().string() + " --root " + dir.path().string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("kit.yaml: error: op 'kit' has the package's name (package.yaml); rename the op"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Golden, CheckExitsOneForABadSpec) {
   const CommandResult r = run_command(opgen("check " + repo("tests/bad_specs/unknown_top_level_key.yaml") +
                                             " --root " + repo("")));

@@ -108,8 +108,10 @@ def test_init_refuses_what_it_cannot_make(venv, tmp_path):
     out = run([opgen, "init", "taken"], tmp_path, env, expect=1)
     assert "taken exists and is not an empty folder" in out
     assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
+    (tmp_path / "afile").write_text("mine")
+    assert "afile exists and is not a folder" in run([opgen, "init", "afile"], tmp_path, env, expect=1)
     for name, why in (("Bad", "not a valid package name"), ("json", "would hide Python's standard module json"),
-                      ("class", "reserved")):
+                      ("class", "reserved"), ("pytest", "would hide the module pytest")):
         out = run([opgen, "init", "p", "--name", name], tmp_path, env, expect=1)
         assert why in out, out
     assert not (tmp_path / "p").exists()
