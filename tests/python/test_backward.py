@@ -351,6 +351,19 @@ def check_rotary_jax_gradients(rng, device, api_version):
                                                             is_neox=is_neox, api_version=api_version)[0] * tq).sum())(q)
         want = jax.grad(lambda q: (rotate_reference(jnp, q, positions, cache, is_neox) * tq).sum())(q)
         np.testing.assert_allclose(np.asarray(only_q), np.asarray(want), rtol=1e-5, atol=1e-5)
+    # Per example under vmap: a batch of calls, each with its own positions.
+    positions3 = jnp.stack([positions, positions[::-1], jnp.zeros_like(positions)])
+    q3, k3 = jnp.stack([q, 2 * q, -q]), jnp.stack([k, k[::-1], 3 * k])
+
+    def per_call(f):
+        return jax.vmap(jax.grad(lambda p, q, k: (f(p, q, k)[0] ** 2).sum() + (f(p, q, k)[1] ** 2).sum(),
+                                 argnums=(1, 2)))(positions3, q3, k3)
+
+    got = jax.jit(lambda: per_call(lambda p, q, k: jops.rotary_embedding(
+        p, q, cache, k, head_size=ROTARY["head_size"], api_version=api_version)))()
+    want = per_call(lambda p, q, k: tuple(rotate_reference(jnp, a, p, cache, True) for a in (q, k)))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("api_version", [4, 3])
@@ -432,6 +445,15 @@ def check_fused_jax_gradients(rng, device, api_version):
     want = jax.grad(loss(fused_reference), argnums=(0, 1, 2))(x, residual, weight)
     for got, ref in zip(ours, want):
         np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-4, atol=1e-4)
+    # Per example under vmap (each example a [5, 64] slice of the batch).
+    def per_example(f):
+        return jax.vmap(jax.grad(loss(f), argnums=(0, 1)), in_axes=(0, 0, None))
+
+    got = jax.jit(per_example(lambda *a: jops.fused_add_rms_norm(*a, eps=EPS, api_version=api_version)))(
+        x, residual, weight)
+    want = per_example(fused_reference)(x, residual, weight)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("api_version", [4, 3])
