@@ -68,11 +68,14 @@ def main():
             if mesh is many:
                 hlo = jitted.lower(*placed).compile().as_text()
                 found = [c for c in COLLECTIVES if c in hlo]
-            results.append(np.asarray(jax.device_get(jitted(*placed)), np.float32))
+            out = jitted(*placed)
+            results.append(np.asarray(jax.device_get(out), np.float32))
             times[mesh] = jax_us(jitted, placed, args.calls, args.rounds)
             del placed
+        # One device may sum in another order than n (attention's partitions follow its heads):
+        # within two units in the last place of the result's dtype, relative to its largest value.
         err = np.abs(results[0] - results[1]).max() / max(np.abs(results[0]).max(), 1e-30)
-        assert err < 1e-3, f"{name}: 1 and {n} GPUs disagree: {err:.3g}"
+        assert err <= max(1e-5, 2 * float(jnp.finfo(out.dtype).eps)), f"{name}: 1 and {n} GPUs disagree: {err:.3g}"
         print(f"| {name} | {times[one]:.0f} µs | {times[many]:.0f} µs | {times[one] / times[many]:.2f} "
               f"| {len(found)} {', '.join(found)} |", flush=True)
 

@@ -9,6 +9,7 @@ shard. Ops that are not batch-partitionable are replicated, and still right."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
@@ -140,8 +141,12 @@ def test_a_split_runs_on_each_device_s_part(rng, platform, op, split):
         want = list(want) if isinstance(want, tuple) else [want]
         for g, w, t in zip(got, want, op.outputs):
             if w is not None:
-                np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5,
-                                           atol=1e-5, err_msg=f"api_version {v}, output '{t.name}'")
+                # On GPUs the reference is the CPU body, and a CUDA body may sum in another order
+                # (attention's flash-decoding partitions follow the heads a device holds): two
+                # units in the last place of the output's dtype.
+                tol = 1e-5 if platform == "cpu" else max(1e-5, 2 * float(jnp.finfo(w.dtype).eps))
+                np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=tol,
+                                           atol=tol, err_msg=f"api_version {v}, output '{t.name}'")
 
 
 @pytest.mark.parametrize("op, split", SPLIT_CASES)
