@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "file_workers.h"
+#include "install_prefix.h"
 
 namespace {
 
@@ -31,11 +32,10 @@ constexpr const char* kDescription =
 // The templates beside an installed opgen (<prefix>/share/opgen/templates),
 // else those of the source tree it was built from.
 std::string default_templates_dir() {
+  const fs::path prefix = opgen::gen::install_prefix();
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "opgen" / "templates";
-    if (fs::is_directory(installed, ec)) return installed.string();
+  if (!prefix.empty() && fs::is_directory(prefix / "share" / "opgen" / "templates", ec)) {
+    return (prefix / "share" / "opgen" / "templates").string();
   }
   return OPGEN_DEFAULT_TEMPLATES_DIR;
 }
@@ -44,10 +44,10 @@ std::string default_templates_dir() {
 // wheel's site-packages/opgen, or a `cmake --install` prefix); "" when this
 // opgen runs from its build folder, which has none.
 std::string installed_cmake_dir() {
+  const fs::path prefix = opgen::gen::install_prefix();
+  if (prefix.empty()) return "";
+  const fs::path dir = prefix / "lib" / "cmake" / "opgen";
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  const fs::path dir = exe.parent_path().parent_path() / "lib" / "cmake" / "opgen";
   return fs::exists(dir / "opgenConfig.cmake", ec) ? dir.lexically_normal().string() : "";
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "install_prefix.h"
 #include "output_writer.h"
 #include "outputs.h"
 #include "template_data.h"
@@ -32,13 +33,11 @@ std::string choose_python_executable() {
     return p;
   }
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path dir = exe.parent_path();
-    for (int up = 0; up < 6 && dir.has_relative_path(); ++up, dir = dir.parent_path()) {
-      if (fs::exists(dir / "pyvenv.cfg", ec) && fs::exists(dir / "bin" / "python3", ec)) {
-        return (dir / "bin" / "python3").string();
-      }
+  // From bin/ of a `cmake --install` prefix up to site-packages/opgen/bin of a wheel.
+  fs::path dir = install_prefix();
+  for (int up = 0; up < 5 && dir.has_relative_path(); ++up, dir = dir.parent_path()) {
+    if (fs::exists(dir / "pyvenv.cfg", ec) && fs::exists(dir / "bin" / "python3", ec)) {
+      return (dir / "bin" / "python3").string();
     }
   }
   if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv) {
@@ -90,11 +89,10 @@ void check_same_installation(const std::string& python) {
 // opgen_render, the Python half of the renderer: beside an installed opgen
 // (<prefix>/share/opgen/python), else in the source tree it was built from.
 std::string render_python_dir() {
+  const std::filesystem::path prefix = install_prefix();
   std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const auto installed = exe.parent_path().parent_path() / "share" / "opgen" / "python";
-    if (std::filesystem::is_directory(installed / "opgen_render", ec)) return installed.string();
+  if (!prefix.empty() && std::filesystem::is_directory(prefix / "share" / "opgen" / "python" / "opgen_render", ec)) {
+    return (prefix / "share" / "opgen" / "python").string();
   }
   return OPGEN_DEFAULT_RENDER_DIR;
 }
