@@ -1,17 +1,22 @@
 // CUDA body of paged_attention_decode: flash-decoding. Each sequence's context
-// is cut into partitions of kPartition tokens; one block per (sequence, kv
-// head, partition) computes the logits of the partition for the group of
-// query heads that share the kv head, their softmax, and the weighted sum of
-// the values, so that the keys and values are read once per group. A sequence
-// of one partition writes `out` directly; longer ones leave each partition's
-// normalised output, largest logit and sum in the workspace, and a second
-// kernel combines them.
+// is cut into partitions; one block per (sequence, kv head, chunk of the query
+// heads that share it, partition) computes the partition's logits for those
+// heads, their softmax and the weighted sum of the values, so that the keys and
+// values are read once per chunk. A sequence of one partition writes `out`
+// directly; longer ones leave each partition's normalised output, largest
+// logit and sum in the workspace, and a second kernel combines them.
 //
-// A warp reads kRows key or value rows per load (RowTiling: each lane 16
-// bytes or more of a row, opgen::kernels::load_vec, vector loads where the
-// caches are 16-byte aligned, which makes every row aligned since
-// Dh*sizeof(T) is a multiple of 128), kUnroll loads in flight; the lanes of a
-// row add their parts of a dot product with shuffles.
+// Two kernels compute a partition:
+// - attend_partition_mma, for f16 and bf16 caches at 16-byte aligned
+//   addresses (what vLLM and XLA allocate): tiles of 16 tokens are copied
+//   into shared memory asynchronously (cp.async, a ring of stages per warp)
+//   and multiplied on the tensor cores, up to 8 query heads at a time
+//   (mma.m16n8k16 with the tokens as M and the heads as N), so that a token
+//   costs a few instructions and the kernel streams at memory speed.
+// - attend_partition, for f32 caches and unaligned ones: CUDA cores, a warp
+//   reading kRows rows per load (RowTiling: each lane 16 bytes or more of a
+//   row), the lanes of a row adding their parts of a dot product with
+//   shuffles.
 #include <cstdint>
 #include <string>
 
@@ -19,14 +24,274 @@
 
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
+#include "opgen/warp_mma.h"
 #include "opgen_ops/paged_attention_decode.h"
 
 namespace opgen_ops::paged_attention_decode {
 namespace {
 
-constexpr int kPartition = 256;  // tokens per partition: the 256 of the spec's workspace shapes
+constexpr int kPartition = 256;  // tokens per partition of the spec's workspace shapes
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
+__device__ __forceinline__ float nan_value() { return __int_as_float(0x7fc00000); }
+
+// Partitions per head in the workspace (its third dimension), at least one: a
+// cache of no tokens still has a partition that writes zeros or NaN.
+template <typename T>
+__host__ __device__ int64_t workspace_partitions(const Args<T>& args) {
+  const int64_t p = (args.MB * args.BS + kPartition - 1) / kPartition;
+  return p > 0 ? p : 1;
+}
+
+// What one block computes: sequence s, kv head kvh, query heads [h0, h0 +
+// heads) of its group (chunk blockIdx.x % chunks of kGroup heads), tokens [t0,
+// t0 + n) of the context (partition blockIdx.y of partition_tokens tokens).
+struct Work {
+  int64_t s, kvh, h0, partition, t0, context, partitions;
+  int heads, n;
+  bool context_ok;
+  bool idle;  // the partition lies past the context
+};
+
+template <int kGroup, typename T>
+__device__ Work work_of(const Args<T>& args, int64_t chunks, int partition_tokens) {
+  Work w;
+  w.s = blockIdx.x / (args.KVH * chunks);
+  w.kvh = blockIdx.x / chunks % args.KVH;
+  const int64_t chunk = blockIdx.x % chunks, group = args.H / args.KVH;
+  w.h0 = w.kvh * group + chunk * kGroup;
+  w.heads = static_cast<int>(group - chunk * kGroup < kGroup ? group - chunk * kGroup : kGroup);
+  w.partition = blockIdx.y;
+  w.t0 = w.partition * partition_tokens;
+  w.context = args.context_lens[w.s];
+  w.context_ok = args.context_lens_in_range(w.context);
+  w.partitions = w.context_ok ? (w.context + partition_tokens - 1) / partition_tokens : 1;
+  w.idle = w.partition >= (w.partitions > 0 ? w.partitions : 1);
+  w.n = static_cast<int>(w.context - w.t0 < partition_tokens ? w.context - w.t0 : partition_tokens);
+  return w;
+}
+
+// An empty context gets zeros and one out of range NaN, as the spec says;
+// returns whether that is the case (the block has nothing else to do).
+template <int Dh, typename T>
+__device__ bool wrote_a_context_without_tokens(const Args<T>& args, const Work& w) {
+  if (w.context_ok && w.context > 0) return false;
+  const float v = w.context_ok ? 0.f : nan_value();
+  for (int i = threadIdx.x; i < w.heads * Dh; i += blockDim.x) {
+    opgen::kernels::store(args.out + (w.s * args.H + w.h0) * Dh, i, v);
+  }
+  return true;
+}
+
+// Reads the partition's block ids into block_ids, checked once: every row
+// address comes from shared memory instead of a dependent global load. Where
+// one is outside the cache, the heads get NaN (the workspace's largest logit
+// too, which the combining kernel turns into NaN) and it returns true.
+template <int Dh, typename T>
+__device__ bool met_a_bad_block(const Args<T>& args, const Work& w, int64_t P, int* block_ids) {
+  bool bad = false;
+  for (int j = threadIdx.x; j < (w.n + args.BS - 1) / args.BS; j += blockDim.x) {
+    const int64_t id = args.block_tables[w.s * args.MB + w.t0 / args.BS + j];
+    bad |= !args.block_tables_in_range(id);
+    block_ids[j] = static_cast<int>(id);
+  }
+  if (!__syncthreads_or(bad)) return false;
+  for (int i = threadIdx.x; i < w.heads * Dh; i += blockDim.x) {
+    opgen::kernels::store(args.out + (w.s * args.H + w.h0) * Dh, i, nan_value());
+  }
+  if (w.partitions > 1) {
+    for (int g = threadIdx.x; g < w.heads; g += blockDim.x) args.partial_max[(w.s * args.H + w.h0 + g) * P + w.partition] = nan_value();
+  }
+  return true;
+}
+
+// The partition's result for element d of head h0 + g: its softmax-weighted
+// sum o, and the largest logit and sum of exponentials it was normalised by.
+template <int Dh, typename T>
+__device__ void store_result(const Args<T>& args, const Work& w, int64_t P, int g, int d, float o, float largest,
+                             float sum) {
+  if (w.partitions == 1) {
+    opgen::kernels::store(args.out + (w.s * args.H + w.h0 + g) * Dh, d, o);
+    return;
+  }
+  const int64_t slot = (w.s * args.H + w.h0 + g) * P + w.partition;
+  args.partial_out[slot * Dh + d] = o;
+  if (d == 0) {
+    args.partial_max[slot] = largest;
+    args.partial_sum[slot] = sum;
+  }
+}
+
+// --- tensor cores (f16, bf16) ---------------------------------------------------------------
+
+constexpr int kTile = 16;                    // tokens per tile: the M of mma.m16n8k16
+constexpr int kMmaGroup = 8;                 // query heads per block: its N
+constexpr int kMaxPartitionTokens = 2048;    // the block ids a block keeps in shared memory
+// Tiles in each warp's ring: one in flight while the warp works on the
+// other. Three or four measured no faster on the H100 and hold more shared
+// memory, so fewer blocks fit an SM.
+constexpr int kMmaStages = 2;
+
+// Shared memory of attend_partition_mma: kMmaStages tiles of keys and values per
+// warp, reused at the end for the warps' partial sums.
+template <int Dh>
+constexpr int kMergePitch = Dh + 4;  // floats per head: lanes 2c heads apart fall in different banks
+template <int Dh>
+constexpr int mma_shared_bytes() {
+  const int ring = kWarps * kMmaStages * 2 * kTile * Dh * 2;
+  const int merge = kWarps * kMmaGroup * kMergePitch<Dh> * 4;
+  return ring > merge ? ring : merge;
+}
+
+template <typename T, int Dh>
+__global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T> args, int64_t chunks, int partition_tokens) {
+  using namespace opgen::kernels;
+  constexpr int kRowPieces = Dh * 2 / 16;          // 16-byte pieces of a cache row
+  constexpr int kTilePieces = kTile * kRowPieces;  // of one cache's tile
+  static_assert(kRowPieces % 8 == 0 && kTilePieces % 32 == 0, "the swizzle permutes 8 pieces");
+  extern __shared__ uint4 staged[];  // [kWarps][kMmaStages][keys, values][kTilePieces]
+  __shared__ int block_ids[kMaxPartitionTokens / 16];
+  __shared__ float warp_max[kWarps][kMmaGroup], warp_sum[kWarps][kMmaGroup];
+  const int64_t P = workspace_partitions(args);
+  const Work w = work_of<kMmaGroup>(args, chunks, partition_tokens);
+  if (w.idle || wrote_a_context_without_tokens<Dh>(args, w) || met_a_bad_block<Dh>(args, w, P, block_ids)) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;       // the fragment row and column pair of the lane (warp_mma.h)
+  const int quad = lane / 8, r8 = lane % 8;   // the tile and row whose address the lane gives ldmatrix
+
+  // The block's query heads as B fragments (k: the head dimension, n: the
+  // head), zero past its heads.
+  uint32_t query[Dh / 16][2];
+  const T* q = args.query + (w.s * args.H + w.h0 + g) * Dh;
+#pragma unroll
+  for (int kt = 0; kt < Dh / 16; ++kt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int d = kt * 16 + 2 * c + 8 * half;
+      query[kt][half] = g < w.heads ? uint32_t{q[d].bits} | uint32_t{q[d + 1].bits} << 16 : 0u;
+    }
+  }
+
+  // Warp `warp` takes tiles warp, warp + kWarps, ...: the block reads the
+  // partition front to back. Its ring holds kMmaStages tiles in flight; a tile's
+  // rows are stored with their 16-byte pieces permuted (piece ^ row % 8) so
+  // that ldmatrix's eight rows of one column fall in different banks.
+  const int tiles = (w.n + kTile - 1) / kTile;
+  const int mine = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
+  uint4* ring = staged + warp * kMmaStages * 2 * kTilePieces;
+  const auto swizzled = [](int row, int piece) { return row * kRowPieces + (piece ^ (row & 7)); };
+  const int64_t row_stride = args.KVH * Dh;  // elements from one token of a block to the next
+  const auto issue = [&](int k) {
+    if (k < mine) {
+      const int first = (k * kWarps + warp) * kTile;  // a tile lies in one block: BS is a multiple of 16
+      const int64_t base = (int64_t{block_ids[first / args.BS]} * args.BS + first % args.BS) * row_stride + w.kvh * Dh;
+      uint4* keys = ring + k % kMmaStages * 2 * kTilePieces;
+#pragma unroll
+      for (int i = 0; i < kTilePieces / 32; ++i) {
+        const int piece = i * 32 + lane, row = piece / kRowPieces, column = piece % kRowPieces;
+        const int64_t at = base + row * row_stride + column * 8;
+        const bool valid = first + row < w.n;  // rows past the context: zeros, never read
+        cp_async_16(keys + swizzled(row, column), args.key_cache + at, valid);
+        cp_async_16(keys + kTilePieces + swizzled(row, column), args.value_cache + at, valid);
+      }
+    }
+    cp_async_commit();  // an empty group past the last tile keeps the count of groups regular
+  };
+
+  // One pass with an online softmax, in base 2 (exp2 is one instruction):
+  // per head, the largest logit m so far, the lane's part of the sum l of
+  // exp2(logit - m), and the weighted sum of the values, transposed
+  // (acc[mt]: rows mt*16 + g and + 8 of the head dimension, heads 2c, 2c+1).
+  const float log2_scale = args.scale * 1.4426950408889634f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, acc[Dh / 16][4] = {};
+#pragma unroll
+  for (int k = 0; k < kMmaStages - 1; ++k) issue(k);
+  for (int k = 0; k < mine; ++k) {
+    issue(k + kMmaStages - 1);
+    cp_async_wait<kMmaStages - 1>();
+    __syncwarp();  // the tile's pieces, copied by every lane, are visible to all
+    const uint4* keys = ring + k % kMmaStages * 2 * kTilePieces;
+    const uint4* values = keys + kTilePieces;
+    // The logits, transposed: s[i] for token g + 8 * (i / 2) of the tile and head 2c + i % 2.
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int kt = 0; kt < Dh / 16; ++kt) {
+      uint32_t a[4];
+      ldmatrix_x4(a, keys + swizzled(r8 + 8 * (quad % 2), 2 * kt + quad / 2));
+      mma_16x8x16<T>(s, a, query[kt]);
+    }
+    const int first = (k * kWarps + warp) * kTile;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i] = first + g + 8 * (i / 2) < w.n ? s[i] * log2_scale : -INFINITY;
+    float p[4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float top = fmaxf(s[h], s[h + 2]);  // finite: the tile's first token is in the context
+#pragma unroll
+      for (int offset = 4; offset < 32; offset *= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+      const float grown = fmaxf(m[h], top), rescale = exp2f(m[h] - grown);  // 0 while m is -inf
+      m[h] = grown;
+      p[h] = exp2f(s[h] - grown);
+      p[h + 2] = exp2f(s[h + 2] - grown);
+      l[h] = l[h] * rescale + p[h] + p[h + 2];
+#pragma unroll
+      for (int mt = 0; mt < Dh / 16; ++mt) {
+        acc[mt][h] *= rescale;
+        acc[mt][h + 2] *= rescale;
+      }
+    }
+    // The weights as the B fragment of values^T * weights^T: the accumulator
+    // layout of s transposed, 8x8 tile by tile.
+    const uint32_t weights[2] = {movmatrix_trans(pack_pair<T>(p[0], p[1])), movmatrix_trans(pack_pair<T>(p[2], p[3]))};
+#pragma unroll
+    for (int mt = 0; mt < Dh / 16; ++mt) {
+      uint32_t a[4];
+      ldmatrix_x4_trans(a, values + swizzled(r8 + 8 * (quad / 2), 2 * mt + quad % 2));
+      mma_16x8x16<T>(acc[mt], a, weights);
+    }
+    __syncwarp();  // every lane has read the stage before the next issue overwrites it
+  }
+
+  // Merge the warps: each scales its sums to the block's largest logit per
+  // head and leaves them in shared memory, then every element adds the warps'
+  // parts in one order.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int offset = 4; offset < 32; offset *= 2) l[h] += __shfl_xor_sync(0xffffffffu, l[h], offset);
+    if (g == 0) warp_max[warp][2 * c + h] = m[h];
+  }
+  __syncthreads();  // also: no warp reads its ring any more
+  float* merged = reinterpret_cast<float*>(staged);  // [kWarps][kMmaGroup][kMergePitch]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float largest = -INFINITY;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) largest = fmaxf(largest, warp_max[v][2 * c + h]);
+    const float weight = m[h] == -INFINITY ? 0.f : exp2f(m[h] - largest);  // a warp without tiles adds nothing
+    float* head = merged + (warp * kMmaGroup + 2 * c + h) * kMergePitch<Dh>;
+#pragma unroll
+    for (int mt = 0; mt < Dh / 16; ++mt) {
+      head[mt * 16 + g] = acc[mt][h] * weight;
+      head[mt * 16 + g + 8] = acc[mt][h + 2] * weight;
+    }
+    if (g == 0) warp_sum[warp][2 * c + h] = l[h] * weight;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < w.heads * Dh; i += kThreads) {
+    const int h = i / Dh, d = i % Dh;
+    float o = 0.f, sum = 0.f, largest = -INFINITY;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) {
+      o += merged[(v * kMmaGroup + h) * kMergePitch<Dh> + d];
+      sum += warp_sum[v][h];
+      largest = fmaxf(largest, warp_max[v][h]);
+    }
+    store_result<Dh>(args, w, P, h, d, o / sum, largest * 0.6931471805599453f, sum);  // the logit, in base e
+  }
+}
+
+// --- CUDA cores (f32, or caches that are not 16-byte aligned) ------------------------------
 
 // How a warp reads rows of Dh elements: each lane loads kE consecutive
 // elements (16 bytes or more), kL lanes cover a row, and a warp covers kRows
@@ -47,8 +312,7 @@ __device__ __forceinline__ float row_sum(float v) {
   return v;
 }
 
-// One block: sequence s, kv head kvh, query heads [h0, h0 + heads) of its
-// group (heads <= kGroup), partition blockIdx.y.
+// Partitions of kPartition tokens, kGroup <= 8 query heads per block.
 template <typename T, int Dh, int kGroup>
 __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
   using Tiling = RowTiling<T, Dh>;
@@ -60,66 +324,32 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
   constexpr int kStageBytes = 2 * kUnroll * 32 * kE * int(sizeof(T));
   constexpr int kStages = 8192 / kStageBytes > 1 ? 8192 / kStageBytes : 1;
   constexpr int kSweep = kWarps * kRows * kUnroll;  // tokens the block reads per sweep
-  const int64_t s = blockIdx.x / (args.KVH * chunks);
-  const int64_t kvh = blockIdx.x / chunks % args.KVH, chunk = blockIdx.x % chunks;
-  const int64_t group = args.H / args.KVH, h0 = kvh * group + chunk * kGroup;
-  const int heads = static_cast<int>(group - chunk * kGroup < kGroup ? group - chunk * kGroup : kGroup);
-  const int64_t partition = blockIdx.y, P = (args.MB * args.BS + kPartition - 1) / kPartition;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int sub = lane / kL, column = (lane % kL) * kE;  // the lane's row of the warp's kRows, its first element
-  const int64_t context = args.context_lens[s];
-  const bool context_ok = args.context_lens_in_range(context);
-  const int64_t partitions = context_ok ? (context + kPartition - 1) / kPartition : 1;
-  if (partition >= (partitions > 0 ? partitions : 1)) return;
-  T* out = args.out + (s * args.H + h0) * Dh;
-  if (!context_ok || context == 0) {  // NaN or zeros, as the spec says
-    const float v = context_ok ? 0.f : __int_as_float(0x7fc00000);
-    for (int i = threadIdx.x; i < heads * Dh; i += kThreads) opgen::kernels::store(out, i, v);
-    return;
-  }
-  const int64_t t0 = partition * kPartition;
-  const int n = static_cast<int>(context - t0 < kPartition ? context - t0 : kPartition);
-
   __shared__ float sums[kGroup][Dh];  // the weighted sum of the values
   __shared__ float head_max[kGroup], head_sum[kGroup], warp_max_of[kWarps][kGroup];
   __shared__ int block_ids[kPartition / 16];  // the partition's blocks (BS >= 16 divides kPartition)
   __shared__ int64_t offsets[kPartition];     // each token's element offset in the caches, for kv head kvh
-  __shared__ int bad_block;
-  if (threadIdx.x == 0) bad_block = 0;
+  const int64_t P = workspace_partitions(args);
+  const Work w = work_of<kGroup>(args, chunks, kPartition);
+  if (w.idle || wrote_a_context_without_tokens<Dh>(args, w)) return;
+  const int n = w.n, heads = w.heads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int sub = lane / kL, column = (lane % kL) * kE;  // the lane's row of the warp's kRows, its first element
   for (int i = threadIdx.x; i < kGroup * Dh; i += kThreads) (&sums[0][0])[i] = 0.f;
   if (threadIdx.x < kGroup) head_sum[threadIdx.x] = 0.f;
-  __syncthreads();
-  // The block ids, read and checked once: every row address below comes from
-  // shared memory instead of a dependent global load.
-  for (int j = threadIdx.x; j < (n + args.BS - 1) / args.BS; j += kThreads) {
-    const int64_t id = args.block_tables[s * args.MB + t0 / args.BS + j];
-    if (!args.block_tables_in_range(id)) bad_block = 1;
-    block_ids[j] = static_cast<int>(id);
-  }
+  if (met_a_bad_block<Dh>(args, w, P, block_ids)) return;  // its barrier also publishes the zeros above
 
   float q[kGroup][kE];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
     for (int e = 0; e < kE; ++e) {
-      q[g][e] = g < heads ? opgen::kernels::load(args.query + (s * args.H + h0 + g) * Dh, column + e) * args.scale : 0.f;
+      q[g][e] = g < heads ? opgen::kernels::load(args.query + (w.s * args.H + w.h0 + g) * Dh, column + e) * args.scale : 0.f;
     }
-  }
-  __syncthreads();
-
-  if (bad_block) {  // a block id outside the cache: NaN, as the spec says
-    for (int i = threadIdx.x; i < heads * Dh; i += kThreads) opgen::kernels::store(out, i, __int_as_float(0x7fc00000));
-    if (partitions > 1) {
-      for (int g = threadIdx.x; g < heads; g += kThreads) {
-        args.partial_max[((s * args.H + h0 + g) * P + partition)] = __int_as_float(0x7fc00000);
-      }
-    }
-    return;
   }
   // Each token's row, once per block (a division by BS per token, not per
   // lane and load).
   for (int i = threadIdx.x; i < n; i += kThreads) {
-    offsets[i] = ((int64_t{block_ids[i / args.BS]} * args.BS + i % args.BS) * args.KVH + kvh) * Dh;
+    offsets[i] = ((int64_t{block_ids[i / args.BS]} * args.BS + i % args.BS) * args.KVH + w.kvh) * Dh;
   }
   __syncthreads();
 
@@ -274,29 +504,21 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
   __syncthreads();
   for (int i = threadIdx.x; i < heads * Dh; i += kThreads) {
     const int g = i / Dh, d = i % Dh;
-    const float o = sums[g][d] / head_sum[g];
-    if (partitions == 1) {
-      opgen::kernels::store(out, i, o);
-    } else {
-      const int64_t slot = (s * args.H + h0 + g) * P + partition;
-      args.partial_out[slot * Dh + d] = o;
-      if (d == 0) {
-        args.partial_max[slot] = head_max[g];
-        args.partial_sum[slot] = head_sum[g];
-      }
-    }
+    store_result<Dh>(args, w, P, g, d, sums[g][d] / head_sum[g], head_max[g], head_sum[g]);
   }
 }
+
+// --- combining the partitions ----------------------------------------------------------------
 
 // One block per (sequence, head) of more than one partition: the partitions'
 // outputs weighted by their share of the softmax's sum. A NaN largest logit
 // (a partition that met a bad block id) makes the head NaN.
 template <typename T, int Dh>
-__global__ void __launch_bounds__(Dh) combine_partitions(Args<T> args) {
-  const int64_t s = blockIdx.x / args.H, P = (args.MB * args.BS + kPartition - 1) / kPartition;
+__global__ void __launch_bounds__(Dh) combine_partitions(Args<T> args, int partition_tokens) {
+  const int64_t s = blockIdx.x / args.H, P = workspace_partitions(args);
   const int64_t context = args.context_lens[s];
-  if (!args.context_lens_in_range(context) || context <= kPartition) return;  // written by attend_partition
-  const int64_t partitions = (context + kPartition - 1) / kPartition;
+  if (!args.context_lens_in_range(context) || context <= partition_tokens) return;  // written by the attention
+  const int64_t partitions = (context + partition_tokens - 1) / partition_tokens;
   const int64_t first = blockIdx.x * P;  // (s * H + h) * P
   float largest = -INFINITY;
   bool bad = false;
@@ -311,27 +533,82 @@ __global__ void __launch_bounds__(Dh) combine_partitions(Args<T> args) {
     total += w;
     o += w * args.partial_out[(first + p) * Dh + threadIdx.x];
   }
-  opgen::kernels::store(args.out + blockIdx.x * Dh, threadIdx.x, bad ? __int_as_float(0x7fc00000) : o / total);
+  opgen::kernels::store(args.out + blockIdx.x * Dh, threadIdx.x, bad ? nan_value() : o / total);
+}
+
+// Tokens per partition of the tensor-core kernel: the workspace's 256,
+// doubled while the grid keeps half as many blocks as the GPU holds at once.
+// Longer partitions pay the prologue, the merge of the warps and the
+// combining kernel less often, and on the H100 they win even where fewer
+// blocks than the GPU holds remain (bench/RESULTS.md).
+int mma_partition_tokens(int64_t blocks, int64_t max_context, int blocks_per_sm) {
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int tokens = kPartition;
+  while (2 * tokens <= kMaxPartitionTokens && tokens < max_context &&
+         2 * blocks * ((max_context + 2 * tokens - 1) / (2 * tokens)) >= int64_t{sms} * blocks_per_sm) {
+    tokens *= 2;
+  }
+  return tokens;
+}
+
+template <typename T>
+opgen::Status too_large(const Args<T>& args) {
+  return opgen::Status::InvalidArgument("paged_attention_decode: " + std::to_string(args.S) + " sequences of up to " +
+                                        std::to_string(args.MB * args.BS) + " tokens exceed the CUDA grid");
+}
+
+template <typename T, int Dh>
+opgen::Status launch_mma(cudaStream_t stream, const Args<T>& args, int* partition_tokens) {
+  const int64_t chunks = (args.H / args.KVH + kMmaGroup - 1) / kMmaGroup, blocks = args.S * args.KVH * chunks;
+  constexpr int kBytes = mma_shared_bytes<Dh>();
+  const auto kernel = attend_partition_mma<T, Dh>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes); e != cudaSuccess) {
+    return opgen::cuda_status(e, "paged_attention_decode: shared memory of attend_partition_mma");
+  }
+  static const int per_sm = [&] {  // blocks an SM holds at once (shared memory bounds them)
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, kBytes) == cudaSuccess && n > 0 ? n : 1;
+  }();
+  *partition_tokens = mma_partition_tokens(blocks, args.MB * args.BS, per_sm);
+  const int64_t grid_y = (args.MB * args.BS + *partition_tokens - 1) / *partition_tokens;
+  if (blocks > 0x7fffffff || grid_y > 65535) return too_large(args);
+  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(grid_y > 0 ? grid_y : 1)), kThreads, kBytes, stream>>>(
+      args, chunks, *partition_tokens);
+  return opgen::cuda_launch_status("attend_partition_mma");
 }
 
 template <typename T, int Dh, int kGroup>
-opgen::Status launch(cudaStream_t stream, const Args<T>& args) {
-  const int64_t group = args.H / args.KVH, chunks = (group + kGroup - 1) / kGroup;
-  // At least one partition: a cache of no tokens still writes zeros or NaN.
-  const int64_t P = (args.MB * args.BS + kPartition - 1) / kPartition > 0 ? (args.MB * args.BS + kPartition - 1) / kPartition : 1;
-  const int64_t blocks = args.S * args.KVH * chunks;
-  if (blocks > 0x7fffffff || P > 65535) {
-    return opgen::Status::InvalidArgument("paged_attention_decode: " + std::to_string(args.S) + " sequences of up to " +
-                                          std::to_string(args.MB * args.BS) + " tokens exceed the CUDA grid");
-  }
-  const bool aligned = (reinterpret_cast<uintptr_t>(args.key_cache) | reinterpret_cast<uintptr_t>(args.value_cache)) % 16 == 0;
+opgen::Status launch_cuda_cores(cudaStream_t stream, const Args<T>& args, int64_t P, bool aligned) {
+  const int64_t chunks = (args.H / args.KVH + kGroup - 1) / kGroup, blocks = args.S * args.KVH * chunks;
+  if (blocks > 0x7fffffff || P > 65535) return too_large(args);
   attend_partition<T, Dh, kGroup><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(P)), kThreads, 0, stream>>>(
       args, chunks, aligned);
-  if (opgen::Status st = opgen::cuda_launch_status("attend_partition"); !st.ok() || P == 1) return st;  // no sequence has two partitions
+  return opgen::cuda_launch_status("attend_partition");
+}
+
+template <typename T, int Dh>
+opgen::Status launch(cudaStream_t stream, const Args<T>& args) {
+  const int64_t P = workspace_partitions(args);
+  const bool aligned = (reinterpret_cast<uintptr_t>(args.key_cache) | reinterpret_cast<uintptr_t>(args.value_cache)) % 16 == 0;
+  int partition_tokens = kPartition;
+  const opgen::Status attended = [&] {
+    if constexpr (sizeof(T) == 2) {
+      if (aligned) return launch_mma<T, Dh>(stream, args, &partition_tokens);
+    }
+    // Query heads per block: registers hold kGroup heads of the query and of
+    // the sums, so a small group gets a small kGroup.
+    const int64_t group = args.H / args.KVH;
+    if (group == 1) return launch_cuda_cores<T, Dh, 1>(stream, args, P, aligned);
+    if (group <= 4) return launch_cuda_cores<T, Dh, 4>(stream, args, P, aligned);
+    return launch_cuda_cores<T, Dh, 8>(stream, args, P, aligned);
+  }();
+  if (!attended.ok() || args.MB * args.BS <= partition_tokens) return attended;  // no sequence has two partitions
   if (args.S * args.H > 0x7fffffff) {
     return opgen::Status::InvalidArgument("paged_attention_decode: too many sequence heads for the CUDA grid");
   }
-  combine_partitions<T, Dh><<<static_cast<unsigned>(args.S * args.H), Dh, 0, stream>>>(args);
+  combine_partitions<T, Dh><<<static_cast<unsigned>(args.S * args.H), Dh, 0, stream>>>(args, partition_tokens);
   return opgen::cuda_launch_status("combine_partitions");
 }
 
@@ -339,15 +616,7 @@ opgen::Status launch(cudaStream_t stream, const Args<T>& args) {
 
 template <typename T>
 opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
-  const int64_t group = args.H / args.KVH;
-  return with_Dh(args.Dh, [&](auto dh) {
-    constexpr int kDh = static_cast<int>(decltype(dh)::value);
-    // Query heads per block: registers hold kGroup heads of the query and of
-    // the sums, so a small group gets a small kGroup.
-    if (group == 1) return launch<T, kDh, 1>(stream, args);
-    if (group <= 4) return launch<T, kDh, 4>(stream, args);
-    return launch<T, kDh, 8>(stream, args);
-  });
+  return with_Dh(args.Dh, [&](auto dh) { return launch<T, static_cast<int>(decltype(dh)::value)>(stream, args); });
 }
 
 }  // namespace opgen_ops::paged_attention_decode

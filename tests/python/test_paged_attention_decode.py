@@ -2,8 +2,10 @@
 float64 gather-and-softmax reference through JAX and PyTorch, grouped-query
 heads, every head size and block size the spec allows, empty contexts, and
 the documented answer (NaN for that sequence alone) to a context length or a
-block id out of range. On a GPU, contexts of several 512-token partitions
-exercise the CUDA body's split and combine; skipped without one."""
+block id out of range. On a GPU, contexts of several partitions exercise
+the CUDA body's split and combine, in its tensor-core kernel (f16 and bf16
+caches at aligned addresses) and its CUDA-core kernel (f32, or unaligned
+caches); skipped without one."""
 
 import jax
 import ml_dtypes
@@ -126,7 +128,7 @@ needs_jax_gpu = pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to 
 @pytest.mark.parametrize("dh", [64, 128, 256])
 @pytest.mark.parametrize("heads, kv_heads", GROUPS)
 def test_jax_cuda_long_contexts_split_into_partitions(rng, dtype, dh, heads, kv_heads):
-    # Up to 40 blocks of 32 tokens: contexts of up to 3 partitions of 512.
+    # Up to 40 blocks of 32 tokens: contexts of up to 5 partitions of 256.
     p = problem(rng, dtype, seqs=3, heads=heads, kv_heads=kv_heads, dh=dh, bs=32, max_blocks=40)
     for api_version in (4, 3):
         check(jax_call(p, gpu_devices()[0], api_version), p, dtype)
@@ -137,6 +139,24 @@ def test_jax_cuda_long_contexts_split_into_partitions(rng, dtype, dh, heads, kv_
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_torch_cuda_long_contexts_split_into_partitions(rng, bs, dtype):
     p = problem(rng, dtype, seqs=5, heads=8, kv_heads=1, dh=128, bs=bs, max_blocks=2048 // bs + 5)
+    check(torch_call(p, "cuda"), p, dtype)
+
+
+@needs_torch_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_cuda_wide_tables_take_longer_partitions(rng, dtype):
+    """Block tables 16384 tokens wide: enough blocks of work for the tensor-core
+    kernel to cut contexts into partitions longer than the workspace's 256
+    tokens (2048 on an H100), here one to three of them. Table entries repeat
+    blocks, as sequences that share a prefix do."""
+    seqs, heads, kv_heads, dh, bs, max_blocks, blocks = 8, 16, 8, 128, 16, 1024, 64
+    query = rng.standard_normal((seqs, heads, dh)).astype(DTYPES[dtype])
+    key_cache = rng.standard_normal((blocks, bs, kv_heads, dh)).astype(DTYPES[dtype])
+    value_cache = rng.standard_normal((blocks, bs, kv_heads, dh)).astype(DTYPES[dtype])
+    tables = rng.integers(0, blocks, (seqs, max_blocks)).astype(np.int32)
+    lens = rng.integers(1, 6500, seqs).astype(np.int32)
+    lens[:3] = [2048, 2049, 6144]  # one partition, one token into the second, three whole ones
+    p = (query, key_cache, value_cache, tables, lens, 1.0 / np.sqrt(dh))
     check(torch_call(p, "cuda"), p, dtype)
 
 
@@ -154,17 +174,18 @@ def test_torch_cuda_caches_that_are_not_16_byte_aligned(rng):
 
 
 @needs_torch_cuda
-def test_torch_cuda_indices_out_of_range_give_nan_for_that_sequence_alone(rng):
-    p = out_of_range(rng, "float32")
-    check_out_of_range(torch_call(p, "cuda"), p, "float32")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])  # the CUDA-core kernel and the tensor-core one
+def test_torch_cuda_indices_out_of_range_give_nan_for_that_sequence_alone(rng, dtype):
+    p = out_of_range(rng, dtype)
+    check_out_of_range(torch_call(p, "cuda"), p, dtype)
     # Long contexts: the bad block id sits in the second of three partitions.
-    query, key_cache, value_cache, tables, lens, scale = problem(rng, "float32", seqs=3, bs=16, max_blocks=96)
+    query, key_cache, value_cache, tables, lens, scale = problem(rng, dtype, seqs=3, bs=16, max_blocks=96)
     lens[:] = 96 * 16
     tables[1, 40] = key_cache.shape[0]
     got = as_float64(torch_call((query, key_cache, value_cache, tables, lens, scale), "cuda"))
     assert np.isnan(got[1]).all()
     want = ref.paged_attention_decode(query, key_cache, value_cache, tables, lens, scale)
-    assert ref.relative_error(got[[0, 2]], want[[0, 2]]) < ref.TOLERANCE["float32"]
+    assert ref.relative_error(got[[0, 2]], want[[0, 2]]) < ref.TOLERANCE[dtype]
 
 
 def test_torch_compile_fullgraph_matches_the_reference(rng):
