@@ -1,6 +1,11 @@
 """Timing helpers the GPU benchmarks share: the time per call of a PyTorch
 or JAX function (median over rounds of back-to-back calls) and a device
-copy's bandwidth, the yardstick of the memory roofline."""
+copy's bandwidth, the yardstick of the memory roofline.
+
+Back-to-back eager calls measure the slower of the GPU and the host: a call
+that moves little data costs its framework's dispatch (tens of µs on the
+device machine's host). torch_graph_us and jax_chained_us take the host out:
+CUDA-graph replays, and a chain of calls compiled into one XLA program."""
 
 import statistics
 import time
@@ -23,6 +28,44 @@ def torch_us(fn, calls, rounds):
         torch.cuda.synchronize()
         samples.append(start.elapsed_time(end) * 1e3 / calls)
     return statistics.median(samples)
+
+
+def torch_graph_us(fn, calls, rounds):
+    """Microseconds per call of `fn`, `calls` calls captured in one CUDA graph
+    and replayed (the GPU's time, without the host's dispatch)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # warm-up outside the capture (lazy initialisation, allocator pools)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(samples)
+
+
+def jax_chained_us(fn, x, rest, calls, rounds):
+    """Microseconds per call of `fn(x, *rest)` (its result shaped as x), as
+    `calls` calls in one jitted program, each one's x nudged by the previous
+    result so that XLA can neither merge nor drop them: the device's time
+    plus one dispatch shared by all."""
+    def chain(x, *rest):
+        out = fn(x, *rest)
+        for _ in range(calls - 1):
+            out = fn(x + out * 1e-3, *rest)
+        return out
+    return jax_us(jax.jit(chain), (x, *rest), 1, rounds) / calls
 
 
 def jax_us(fn, args, calls, rounds):
