@@ -1,5 +1,6 @@
 """One rank of test_dtensor.py (run as a process of its own, with RANK,
-WORLD_SIZE, MASTER_ADDR, MASTER_PORT and OPGEN_TEST_SEED set): for every op
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT, OPGEN_TEST_SEED and OPGEN_TEST_BACKEND
+set; NCCL puts rank r on GPU r, gloo on the CPU): for every op
 with DTensor strategies, inputs sharded along the op's batch and along each
 of its splits give DTensors sharded the same way, with no communication, whose
 full tensors equal the op on the whole inputs; a split in uneven parts and an
@@ -49,7 +50,7 @@ def cases(op, world, rng):
 
 
 def check_call(op, world, mesh, what, p, cut, alone) -> None:
-    plain = [to_torch(x) for x in p.inputs]
+    plain = [to_torch(x, mesh.device_type) for x in p.inputs]
     want = getattr(tops, op.name)(*plain, **p.attrs)
     want = list(want) if isinstance(want, tuple) else [want]
     placed = [None if x is None else distribute_tensor(x, mesh, [Replicate() if dim is None else Shard(dim)])
@@ -76,7 +77,8 @@ def check_call(op, world, mesh, what, p, cut, alone) -> None:
 
 def check_backward(mesh, rng) -> None:
     """rms_norm's gradients through DTensor (its backward op has strategies too)."""
-    x, w, g = (torch.from_numpy(rng.standard_normal(s).astype(np.float32)) for s in [(8, 16), (16,), (8, 16)])
+    x, w, g = (torch.from_numpy(rng.standard_normal(s).astype(np.float32)).to(mesh.device_type)
+               for s in [(8, 16), (16,), (8, 16)])
     grads = []
     for place in (lambda t, p: t, lambda t, p: distribute_tensor(t, mesh, [p])):
         xs = place(x.clone(), Shard(0)).requires_grad_()
@@ -89,8 +91,12 @@ def check_backward(mesh, rng) -> None:
 
 def main() -> int:
     world = int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo")
-    mesh = init_device_mesh("cpu", (world,))
+    backend = os.environ["OPGEN_TEST_BACKEND"]
+    device = "cuda" if backend == "nccl" else "cpu"
+    if device == "cuda":
+        torch.cuda.set_device(int(os.environ["RANK"]))
+    dist.init_process_group(backend)
+    mesh = init_device_mesh(device, (world,))
     rng = np.random.default_rng(int(os.environ["OPGEN_TEST_SEED"]))
     checked = 0
     for op in _ops.OPS:
@@ -100,7 +106,7 @@ def main() -> int:
                 checked += 1
     check_backward(mesh, rng)
     dist.destroy_process_group()
-    print(f"rank {os.environ['RANK']}: {checked} calls and a backward checked")
+    print(f"rank {os.environ['RANK']} ({device}): {checked} calls and a backward checked")
     return 0 if checked else 1
 
 
