@@ -24,6 +24,7 @@
 
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
+#include "opgen/cp_async.h"
 #include "opgen/warp_mma.h"
 #include "opgen_ops/paged_attention_decode.h"
 

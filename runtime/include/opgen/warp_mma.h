@@ -1,8 +1,6 @@
-// Warp-level tensor-core and asynchronous-copy primitives for kernel bodies
-// (.cu files only, sm_80 and newer), each one PTX instruction:
+// Warp-level tensor-core primitives for kernel bodies (.cu files only, sm_80
+// and newer), each one PTX instruction:
 //
-//   cp_async_16(dst, src, valid)   16 bytes global -> shared, zeros where !valid
-//   cp_async_commit(), cp_async_wait<N>()
 //   ldmatrix_x4(r, p), ldmatrix_x4_trans(r, p)   four 8x8 16-bit tiles from shared
 //   movmatrix_trans(x)             one 8x8 16-bit tile transposed across the warp
 //   mma_16x8x16<T>(c, a, b)        c (16x8 f32) += a (16x16 T) * b (16x8 T)
@@ -22,26 +20,10 @@
 
 #include <cstdint>
 
+#include "opgen/cp_async.h"  // shared_address
 #include "opgen/dtypes.h"
 
 namespace opgen::kernels {
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Copies 16 bytes from src to dst asynchronously, bypassing L1; where !valid
-// nothing is read and dst gets zeros.
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most kPending of this thread's committed groups are in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
 
 // Lanes 8i..8i+7 give the addresses of the eight 16-byte rows of tile i.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
