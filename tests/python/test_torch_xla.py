@@ -22,7 +22,8 @@ def xla_device():
 
 
 def c_unescape(text):
-    """Bytes of an HLO string literal (C escapes: \\ooo octal, \\" and \\\\)."""
+    """Bytes of an HLO string literal (absl::CEscape: \\n, \\r, \\t, \\ooo octal, and
+    \\", \\' and \\\\)."""
     out, i = bytearray(), 0
     while i < len(text):
         if text[i] == "\\":
@@ -30,7 +31,7 @@ def c_unescape(text):
                 out.append(int(text[i + 1:i + 4], 8))
                 i += 4
                 continue
-            out.append(ord({"n": "\n", "t": "\t"}.get(text[i + 1], text[i + 1])))
+            out.append(ord({"n": "\n", "r": "\r", "t": "\t"}.get(text[i + 1], text[i + 1])))
             i += 2
         else:
             out.extend(text[i].encode())
