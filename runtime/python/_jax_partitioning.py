@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 from collections.abc import Callable
 
 import jax
@@ -41,27 +40,22 @@ from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding, PartitionSpec
 
 from . import _spec
+from ._thread_flag import ThreadFlag
 
 
-_state = threading.local()
+_unpartitioned = ThreadFlag()
 
 
-@contextlib.contextmanager
-def unpartitioned():
+def unpartitioned() -> contextlib.AbstractContextManager[None]:
     """Inside, the ops make plain custom calls, which XLA's partitioner
     replicates: for a program that jax.export must serialize (a
     custom_partitioning callback cannot be)."""
-    previous = getattr(_state, "off", False)
-    _state.off = True
-    try:
-        yield
-    finally:
-        _state.off = previous
+    return _unpartitioned.on()
 
 
 def partitions(op: _spec.Op) -> bool:
     """Whether `op`'s calls are partitioned here: it has a batch or a split, outside unpartitioned()."""
-    return (op.batch_partitionable or bool(op.splits)) and not getattr(_state, "off", False)
+    return (op.batch_partitionable or bool(op.splits)) and not _unpartitioned
 
 
 def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_call: Callable) -> Callable:

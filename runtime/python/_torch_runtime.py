@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from . import _opaque, _spec, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
+from ._thread_flag import ThreadFlag
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_FILE = "_torch_ops.so"
@@ -378,20 +379,14 @@ _DTYPES = {
 
 _xla_lock = threading.Lock()
 _xla_registration: dict[str, str | None] = {}  # target -> None (registered) or why not
-_graph_only = threading.local()
+_graph_only = ThreadFlag()
 
 
-@contextlib.contextmanager
-def xla_graph_only():
+def xla_graph_only() -> contextlib.AbstractContextManager[None]:
     """Lets ops on XLA tensors build their custom call even where its target
     cannot be registered (torch_xla 2.9, XLA:CPU), so the graph can be
     inspected or exported; executing that graph still fails."""
-    previous = getattr(_graph_only, "on", False)
-    _graph_only.on = True
-    try:
-        yield
-    finally:
-        _graph_only.on = previous
+    return _graph_only.on()
 
 
 def _torch_xla_device_type() -> str:
@@ -446,7 +441,7 @@ def xla_custom_call(checked: _spec.Call, capsules) -> list:
     api_version = legacy[0]
     target = op.legacy_target(api_version)
     reason = register_xla_target(target, capsules, api_version)
-    if reason is not None and not getattr(_graph_only, "on", False):
+    if reason is not None and not _graph_only:
         raise RuntimeError(
             f"{op.name} cannot execute on XLA tensors here: {reason}. To build the graph anyway (to "
             f"inspect or export its HLO), call it inside opgen's xla_graph_only() context."
