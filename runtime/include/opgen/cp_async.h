@@ -13,6 +13,10 @@
 
 #if defined(__CUDACC__)
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "opgen/cp_async.h needs sm_80 or newer (cp.async); set CMAKE_CUDA_ARCHITECTURES to 80 or above"
+#endif
+
 #include <cstdint>
 
 namespace opgen::kernels {

@@ -15,6 +15,10 @@
 
 #if defined(__CUDACC__)
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "opgen/warp_mma.h needs sm_80 or newer (mma.m16n8k16 with bf16); set CMAKE_CUDA_ARCHITECTURES to 80 or above"
+#endif
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
