@@ -14,3 +14,8 @@ def decode_opaque(op: str, blob: bytes) -> dict[str, int | float | bool | list[i
 
 def legacy_status_available() -> bool:
     """Whether legacy (api_version 2, 3) failures can reach XLA as a status in this process."""
+
+def in_place_conflict(op: str, names: list[str], inputs: list[tuple[int, list[int], list[int], int] | None],
+                      updated: int) -> str | None:
+    """Why ``inputs[updated]`` cannot be updated in place by `op` (its elements overlap, or it shares memory with
+    another input), or None. Each input is (address, sizes, strides in elements, element size), or None."""

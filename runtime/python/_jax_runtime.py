@@ -141,9 +141,15 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
     back_outputs = [o.name for o in back.outputs]
     g = jax.custom_vjp(f)
 
+    # Differentiating the gradients differentiates the forward call in fwd
+    # too, which has no rule of its own (custom_partitioning's error would
+    # name neither op).
+    once = _refusing_derivative(f, f"{op.name}: JAX differentiates it once; second derivatives (jax.grad of "
+                                   f"jax.grad, jax.hessian, jax.jvp of its gradient) are not supported")
+
     def fwd(*xs):
         xs = [x.value for x in xs]  # symbolic_zeros=True wraps the primals
-        outs = f(*xs)
+        outs = once(*xs)
         return outs, (xs, outs)
 
     def bwd(residuals, cotangents):
@@ -177,12 +183,17 @@ def _without_derivative(op: Op, f):
     """`f` (the custom call) with a differentiation rule that refuses: an op
     whose spec declares no backward is an error under jax.grad or jax.jvp that
     names it, where ffi_call alone would say only that ffi_call has none."""
+    return _refusing_derivative(f, f"{op.name} has no backward (its spec declares none), so jax.grad and jax.jvp "
+                                   "cannot differentiate through it; stop the gradient before it "
+                                   "(jax.lax.stop_gradient) if none is needed")
+
+
+def _refusing_derivative(f, message: str):
+    """`f` with a differentiation rule that raises `message`."""
     g = jax.custom_jvp(f)
 
     def refuse(primals, tangents):
-        raise OpTypeError(f"{op.name} has no backward (its spec declares none), so jax.grad and jax.jvp cannot "
-                          "differentiate through it; stop the gradient before it (jax.lax.stop_gradient) if none is "
-                          "needed")
+        raise OpTypeError(message)
 
     g.defjvp(refuse)
     return g

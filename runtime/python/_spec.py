@@ -290,12 +290,14 @@ def check(op: Op, inputs: Sequence, attrs: Mapping | None, *, hint: str = "jax",
     # An output that updates an optional input the call omits is left out (None).
     given = {t.name for t, x in zip(op.inputs, inputs) if x is not None}
     kept = [not t.alias or t.alias in given for t in op.outputs]
-    shapes = tuple(_output_shape(op, t, symbols, batch, require) if k else None for t, k in zip(op.outputs, kept))
-    _check_constraints(op, symbols, checked, require)
     out_dtypes = tuple(_result_dtype(op, t, dtypes) if k else None for t, k in zip(op.outputs, kept))
+    shapes = tuple(_output_shape(op, t, d, symbols, batch, require) if k else None
+                   for t, d, k in zip(op.outputs, out_dtypes, kept))
+    _check_constraints(op, symbols, checked, require)
     sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v)}}
-    workspace_shapes = tuple(_output_shape(op, t, sizes, batch, require, "workspace") for t in op.workspaces)
     workspace_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.workspaces)
+    workspace_shapes = tuple(_output_shape(op, t, d, sizes, batch, require, "workspace")
+                             for t, d in zip(op.workspaces, workspace_dtypes))
     return Call(op, tuple(inputs), dtypes, symbols, batch, checked, shapes, out_dtypes, workspace_shapes,
                 workspace_dtypes)
 
@@ -493,10 +495,19 @@ def _is_static(v) -> bool:
     return isinstance(v, int)
 
 
-def _output_shape(op: Op, t: Tensor, symbols: Mapping, batch: tuple, require: Callable, role: str = "output") -> tuple:
+def _itemsize(dtype: str) -> int:
+    """Bytes per element of a dtype by its framework name: bool is one byte,
+    every other dtype carries its width in bits in its name (float8_e4m3fn)."""
+    digits = "".join(c for c in dtype.split("_")[0] if c.isdigit())
+    return int(digits) // 8 if digits else 1
+
+
+def _output_shape(op: Op, t: Tensor, dtype: str, symbols: Mapping, batch: tuple, require: Callable,
+                  role: str = "output") -> tuple:
     if t.alias:
         source = next(i for i in op.inputs if i.name == t.alias)
-        return _output_shape(op, Tensor(t.name, source.dtype, source.shape, source.batch), symbols, batch, require)
+        return _output_shape(op, Tensor(t.name, source.dtype, source.shape, source.batch), dtype, symbols, batch,
+                             require)
     dims = []
     for d in t.shape:
         if isinstance(d, Expr):
@@ -513,14 +524,20 @@ def _output_shape(op: Op, t: Tensor, symbols: Mapping, batch: tuple, require: Ca
         elif isinstance(d, int):
             dims.append(d)
         else:
-            dims.append(symbols[d])
+            v = symbols[d]  # a shape symbol, or an integer attribute (a workspace's), which may be negative
+            require(v >= 0, lambda: f"{op.name}: {role} '{t.name}' has a dimension {d} = {v} < 0")
+            dims.append(v)
     shape = (tuple(batch) if t.batch else ()) + tuple(dims)
-    count = math.prod(shape)
+    # XLA sizes a buffer in bytes as an int64 (and aborts the process past
+    # it); so does torch's allocator.
+    size = math.prod(shape) * _itemsize(dtype)
+    message = lambda: (f"{op.name}: {role} '{t.name}' of shape {shape} and dtype {dtype} would take "  # noqa: E731
+                       f"{size} bytes, more than 2^63 - 1")
     if all(_is_static(v) for v in shape):
-        if count > INT64_MAX:
-            raise OpValueError(f"{op.name}: {role} '{t.name}' would have more than 2^63 - 1 elements")
+        if size > INT64_MAX:
+            raise OpValueError(message())
     else:
-        require(count <= INT64_MAX, lambda: f"{op.name}: {role} '{t.name}' would have more than 2^63 - 1 elements")
+        require(size <= INT64_MAX, message)
     return shape
 
 

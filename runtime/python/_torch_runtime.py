@@ -179,8 +179,10 @@ def _register_backward(op: Op) -> None:
         return
     save, gradients = _autograd_glue(op)
 
-    def setup_context(ctx, inputs, keyword_only_inputs, output):
-        attrs = dict(keyword_only_inputs)
+    # torch passes keyword_only_inputs only to an op whose schema has some
+    # (an op without attributes has none).
+    def setup_context(ctx, inputs, output, keyword_only_inputs=None):
+        attrs = dict(keyword_only_inputs or {})
         save(ctx, inputs[:len(op.inputs)], output if isinstance(output, tuple) else (output,),
              _lift(op, attrs) if op.torch_lowered else attrs)
 
@@ -210,10 +212,11 @@ def _autograd_glue(op: Op) -> tuple:
     takes_cotangent = {n for kind, n in op.backward.inputs if kind == "cotangent"}
     non_differentiable = tuple(k for k, n in enumerate(outputs) if n not in takes_cotangent)
     updated = {o.alias for o in back.outputs if o.alias}
-    back_args = tuple((kind == "cotangent", outputs.index(n) if kind == "cotangent" else -1, t.name in updated)
+    back_args = tuple((kind == "cotangent", outputs.index(n) if kind == "cotangent" else -1, t.name in updated, t)
                       for (kind, n), t in zip(op.backward.inputs, back.inputs))
     namespace, back_name = op.torch_namespace, back.name  # looked up when used: it may register later
     back_attrs = tuple(a.name for a in back.attrs)
+    back_differentiable = back.backward is not None  # its kernel then has an autograd formula of its own
     back_order = _spec_order(back)
     back_outputs = [o.name for o in back.outputs]
     gradient_of = {into: back_outputs.index(out) for out, into in op.backward.gradients}
@@ -228,16 +231,47 @@ def _autograd_glue(op: Op) -> tuple:
     def gradients(ctx, grads):
         saved = list(ctx.saved_tensors)
         args = []
-        for is_cotangent, k, copy in back_args:
+        for is_cotangent, k, copy, t in back_args:
             value = grads[k] if is_cotangent else saved.pop(0)
             if copy and value is not None:
                 value = value.clone(memory_format=torch.contiguous_format)
+            elif is_cotangent and value is not None and not _takes_strides(t, value):
+                value = value.contiguous()
             args.append(value)
         back_kernel = getattr(getattr(torch.ops, namespace), back_name)
         values = _in_spec_order(back_order, args, _fresh(back_kernel(*args, **ctx.attrs)))
+        if (not back_differentiable and torch.is_grad_enabled()
+                and any(isinstance(x, torch.Tensor) and x.requires_grad for x in args)):
+            # create_graph=True: the gradients are differentiated in turn,
+            # which needs the backward op's own backward. The bare kernel has
+            # none, and torch would only warn and return wrong second
+            # derivatives, so differentiating them raises instead.
+            values = _refuse_second_derivative(op.name, back_name, values)
         return tuple(values[g] if g >= 0 and given else None for g, given in zip(gradient_at, ctx.given))
 
     return save, gradients
+
+
+def _takes_strides(t, x: torch.Tensor) -> bool:
+    """Whether input `t` of a backward op takes `x` with its strides as they
+    are (docs/spec.md, "Input layouts"). Autograd hands a gradient in whatever
+    strides the loss produced (a transpose of an output, a broadcast sum), which
+    may not be the layout the op declares; such a gradient is made
+    contiguous rather than refused."""
+    if t.layout == "contiguous":
+        return x.is_contiguous()
+    sizes, strides = x.shape, x.stride()
+    if t.layout == "rows" and x.dim() > 0 and sizes[-1] > 1 and strides[-1] != 1:
+        return False
+    # The leading (batch) dimensions must fold into one stride.
+    inner = None
+    for k in reversed(range(x.dim() - len(t.shape) if t.batch else 0)):
+        if sizes[k] == 1:
+            continue
+        if inner is not None and strides[k] != strides[inner] * sizes[inner]:
+            return False
+        inner = k
+    return True
 
 
 def _spec_order(op: Op) -> tuple:
@@ -311,6 +345,19 @@ class _NoBackward(torch.autograd.Function):
         raise RuntimeError(ctx.message)
 
 
+def _refuse_second_derivative(op: str, back: str, values: list) -> list:
+    """The backward op's results, whose own backward raises: what autograd
+    records when gradients are computed with create_graph=True."""
+    message = (f"{op}: second derivatives (create_graph=True, then differentiating the gradients) are not supported: "
+               f"its gradients come from {back}, whose spec declares no backward")
+    tensors = [k for k, v in enumerate(values) if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    wrapped = _NoBackward.apply(message, *[values[k] for k in tensors])
+    out = list(values)
+    for k, v in zip(tensors, wrapped):
+        out[k] = v
+    return out
+
+
 def _no_backward_message(op: Op) -> str:
     return (f"{op.name} has no backward (its spec declares none), so autograd cannot differentiate through it; "
             "call it under torch.no_grad() or on tensors that do not require grad")
@@ -343,6 +390,9 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
                 needs_grad = True
                 break
     if needs_grad and op.backward is not None and op.aliased_outputs:
+        # The op runs on copies, so the C++ kernel's in-place rule would see
+        # no overlap: the same rule here, on the caller's tensors.
+        _check_in_place(op, inputs)
         values = list(_IN_PLACE_FUNCTIONS[op.name].apply(*inputs, *[attrs[a.name] for a in op.attrs]))
         for i, k in enumerate(_spec_order(op)):
             if k >= 0 and values[i] is not None:
@@ -365,6 +415,28 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         fresh = list(_NoBackward.apply(_no_backward_message(op), *fresh))
     values = _in_spec_order(_spec_order(op), inputs, fresh)
     return values[0] if len(values) == 1 else tuple(values)
+
+
+def _check_in_place(op: Op, inputs: Sequence) -> None:
+    """The torch kernels' rule for an input updated in place (its elements do
+    not overlap; it shares no memory with another input), asked of the
+    package's own C++ (opgen/footprint.h) for tensors that have memory."""
+    from . import _C  # the package's extension (this module is copied into each package)
+    from . import _torchax_runtime
+
+    if any(_torchax_runtime.is_torchax(x) for x in inputs):
+        _torchax_runtime.check_in_place(op, inputs)
+        return
+    if torch.compiler.is_compiling() or any(x is not None and (is_fake(x) or x.device.type == "meta")
+                                            for x in inputs):
+        return  # no addresses to compare while tracing
+    names = [t.name for t in op.inputs]
+    extents = [None if x is None else (x.data_ptr(), list(x.shape), list(x.stride()), x.element_size())
+               for x in inputs]
+    for o in op.aliased_outputs:
+        message = _C.in_place_conflict(op.name, names, extents, names.index(o.alias))
+        if message is not None:
+            raise OpValueError(message)
 
 
 _DTYPES = {

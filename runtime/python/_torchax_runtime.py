@@ -23,6 +23,7 @@ import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 from ._spec import Op, OpTypeError, OpValueError
@@ -68,12 +69,7 @@ def _lowering(op: Op, jax_wrapper: Callable) -> Callable:
                 raise OpTypeError(f"{op.name}: input '{name}' is a torch.Tensor on {x.device}, beside torchax "
                                   "tensors; under torchax every tensor of a call is a torchax tensor "
                                   "(move it with .to('jax'))")
-        for o in op.aliased_outputs:
-            updated = inputs[names.index(o.alias)]
-            for name, x in zip(names, inputs):
-                if name != o.alias and x is not None and x is updated:
-                    raise OpValueError(f"{op.name}: input '{name}' is the tensor of input '{o.alias}', which the op "
-                                       f"updates in place; pass a tensor of its own (e.g. {name}.clone())")
+        check_in_place(op, inputs)
         result = jax_wrapper(*[None if x is None else interop.jax_view(x) for x in inputs], **attrs)
         values = list(result) if len(op.outputs) > 1 else [result]
         for o, value in zip(op.outputs, values):
@@ -83,6 +79,89 @@ def _lowering(op: Op, jax_wrapper: Callable) -> Callable:
 
     lowering.__name__ = f"{op.name}_torchax_lowering"
     return lowering
+
+
+def is_torchax(x) -> bool:
+    """Whether `x` is a torchax tensor or a view of one."""
+    return type(x).__module__.startswith("torchax.")
+
+
+def check_in_place(op: Op, inputs: Sequence) -> None:
+    """The torch kernels' rule for an input updated in place (its elements do
+    not overlap; it shares no memory with another input; opgen/footprint.h)
+    for torchax tensors, which have no addresses: each input is described to
+    the same C++ rule by its offset and strides within the torchax tensor it
+    views, and tensors of different roots lie far apart. Views of one qkv
+    tensor pass; a key inside the query, a tensor passed twice, or an
+    overlapping view do not."""
+    from . import _C  # the package's extension (this module is copied into each package)
+
+    if not op.aliased_outputs:
+        return
+    names = [t.name for t in op.inputs]
+    roots: list = []
+    extents = []
+    updated = {names.index(o.alias) for o in op.aliased_outputs}
+    for k, x in enumerate(inputs):
+        if x is None:
+            extents.append(None)
+            continue
+        root = _root(x)
+        place = next((i for i, r in enumerate(roots) if r is root), None)
+        if place is None:
+            roots.append(root)
+            place = len(roots) - 1
+        layout = _layout_in_root(x, root)
+        if layout is None:
+            if k in updated:
+                raise OpValueError(f"{op.name}: input '{names[k]}' is a torchax view whose elements no offset and "
+                                   "strides describe, which the op cannot update in place; pass a tensor of its "
+                                   f"own (e.g. {names[k]}.clone()) and copy the result back")
+            layout = 0, [root.numel()], [1]  # conservatively all of its root
+        offset, sizes, strides = layout
+        itemsize = x.element_size()
+        extents.append((((place + 1) << 48) + offset * itemsize, sizes, strides, itemsize))
+    for k in sorted(updated):
+        message = _C.in_place_conflict(op.name, names, extents, k)
+        if message is not None:
+            raise OpValueError(message)
+
+
+def _root(x):
+    from torchax.view import View
+
+    while isinstance(x, View):
+        x = x.parent
+    return x
+
+
+def _layout_in_root(x, root):
+    """(offset, sizes, strides) of `x` in the elements of its root tensor, or
+    None where its view is not strided (a reshape of a transposed view)."""
+    import jax
+
+    sizes = list(x.shape)
+    if x is root:
+        strides, n = [], 1
+        for size in reversed(sizes):
+            strides.insert(0, n)
+            n *= size
+        return 0, sizes, strides
+    with jax.ensure_compile_time_eval():  # concrete even while torchax.compile traces
+        index = np.arange(root.numel(), dtype=np.int64).reshape(tuple(root.shape))
+        for view in x.get_transformation_chain():
+            index = view.transform_tensor(jax.numpy.asarray(index))
+        index = np.asarray(index)
+    if index.size == 0:
+        return 0, sizes, [0] * len(sizes)
+    offset = int(index.flat[0])
+    strides = [int(index[tuple(1 if j == k else 0 for j in range(len(sizes)))]) - offset if size > 1 else 0
+               for k, size in enumerate(sizes)]
+    grid = offset + sum(np.arange(size).reshape([-1 if j == k else 1 for j in range(len(sizes))]) * stride
+                        for k, (size, stride) in enumerate(zip(sizes, strides)))
+    if np.any(np.asarray(strides) < 0) or not np.array_equal(np.broadcast_to(grid, index.shape), index):
+        return None
+    return offset, sizes, strides
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -426,7 +426,7 @@ void* Binder::scratch(size_t i, const char* name, DType dtype, int64_t count) {
     return nullptr;
   }
   void* data = nullptr;
-  fail(source_.workspace(i, static_cast<size_t>(count) * dtype_size(dtype), &data));
+  fail(source_.workspace(i, name, static_cast<size_t>(count) * dtype_size(dtype), &data));
   return ok() ? data : nullptr;
 }
 

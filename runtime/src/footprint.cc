@@ -1,7 +1,13 @@
 #include "opgen/footprint.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "opgen/shape_check.h"
 
 namespace opgen {
 
@@ -58,6 +64,46 @@ bool may_overlap(const Footprint& a, const Footprint& b) {
     if (start > -b.run && start < a.run) return true;
   }
   return false;
+}
+
+bool self_overlaps(const int64_t* sizes, const int64_t* strides, size_t rank) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of each dimension of more than one element
+  for (size_t i = 0; i < rank; ++i) {
+    if (sizes[i] == 0) return false;
+    if (sizes[i] > 1) dims.emplace_back(strides[i], sizes[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the largest offset the dimensions inside this one address
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return true;
+    int64_t span = 0;
+    if (__builtin_mul_overflow(stride, size - 1, &span) || __builtin_add_overflow(reach, span, &reach)) return true;
+  }
+  return false;
+}
+
+Status in_place_conflict(const char* op, const char* const* names, const TensorExtent* inputs, size_t count,
+                         size_t updated) {
+  const TensorExtent& a = inputs[updated];
+  if (a.data == nullptr) return Status::Ok();
+  const std::string name = names[updated];
+  if (self_overlaps(a.sizes, a.strides, a.rank)) {
+    return Status::InvalidArgument(std::string(op) + ": input '" + name + "' is updated in place, but its elements "
+                                   "overlap in memory (sizes " + shape_text(a.sizes, a.rank) + ", strides " +
+                                   shape_text(a.strides, a.rank) + ": an expanded or overlapping view), so the "
+                                   "update would write one place twice; pass a tensor whose elements are its own "
+                                   "(e.g. " + name + ".clone())");
+  }
+  const Footprint mine = footprint(a.data, a.sizes, a.strides, a.rank, a.element_size);
+  for (size_t k = 0; k < count; ++k) {
+    const TensorExtent& b = inputs[k];
+    if (k == updated || b.data == nullptr) continue;
+    if (!may_overlap(mine, footprint(b.data, b.sizes, b.strides, b.rank, b.element_size))) continue;
+    return Status::InvalidArgument(std::string(op) + ": input '" + names[k] + "' shares memory with input '" + name +
+                                   "', which the op updates in place; pass a tensor of its own (e.g. " + names[k] +
+                                   ".clone())");
+  }
+  return Status::Ok();
 }
 
 }  // namespace opgen

@@ -81,7 +81,8 @@ std::string TensorView::device_text() const {
   return is_cuda() ? "cuda:" + std::to_string(device_index) : is_cpu() ? "cpu" : "another device";
 }
 
-Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, void** data) {
+Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, const std::string& what,
+             void** data) {
   int64_t strides[Binder::kMaxRank * 2];
   if (rank > static_cast<int64_t>(std::size(strides))) fail("opgen: outputs of more than 64 dimensions");
   int64_t n = 1;
@@ -89,9 +90,18 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
     strides[i] = n;
     n *= sizes[i];
   }
+  // The binder bounds the element count; the bytes are checked here, so that
+  // torch's allocator is never asked for a size that wraps.
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(aoti_torch_dtype_element_size(dtype)), &bytes)) {
+    fail(what + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " would take more than 2^63 - 1 bytes");
+  }
   AtenTensorHandle out = nullptr;
-  check_shim(aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type, like.device_index, &out),
-             "empty_strided");
+  if (aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type, like.device_index, &out) !=
+      AOTI_TORCH_SUCCESS) {
+    fail(what + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " (" + std::to_string(bytes) +
+         " bytes) could not be allocated on " + like.device_text() + "; torch's allocator refused it");
+  }
   Tensor t(out);
   check_shim(aoti_torch_get_data_ptr(out, data), "get_data_ptr");
   return t;
@@ -161,33 +171,31 @@ Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
   return Status::Ok();
 }
 
-Status TorchSource::output(size_t, const char*, const char*, DType dtype, const int64_t* dims, size_t rank, int alias,
-                           void** data) {
+Status TorchSource::output(size_t, const char* name, const char*, DType dtype, const int64_t* dims, size_t rank,
+                           int alias, void** data) {
   if (alias >= 0) {
-    // Updated in place: the input's own buffer, which must share no memory
-    // with another input (the body would read what it overwrites).
-    const TensorView& a = *views_[alias];
-    auto footprint_of = [](const TensorView& v) {
-      return footprint(v.data, v.sizes, v.strides, static_cast<size_t>(v.dim), aoti_torch_dtype_element_size(v.dtype));
-    };
-    const Footprint updated = footprint_of(a);
+    // Updated in place: the input's own buffer, whose elements must be its
+    // own and which must share no memory with another input.
+    TensorExtent extents[kMaxInputs];
     for (size_t k = 0; k < inputs_; ++k) {
-      if (static_cast<int>(k) == alias || !views_[k]) continue;
-      if (!may_overlap(updated, footprint_of(*views_[k]))) continue;
-      return Status::InvalidArgument(std::string(op_) + ": input '" + names_[k] + "' shares memory with input '" +
-                                     names_[alias] + "', which the op updates in place; pass a tensor of its own (e.g. " +
-                                     names_[k] + ".clone())");
+      if (!views_[k]) continue;
+      const TensorView& v = *views_[k];
+      extents[k] = {v.data, v.sizes, v.strides, static_cast<size_t>(v.dim), aoti_torch_dtype_element_size(v.dtype)};
     }
+    if (Status s = in_place_conflict(op_, names_, extents, inputs_, static_cast<size_t>(alias)); !s.ok()) return s;
+    const TensorView& a = *views_[alias];
     *data = a.data;
     return Status::Ok();
   }
-  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), data));
+  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype),
+                         std::string(op_) + ": output '" + name + "'", data));
   return Status::Ok();
 }
 
-Status TorchSource::workspace(size_t, size_t bytes, void** data) {
+Status TorchSource::workspace(size_t, const char* name, size_t bytes, void** data) {
   const int64_t size = static_cast<int64_t>(bytes);
-  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), data));
+  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), std::string(op_) + ": workspace '" + name + "'",
+                        data));
   return Status::Ok();
 }
 

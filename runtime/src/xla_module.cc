@@ -7,9 +7,12 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
+#include "opgen/footprint.h"
 #include "opgen/opaque.h"
 #include "opgen/xla_legacy_status.h"
 #include "opgen/xla_targets.h"
@@ -86,6 +89,30 @@ py::dict decode_opaque(const std::string& name, const py::bytes& blob) {
   throw py::value_error("no op named '" + name + "' in " OPGEN_PACKAGE_NAME);
 }
 
+// The rule for an input that `op` updates in place (opgen/footprint.h), for
+// the Python paths that run such an op on copies and write the result back
+// into the caller's tensors: each input as (address, sizes, strides,
+// element size) or None; the refusal's message, or None.
+py::object in_place_conflict(const std::string& op, const std::vector<std::string>& names,
+                             const std::vector<std::optional<std::tuple<uintptr_t, std::vector<int64_t>,
+                                                                        std::vector<int64_t>, size_t>>>& inputs,
+                             size_t updated) {
+  if (names.size() != inputs.size() || updated >= inputs.size()) {
+    throw py::value_error("in_place_conflict: one name per input, and `updated` one of them");
+  }
+  std::vector<const char*> name_ptrs;
+  std::vector<opgen::TensorExtent> extents(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    name_ptrs.push_back(names[k].c_str());
+    if (!inputs[k]) continue;
+    const auto& [address, sizes, strides, element_size] = *inputs[k];
+    if (sizes.size() != strides.size()) throw py::value_error("in_place_conflict: one stride per size");
+    extents[k] = {reinterpret_cast<const void*>(address), sizes.data(), strides.data(), sizes.size(), element_size};
+  }
+  const opgen::Status s = opgen::in_place_conflict(op.c_str(), name_ptrs.data(), extents.data(), extents.size(), updated);
+  return s.ok() ? py::object(py::none()) : py::object(py::str(s.message()));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -99,6 +126,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("targets", &targets, "{platform: {api_version: {target_name: PyCapsule}}} for every custom-call target.");
   m.def("decode_opaque", &decode_opaque, py::arg("op"), py::arg("blob"),
         "Decodes a legacy opaque descriptor with the shims' own decoder (for tests).");
+  m.def("in_place_conflict", &in_place_conflict, py::arg("op"), py::arg("names"), py::arg("inputs"),
+        py::arg("updated"), "Why `inputs[updated]` cannot be updated in place by `op`, or None.");
   m.def("legacy_status_available", [] { return opgen::xla_legacy::failure_setter() != nullptr; },
         "Whether legacy (api_version 2, 3) failures can reach XLA as a status in this process.");
 }

@@ -186,7 +186,7 @@ def test_floor_division_rounds_down_as_python_does():
 def test_an_output_of_more_than_2_63_elements_is_refused():
     op = expr_op(_spec.Expr("2*D", ("*", 2, "D")))
     assert _spec.check(op, [Shaped(2**20, 2**30)], {}).output_shapes == ((2**20, 2**31),)
-    with pytest.raises(ValueError, match=r"output 'o0' would have more than 2\^63 - 1 elements"):
+    with pytest.raises(ValueError, match=r"output 'o0' of shape .* would take \d+ bytes, more than 2\^63 - 1"):
         _spec.check(op, [Shaped(2**40, 2**30)], {})
 
 
@@ -235,3 +235,47 @@ def test_api_version_must_be_an_int(rng, bad):
     x = f32(rng, 8)
     with pytest.raises(TypeError, match=r"simple_add: api_version must be an int, one of 4, 3, 2, 1; not"):
         jops.simple_add(x, x, api_version=bad)
+
+
+def test_a_workspace_whose_size_overflows_is_refused_before_any_size_is_computed():
+    # Zero sequences with a block table of 2^59 columns: the workspaces'
+    # (MB*BS+255)//256 overflows int64. The refusal must come from the checked
+    # arithmetic alone (the sanitizer run aborts on any plain int64 overflow).
+    query = torch.empty(0, 4, 64)
+    cache = torch.empty(1, 16, 4, 64)
+    tables = torch.empty(0, 2**59, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=r"workspace 'partial_out' has a dimension \(MB\*BS\+255\)//256 that "
+                                           r"overflows int64"):
+        tops.paged_attention_decode(query, cache, cache, tables, torch.empty(0, dtype=torch.int32), scale=0.125)
+
+
+def test_jax_refuses_an_output_of_more_than_2_63_bytes_at_trace_time():
+    # 2^62 f32 elements fit int64, their 2^64 bytes do not: XLA would abort
+    # the process ("overflow in static extent product").
+    x = jax.ShapeDtypeStruct((2**62,), jnp.float32)
+    with pytest.raises(ValueError, match=r"simple_add: output 'out' of shape \(4611686018427387904,\) and dtype "
+                                         r"float32 would take 18446744073709551616 bytes, more than 2\^63 - 1"):
+        jax.jit(lambda a, b: jops.simple_add(a, b)).trace(x, x)
+
+
+def test_a_negative_attribute_sized_workspace_is_refused_by_name():
+    op = _spec.Op(
+        package="t", name="scratchy", inputs=(_spec.Tensor("x", "float32", ("D",)),),
+        outputs=(_spec.Tensor("out", "float32", ("D",)),),
+        attrs=(_spec.Attr("n", "i64", default=4),),
+        workspaces=(_spec.Tensor("partial", "float64", ("n", "D")),))
+    assert _spec.check(op, [Shaped(8)], {"n": 3}).workspace_shapes == ((3, 8),)
+    with pytest.raises(ValueError, match=r"scratchy: workspace 'partial' has a dimension n = -1 < 0"):
+        _spec.check(op, [Shaped(8)], {"n": -1})
+
+
+def test_an_allocation_torch_refuses_is_named_by_op_and_buffer():
+    # A 2^20-column block table makes paged attention's workspace 512 GiB,
+    # which the allocator refuses: the error names the op and the workspace.
+    # (torch's C shim also logs its own exception to stderr, which opgen cannot
+    # silence through the stable ABI.)
+    query, cache = torch.zeros(1, 4096, 256), torch.zeros(1, 32, 1, 256)
+    tables, lengths = torch.zeros(1, 2**20, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=r"^paged_attention_decode: workspace 'partial_out' of shape "
+                                           r"\[549755813888\] \(549755813888 bytes\) could not be allocated on cpu"):
+        tops.paged_attention_decode(query, cache, cache, tables, lengths, scale=0.1)

@@ -119,8 +119,29 @@ def test_an_input_passed_twice_to_an_in_place_op_is_refused(rng):
     with torchax.default_env():
         x = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32)).to("jax")
         w = torch.ones(8).to("jax")
-        with pytest.raises(ValueError, match=r"fused_add_rms_norm: input 'residual' is the tensor of input 'x'"):
+        with pytest.raises(ValueError, match=r"fused_add_rms_norm: input 'residual' shares memory with input 'x', which the op updates in place"):
             tops.fused_add_rms_norm(x, x, w)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "weight requires grad"])
+def test_an_input_passed_twice_is_refused_on_every_path(rng, grad):
+    with torchax.default_env():
+        b = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32)).to("jax")
+        w = torch.ones(8).to("jax").requires_grad_(grad)
+        before = np.asarray(interop.jax_view(b)).copy()
+        with pytest.raises(ValueError, match=r"input 'residual' shares memory with input 'x'"):
+            tops.fused_add_rms_norm(b, b, w)
+        assert np.array_equal(np.asarray(interop.jax_view(b)), before), "a refused call changed b"
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "cache requires grad"])
+def test_a_key_inside_the_query_is_refused(rng, grad):
+    with torchax.default_env():
+        query = torch.from_numpy(rng.standard_normal((4, 32)).astype(np.float32)).to("jax")
+        cache = torch.from_numpy(rng.standard_normal((8, 8)).astype(np.float32)).to("jax").requires_grad_(grad)
+        positions = torch.arange(4).to("jax")
+        with pytest.raises(ValueError, match=r"input '(key|query)' shares memory with input '(query|key)'"):
+            tops.rotary_embedding(positions, query, cache, query[:, 8:24], head_size=8)
 
 
 def test_a_probe_for_torchax_before_its_import_keeps_the_registration():

@@ -87,6 +87,9 @@ struct Rules {
         .bind(1, 1, "N", &args.N)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "out", "[..., M, N]", true, {args.M, args.N}, &args.out);
     b.attr(0, "dims", &args.dims);
     b.check(checks::attrs(args));

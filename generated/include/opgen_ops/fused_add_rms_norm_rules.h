@@ -91,6 +91,9 @@ struct Rules {
         .dim(0, 0, "D", args.D)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output_aliasing(0, "x_out", "[..., D]", true, {args.D}, &args.x_out, 0, &args.x);
     b.output_aliasing(1, "residual_out", "[..., D]", true, {args.D}, &args.residual_out, 1, &args.residual);
     b.attr(0, "eps", &args.eps);

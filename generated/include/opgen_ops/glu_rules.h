@@ -79,6 +79,9 @@ struct Rules {
         .bind(0, 0, "D", &args.D)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "out", "[..., D/2]", true, {(args.D / 2)}, &args.out);
     b.enum_attr(0, "activation", {"sigmoid", "gelu", "silu"}, "sigmoid, gelu, silu", &args.activation);
     b.check(checks::attrs(args));

@@ -85,6 +85,9 @@ struct Rules {
         .dim(0, 0, "B", args.B)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output_aliasing(0, "cache_out", "[B, S, H]", false, {args.B, args.S, args.H}, &args.cache_out, 0, &args.cache);
     b.check(checks::attrs(args));
   }

@@ -146,11 +146,15 @@ struct Rules {
         .dim(0, 0, "S", args.S)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "out", "[S, H, Dh]", false, {args.S, args.H, args.Dh}, &args.out);
     b.attr(0, "scale", &args.scale);
     b.check(checks::attrs(args));
     b.check(checks::constraints(args, b));
     b.check(checks::workspace_dims(args));
+    if (!b.ok()) return;
     b.workspace(0, "partial_out", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256) * args.Dh, &args.partial_out);
     b.workspace(1, "partial_max", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_max);
     b.workspace(2, "partial_sum", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_sum);

@@ -104,12 +104,16 @@ struct Rules {
         .dim(0, 0, "D", args.D)
         .layout(opgen::Layout::kStrided, args.grad_residual_strides);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "grad_x", "[..., D]", true, {args.D}, &args.grad_x);
     b.output(1, "grad_weight", "[D]", false, {args.D}, &args.grad_weight);
     b.output(2, "grad_bias", "[D]", false, {args.D}, &args.grad_bias);
     b.attr(0, "eps", &args.eps);
     b.check(checks::attrs(args));
     b.check(checks::workspace_dims(args));
+    if (!b.ok()) return;
     b.workspace(0, "row_rstd", args.batch, &args.row_rstd);
     b.workspace(1, "column_sums", 2 * 256 * args.D, &args.column_sums);
   }

@@ -87,6 +87,9 @@ struct Rules {
         .dim(0, 0, "D", args.D)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "out", "[..., D]", true, {args.D}, &args.out);
     b.output(1, "rstd", "[...]", true, {}, &args.rstd);
     b.attr(0, "eps", &args.eps);

@@ -123,6 +123,9 @@ struct Rules {
         .bind(1, 4, "KD", &args.KD)
         .layout(opgen::Layout::kRows, args.key_strides);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output_aliasing(0, "query_out", "[N, QD]", false, {args.N, args.QD}, &args.query_out, 1, &args.query);
     b.output_aliasing(1, "key_out", "[N, KD]", false, {args.N, args.KD}, &args.key_out, 3, &args.key);
     b.attr(0, "head_size", &args.head_size);

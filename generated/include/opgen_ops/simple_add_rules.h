@@ -71,6 +71,9 @@ struct Rules {
         .dim(0, 0, "N", args.N)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "out", "[N]", false, {args.N}, &args.out);
     b.attr(0, "alpha", &args.alpha);
     b.check(checks::attrs(args));

@@ -78,8 +78,8 @@ class Source {
   // `alias` in place (else -1) may be that input's buffer.
   virtual Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
                         size_t rank, int alias, void** data) = 0;
-  // Scratch memory of `bytes` for workspace `i`, valid until the call returns.
-  virtual Status workspace(size_t i, size_t bytes, void** data) = 0;
+  // Scratch memory of `bytes` for workspace `i` (`name`), valid until the call returns.
+  virtual Status workspace(size_t i, const char* name, size_t bytes, void** data) = 0;
   // How the framework's users spell a dtype in messages (the spec's f32 by
   // default, PyTorch's float32), and what a dtype message suggests.
   virtual std::string spell(DType d) const;

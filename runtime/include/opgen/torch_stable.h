@@ -67,8 +67,11 @@ struct TensorView {
 };
 
 
-// A new dense tensor on the device of `like`.
-Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, void** data);
+// A new dense tensor on the device of `like`;
+// `what` ("rms_norm: output 'out'") names it in the error a refused
+// allocation earns.
+Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, const std::string& what,
+             void** data);
 
 // Boxed-kernel stack conversions. torch 2.9 has only the global to/from;
 // 2.10 moved them to torch::stable::detail and deprecated the global ones,
@@ -97,7 +100,7 @@ class TorchSource : public Source {
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
                 int alias, void** data) override;
-  Status workspace(size_t i, size_t bytes, void** data) override;
+  Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
   std::string spell(DType d) const override { return torch_name(d); }
   std::string dtype_hint(DType declared) const override;
 

@@ -63,7 +63,7 @@ class FfiSource : public Source {
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
                 int alias, void** data) override;
-  Status workspace(size_t i, size_t bytes, void** data) override;
+  Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
 
  private:
   const char* op_;
@@ -252,7 +252,7 @@ inline Status FfiSource::output(size_t i, const char* name, const char* declared
   return Status::Ok();
 }
 
-inline Status FfiSource::workspace(size_t i, size_t bytes, void** data) {
+inline Status FfiSource::workspace(size_t i, const char*, size_t bytes, void** data) {
   ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> result = rets_.get<ffi::AnyBuffer>(outputs_ + i);
   if (!result.has_value()) {
     return Status::InvalidArgument(std::string(op_) + ": result " + std::to_string(outputs_ + i) + ": " +

@@ -62,7 +62,7 @@ class LegacySource : public Source {
     *data = output_buffers_[i];
     return Status::Ok();
   }
-  Status workspace(size_t i, size_t, void** data) override {
+  Status workspace(size_t i, const char*, size_t, void** data) override {
     *data = output_buffers_[outputs_ + i];
     return Status::Ok();
   }
