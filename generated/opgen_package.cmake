@@ -15,6 +15,8 @@ set(OPGEN_PACKAGE_OPS
     rotary_embedding
     rotary_embedding_backward
     simple_add
+    softmax
+    softmax_backward
 )
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
 set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
@@ -27,6 +29,8 @@ set(OPGEN_OP_rms_norm_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
+set(OPGEN_OP_softmax_PLATFORMS cuda cpu)
+set(OPGEN_OP_softmax_backward_PLATFORMS cuda cpu)
 # compiled into the module _C
 set(OPGEN_FILES_XLA
     src/flip_xla.cc
@@ -40,6 +44,8 @@ set(OPGEN_FILES_XLA
     src/rotary_embedding_xla.cc
     src/rotary_embedding_backward_xla.cc
     src/simple_add_xla.cc
+    src/softmax_xla.cc
+    src/softmax_backward_xla.cc
 )
 # compiled into the PyTorch kernels
 set(OPGEN_FILES_TORCH
@@ -54,6 +60,8 @@ set(OPGEN_FILES_TORCH
     src/rotary_embedding_torch.cc
     src/rotary_embedding_backward_torch.cc
     src/simple_add_torch.cc
+    src/softmax_torch.cc
+    src/softmax_backward_torch.cc
 )
 # the CPU bodies (kernels/<op>.cc) as compiled
 set(OPGEN_FILES_BODY_CPU
@@ -68,6 +76,8 @@ set(OPGEN_FILES_BODY_CPU
     src/rotary_embedding_body_cpu.cc
     src/rotary_embedding_backward_body_cpu.cc
     src/simple_add_body_cpu.cc
+    src/softmax_body_cpu.cc
+    src/softmax_backward_body_cpu.cc
 )
 # the CUDA bodies (kernels/<op>.cu) as compiled
 set(OPGEN_FILES_BODY_CUDA
@@ -82,6 +92,8 @@ set(OPGEN_FILES_BODY_CUDA
     src/rotary_embedding_body_cuda.cu
     src/rotary_embedding_backward_body_cuda.cu
     src/simple_add_body_cuda.cu
+    src/softmax_body_cuda.cu
+    src/softmax_backward_body_cuda.cu
 )
 # staged into the Python package
 set(OPGEN_FILES_PYTHON
@@ -102,6 +114,8 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/rotary_embedding.py
     python/opgen_ops/_ops/rotary_embedding_backward.py
     python/opgen_ops/_ops/simple_add.py
+    python/opgen_ops/_ops/softmax.py
+    python/opgen_ops/_ops/softmax_backward.py
 )
 # included by the bodies and bindings
 set(OPGEN_FILES_HEADER
@@ -127,6 +141,10 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/rotary_embedding_backward_rules.h
     include/opgen_ops/simple_add.h
     include/opgen_ops/simple_add_rules.h
+    include/opgen_ops/softmax.h
+    include/opgen_ops/softmax_rules.h
+    include/opgen_ops/softmax_backward.h
+    include/opgen_ops/softmax_backward_rules.h
 )
 # documentation
 set(OPGEN_FILES_DOC
@@ -142,6 +160,8 @@ set(OPGEN_FILES_DOC
     docs/rotary_embedding.md
     docs/rotary_embedding_backward.md
     docs/simple_add.md
+    docs/softmax.md
+    docs/softmax_backward.md
 )
 # read by the build
 set(OPGEN_FILES_BUILD

@@ -124,8 +124,22 @@ def example_kv_cache_write(rng, where):
     return out_rows
 
 
+def example_softmax(rng, where):
+    rows, d = (4096, 8192) if where == "cuda" else (64, 1024)
+    out_rows = []
+    for dtype, tol in ((np.float32, 1e-5), (jax.numpy.bfloat16, 1.5e-2)):
+        x = (rng.standard_normal((rows, d)) * 3).astype(dtype)
+        x64 = x.astype(np.float64)
+        e = np.exp(x64 - x64.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True)
+        for v in api_versions((4, 3), where):
+            out, elapsed = timed(jax.jit(lambda x, v=v: ops.softmax(x, api_version=v)), jax.device_put(x))
+            out_rows.append((f"softmax {np.dtype(dtype).name}", v, f"[{rows}, {d}]", relative(out, ref), elapsed, tol))
+    return out_rows
+
+
 EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu, "flip": example_flip,
-            "kv_cache_write": example_kv_cache_write}
+            "kv_cache_write": example_kv_cache_write, "softmax": example_softmax}
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 

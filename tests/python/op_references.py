@@ -37,6 +37,14 @@ def glu(x, activation="sigmoid"):
     return x[..., :half] * _GATES[activation](x[..., half:])
 
 
+def softmax(x):
+    """Softmax over the last axis in float64, the maximum subtracted (a row that is all -inf gives NaN)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - x.max(-1, keepdims=True, initial=-np.inf))
+        return e / e.sum(-1, keepdims=True)
+
+
 def rotary_embedding(positions, query, key, cos_sin_cache, head_size, is_neox=True):
     """vLLM's rotary embedding, in float64: the rotated (query, key)."""
     cache = np.asarray(cos_sin_cache, np.float64)

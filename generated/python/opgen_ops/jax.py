@@ -34,6 +34,8 @@ __all__ = [
     'rotary_embedding',
     'rotary_embedding_backward',
     'simple_add',
+    'softmax',
+    'softmax_backward',
     "unpartitioned",
 ]
 
@@ -91,3 +93,13 @@ def rotary_embedding_backward(positions, query, cos_sin_cache, key=None, *, head
 def simple_add(a, b, *, alpha=1.0, api_version=4):
     'Elementwise `a + alpha * b` of two vectors of equal length.\n\nArgs:\n  a: f32[N] first addend\n  b: f32[N] second addend, scaled by alpha\n  alpha: f32 = 1.0 scale applied to b\n  api_version: custom-call ABI, one of 4, 3, 2, 1 (4: typed XLA FFI).\n\nReturns:\n  out: f32[N] the sum'
     return _call(_ops.simple_add.OP, (a, b), {'alpha': alpha}, api_version)
+
+
+def softmax(x, *, api_version=4):
+    "Softmax over the last axis: out = exp(x - max(x)) / sum(exp(x - max(x))), computed in f32 (f64 for f64) with the row's maximum subtracted (torch.softmax(x, -1), jax.nn.softmax(x)). A row that is all -inf gives NaN, as in torch.\n\nArgs:\n  x: T[..., D] the logits; any number of leading dimensions\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: T[..., D] the probabilities of each row"
+    return _call(_ops.softmax.OP, (x,), {}, api_version)
+
+
+def softmax_backward(grad_out, out, *, api_version=4):
+    "grad_x = out * (grad_out - sum(grad_out * out)) over the last axis, computed in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of softmax's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  out: T[..., D] softmax's output\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  grad_x: T[..., D]"
+    return _call(_ops.softmax_backward.OP, (grad_out, out), {}, api_version)

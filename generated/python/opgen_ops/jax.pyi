@@ -19,6 +19,8 @@ __all__ = [
     'rotary_embedding',
     'rotary_embedding_backward',
     'simple_add',
+    'softmax',
+    'softmax_backward',
     "unpartitioned",
 ]
 
@@ -109,5 +111,16 @@ def simple_add(
     b: _jax.typing.ArrayLike,
     *,
     alpha: float = 1.0,
+    api_version: int = 4,
+) -> _jax.Array: ...
+def softmax(
+    x: _jax.typing.ArrayLike,
+    *,
+    api_version: int = 4,
+) -> _jax.Array: ...
+def softmax_backward(
+    grad_out: _jax.typing.ArrayLike,
+    out: _jax.typing.ArrayLike,
+    *,
     api_version: int = 4,
 ) -> _jax.Array: ...

@@ -19,6 +19,8 @@ __all__ = [
     'rotary_embedding',
     'rotary_embedding_backward',
     'simple_add',
+    'softmax',
+    'softmax_backward',
     "xla_graph_only",
 ]
 
@@ -98,4 +100,11 @@ def simple_add(
     b: _torch.Tensor,
     *,
     alpha: float = 1.0,
+) -> _torch.Tensor: ...
+def softmax(
+    x: _torch.Tensor,
+) -> _torch.Tensor: ...
+def softmax_backward(
+    grad_out: _torch.Tensor,
+    out: _torch.Tensor,
 ) -> _torch.Tensor: ...

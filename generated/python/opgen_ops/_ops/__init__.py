@@ -13,6 +13,8 @@ from . import (
     rotary_embedding,
     rotary_embedding_backward,
     simple_add,
+    softmax,
+    softmax_backward,
 )
 
 OPS = (
@@ -27,4 +29,6 @@ OPS = (
     rotary_embedding.OP,
     rotary_embedding_backward.OP,
     simple_add.OP,
+    softmax.OP,
+    softmax_backward.OP,
 )
