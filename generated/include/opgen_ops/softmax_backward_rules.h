@@ -79,6 +79,9 @@ struct Rules {
         .dim(0, 0, "D", args.D)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "grad_x", "[..., D]", true, {args.D}, &args.grad_x);
     b.check(checks::attrs(args));
   }

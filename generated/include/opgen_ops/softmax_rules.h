@@ -74,6 +74,9 @@ struct Rules {
         .bind(0, 0, "D", &args.D)
         .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
+    // The sizes below are computed in plain int64, so only once the checks
+    // above have proven that they fit.
+    if (!b.ok()) return;
     b.output(0, "out", "[..., D]", true, {args.D}, &args.out);
     b.check(checks::attrs(args));
   }
