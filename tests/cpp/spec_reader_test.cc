@@ -386,6 +386,41 @@ outputs:
   EXPECT_NE(all_messages(deep).find("nests more than 32 levels deep"), std::string::npos) << all_messages(deep);
 }
 
+// Every integer that fits int64 reads, in each place a spec writes one (19
+// digits: 2^62 and 2^63 - 1); 2^63 is refused.
+TEST(SpecReader, IntegersUpToInt64MaxRead) {
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("huge", R"(opgen: 1
+name: huge
+inputs:
+  x: {dtype: f32, shape: [N, 4611686018427387904]}
+  pos: {dtype: i64, shape: [N], min: 0, max: 9223372036854775807}
+outputs:
+  out: {dtype: f32, shape: [N + 4611686018427387904]}
+attrs:
+  seed: {type: i64, default: 9223372036854775807, max: 9223372036854775807}
+constraints:
+  - "N <= 9223372036854775807"
+  - "N in [1, 9223372036854775807]"
+)", diags);
+  ASSERT_TRUE(op.has_value()) << all_messages(diags);
+  constexpr int64_t kMax = 9223372036854775807;
+  EXPECT_EQ(op->inputs[0].shape[1].fixed, std::optional<int64_t>(int64_t{1} << 62));
+  EXPECT_EQ(op->inputs[1].values_max->value, kMax);
+  EXPECT_EQ(op->outputs[0].shape[0].expr->rhs->value, int64_t{1} << 62);
+  EXPECT_EQ(std::get<int64_t>(*op->attrs[0].default_value), kMax);
+  EXPECT_EQ(op->constraints[0].rhs->value, kMax);
+  EXPECT_EQ(op->constraints[1].set, (std::vector<int64_t>{1, kMax}));
+  opgen::gen::Diagnostics over;
+  EXPECT_FALSE(read_text("over", "opgen: 1\nname: over\ninputs:\n  x: {dtype: f32, shape: [N]}\noutputs:\n"
+                                 "  out: {dtype: f32, shape: [N + 9223372036854775808]}\n",
+                         over));
+  EXPECT_NE(all_messages(over).find("over.yaml:6:29: error: bad shape expression 'N + 9223372036854775808' in output "
+                                    "'out': the number 9223372036854775808 in the expression is too large"),
+            std::string::npos)
+      << all_messages(over);
+}
+
 TEST(SpecReader, SymbolsBindToTheirFirstInputDimensionInOrder) {
   opgen::gen::Diagnostics diags;
   std::optional<opgen::gen::Op> op = read_text("matvec", R"(opgen: 1
