@@ -28,7 +28,10 @@ std::vector<TemplateFile> new_op_files(const std::string& op, const std::string&
 int write_from_templates(const std::string& templates_dir, const std::vector<TemplateFile>& files,
                          const RenderVars& vars) {
   for (const auto& file : files) {
-    if (fs::exists(file.path)) {
+    // Any entry counts, a dangling symbolic link too (exists() follows links:
+    // the write would replace the link with a file).
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(file.path, ec))) {
       std::cerr << "opgen: error: " << file.path.string() << " exists; opgen never overwrites a file\n";
       return 1;
     }

@@ -99,3 +99,17 @@ def test_new_refuses_bad_names_and_missing_package(prefix, tmp_path):
     for name in ("Bad", "class", "a__b"):
         result = subprocess.run([opgen, "new", name], cwd=tmp_path, capture_output=True, text=True)
         assert result.returncode == 1 and "is not a valid op name" in result.stderr
+
+
+def test_new_counts_a_dangling_link_as_a_file(prefix, tmp_path):
+    # Any directory entry is taken: a link to nowhere is neither replaced nor written through.
+    opgen = str(prefix / "bin" / "opgen")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "kernels").mkdir()
+    shutil.copy(REPO / "specs" / "package.yaml", tmp_path / "specs")
+    link = tmp_path / "kernels" / "gather.cu"
+    link.symlink_to(tmp_path / "nowhere.cu")
+    result = subprocess.run([opgen, "new", "gather"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1 and "kernels/gather.cu exists; opgen never overwrites a file" in result.stderr
+    assert link.is_symlink() and not (tmp_path / "nowhere.cu").exists()
+    assert not (tmp_path / "specs" / "gather.yaml").exists(), "nothing is written when one file is taken"
