@@ -79,6 +79,12 @@ int new_op(const NewOptions& o) {
     }
     return 1;
   }
+  // As `check` refuses it: the op's C++ namespace <package>::<op> would hide the package's.
+  if (o.op == package->name) {
+    std::cerr << "opgen: error: op '" << o.op << "' would have the package's name (" << package_path
+              << "); an op may not be named like its package: choose another name\n";
+    return 1;
+  }
   const RenderVars vars = {{"name", o.op}, {"package", package->name}};
   if (write_from_templates(o.templates_dir, new_op_files(o.op, o.specs_dir, o.kernels_dir), vars) != 0) return 1;
   const std::string spec = (fs::path(o.specs_dir) / (o.op + ".yaml")).string();
