@@ -406,6 +406,25 @@ TEST(Golden, CheckMatchesABackwardAgainstItsOp) {
   }
 }
 
+// A gradient has its input's dtype and shape, told through what the backward
+// op's inputs are given: its own type variable and symbols may differ in name
+// (tests/bad_specs/backward_gradient_* are refused).
+TEST(Golden, CheckTiesAGradientToItsInputThroughTheBackwardsInputs) {
+  opgen_test::TempDir dir;
+  opgen_test::write_file(dir.path() / "pool.yaml",
+                         "opgen: 1\nname: pool\ntypes:\n  T: [f32, f64]\ninputs:\n  y: {dtype: T, shape: [..., M, 4]}\n"
+                         "  w: {dtype: f32, shape: [4]}\noutputs:\n  out: {dtype: T, shape: [..., M, 4]}\n"
+                         "backward:\n  op: pool_backward\n  inputs: [y, grad(out), w]\n"
+                         "  gradients: {grad_y: y, grad_w: w}\n");
+  opgen_test::write_file(dir.path() / "pool_backward.yaml",
+                         "opgen: 1\nname: pool_backward\ntypes:\n  U: [f32, f64]\ninputs:\n"
+                         "  y: {dtype: U, shape: [..., K, 4]}\n  g: {dtype: U, shape: [..., K, J]}\n"
+                         "  w: {dtype: f32, shape: [L]}\noutputs:\n  grad_y: {dtype: U, shape: [..., K, J]}\n"
+                         "  grad_w: {dtype: f32, shape: [4]}\n");
+  const CommandResult r = run_command(opgen("check " + dir.path().string() + " --root " + dir.path().string()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 // An op named like its package would hide the package's C++ namespace.
 TEST(Golden, CheckRefusesAnOpNamedLikeItsPackage) {
   opgen_test::TempDir dir;
@@ -437,17 +456,28 @@ TEST(Golden, CheckReportsEveryBadSpecInOneRun) {
     if (entry.path().extension() == ".yaml") bad.insert(entry.path().filename().string());
   }
   ASSERT_FALSE(bad.empty());
-  const CommandResult r = run_command(opgen("check " + repo("tests/bad_specs") + " --root " + repo("")));
+  // With the backward ops that some of them name (good specs, in a subfolder),
+  // as a package's folder holds them.
+  std::set<std::string> backward_ops;
+  for (const auto& entry : fs::directory_iterator(source_dir() / "tests" / "bad_specs" / "backward_ops")) {
+    backward_ops.insert(entry.path().filename().string());
+  }
+  const std::string specs = repo("tests/bad_specs") + " " + repo("tests/bad_specs/backward_ops") + " --root " + repo("");
+  const CommandResult r = run_command(opgen("check " + specs));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   for (const std::string& name : bad) {
     EXPECT_NE(r.output.find("tests/bad_specs/" + name + ":"), std::string::npos)
         << name << " earned no diagnostic from `opgen check tests/bad_specs`";
   }
-  EXPECT_NE(r.output.find(" in " + std::to_string(bad.size()) + " spec file(s)"), std::string::npos)
+  for (const std::string& name : backward_ops) {
+    EXPECT_EQ(r.output.find("tests/bad_specs/backward_ops/" + name + ":"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(r.output.find(" in " + std::to_string(bad.size() + backward_ops.size()) + " spec file(s)"),
+            std::string::npos)
       << r.output;
   // Read on several threads or one, the report is the same, in file order.
   for (const char* jobs : {"1", "4"}) {
-    const CommandResult again = run_command(opgen("check " + repo("tests/bad_specs") + " --root " + repo("") + " --jobs " + jobs));
+    const CommandResult again = run_command(opgen("check " + specs + " --jobs " + jobs));
     EXPECT_EQ(again.output, r.output) << "--jobs " << jobs;
   }
 }
