@@ -182,7 +182,7 @@ int check_or_generate(const GenerateOptions& o) {
       for (size_t i = 0; i < renderer->file_count(); ++i) planned.push_back(renderer->path(i));
       produced.insert(planned.begin(), planned.end());
       plan_s = seconds_since(phase);
-      output.emplace(o.output_dir, planned);
+      output.emplace(o.output_dir, packages.front().name, planned);
       error = output->error();
       if (error.empty()) {
         phase = std::chrono::steady_clock::now();

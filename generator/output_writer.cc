@@ -122,7 +122,17 @@ std::vector<std::string> manifest_entries(const std::string& text) {
   return out;
 }
 
-OutputFolder::OutputFolder(const std::string& root, const std::vector<std::string>& planned) : root_(root) {
+std::string manifest_package(const std::string& text) {
+  const std::string key = "# package: ";
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) == 0) return line.substr(key.size());
+  }
+  return "";
+}
+
+OutputFolder::OutputFolder(const std::string& root, const std::string& package, const std::vector<std::string>& planned)
+    : root_(root) {
   new_file_mode();  // read the umask now, before any worker forks
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -162,6 +172,14 @@ OutputFolder::OutputFolder(const std::string& root, const std::vector<std::strin
     std::ifstream in(manifest, std::ios::binary);
     std::ostringstream text;
     text << in.rdbuf();
+    // A manifest that names no package (an older opgen's) is taken for this one's.
+    const std::string owner = manifest_package(text.str());
+    if (!owner.empty() && owner != package) {
+      error_ = root + " holds the output of package '" + owner + "' (its " + kManifestFileName +
+               " says so), and a folder holds one package: generate '" + package +
+               "' into a folder of its own (or, if '" + owner + "' is gone, empty this one first)";
+      return;
+    }
     previous_ = manifest_entries(text.str());
   }
   // Each folder the plan writes into: made when missing, refused when it is

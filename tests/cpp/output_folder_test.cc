@@ -85,6 +85,35 @@ TEST(OutputFolder, GeneratingIntoAParentFolderLeavesItsOtherOutputAlone) {
   EXPECT_EQ(tree(dir / "generated"), before);
 }
 
+// Two packages would write the same package files (opgen_package.cmake,
+// docs/README.md, the manifest) and take each other's op files for stale: a
+// folder holds one package, which its manifest names.
+TEST(OutputFolder, AnotherPackagesFolderIsRefused) {
+  TempDir dir;
+  const fs::path out = dir / "out";
+  const fs::path specs = specs_with(dir, false);
+  ASSERT_EQ(generate(specs, out).exit_code, 0);
+  EXPECT_NE(opgen_test::read_file(out / "opgen_manifest.txt").find("\n# package: opgen_ops\n"), std::string::npos);
+  const auto before = tree(out);
+  // A second package of one op (a copy of simple_add).
+  const fs::path other = dir / "other_specs";
+  fs::create_directories(other);
+  opgen_test::write_file(other / "package.yaml", "opgen: 1\npackage: {name: other_ops, torch_namespace: other_ops}\n");
+  fs::copy_file(specs / "simple_add.yaml", other / "simple_add.yaml");
+  const CommandResult r = generate(other, out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("opgen: error: " + out.string() + " holds the output of package 'opgen_ops' (its "
+                          "opgen_manifest.txt says so), and a folder holds one package: generate 'other_ops' into "
+                          "a folder of its own"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(tree(out) == before);  // (not EXPECT_EQ: a failure would print every file)
+  // The package itself generates there again.
+  const CommandResult again = generate(specs, out);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find(" 0 written"), std::string::npos) << again.output;
+}
+
 TEST(OutputFolder, AHostileManifestRemovesNothingOutsideTheFolder) {
   TempDir dir;
   const fs::path out = dir / "out";
