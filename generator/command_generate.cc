@@ -211,6 +211,9 @@ int check_or_generate(const GenerateOptions& o) {
   // Only files that the last run's manifest lists, and this run no longer writes.
   const std::vector<std::string> stale = output->remove_stale(produced);
   if (!o.quiet) {
+    for (const std::string& path : output->removed_temporaries()) {
+      std::cout << "opgen: removed " << path << ", left by an interrupted run\n";
+    }
     for (const std::string& path : stale) std::cout << "opgen: removed stale " << path << "\n";
   }
   const size_t removed = stale.size();

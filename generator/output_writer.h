@@ -4,7 +4,7 @@
 // - through a temporary file with an unpredictable name, created exclusively
 //   beside the target and renamed over it, so that a reader (or an
 //   interrupted run) never sees half a file and a planted symbolic link is
-//   never written through;
+//   never written through; the next run removes those that a killed run left;
 // - only inside the folder: a subfolder that is a symbolic link leading out
 //   of it is an error, never a place to write;
 // - one run at a time: the folder is locked for the whole run, so two
@@ -60,6 +60,9 @@ class OutputFolder {
   const std::string& root() const { return root_; }
   // The path shown for `relative`: the root joined with it.
   std::string shown(const std::string& relative) const;
+  // The temporary files of a killed run that opening the folder removed
+  // from the folders it writes into (as shown).
+  const std::vector<std::string>& removed_temporaries() const { return removed_temporaries_; }
 
   // write_if_changed for a planned path (relative to the root).
   WriteResult write_if_changed(const std::string& relative, const std::string& contents, std::string& error);
@@ -77,6 +80,7 @@ class OutputFolder {
   std::string error_;
   std::vector<std::string> previous_;  // the earlier run's manifest
   std::set<std::string> existing_;     // files of the planned folders, listed once up front
+  std::vector<std::string> removed_temporaries_;
 };
 
 }  // namespace opgen::gen
