@@ -66,27 +66,36 @@ const Tensor* forward_tensor(const Op& op, const BackwardArg& arg) {
   return arg.kind == BackwardArg::Kind::kInput ? find(op.inputs, arg.name) : find(op.outputs, arg.name);
 }
 
+// The optional forward input that a forward tensor is there with (itself, or
+// the one an output updates), or "" for one that every call has.
+std::string present_with(const Tensor& t) {
+  if (!t.optional) return "";
+  return t.alias.empty() ? t.name : t.alias;
+}
+
 // Each gradient has its input's dtype and shape: torch would cast and sum or
 // broadcast one that has not, silently. The backward op's type variables and
 // symbols mean what the forward tensors its inputs are given bind them to.
 void check_gradients(const Op& op, const Op& back, Diagnostics& diags) {
   const Backward& b = *op.backward;
-  std::map<std::string, std::string> dtype_of;            // backward type variable -> forward dtype term
-  std::map<std::string, std::set<std::string>> dims_of;   // backward symbol -> forward dimensions it equals
-  bool batch = false;                                     // the backward's '...' is the forward's
+  std::map<std::string, std::string> dtype_of;  // backward type variable -> forward dtype term
+  // Backward symbol ('...' for the batch) -> the forward dimensions it equals,
+  // each with the optional forward input it equals it only when given ("": always).
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> dims_of;
   for (size_t i = 0; i < b.inputs.size(); ++i) {
     const Tensor& in = back.inputs[i];
     const Tensor* given = forward_tensor(op, b.inputs[i]);
     // The first input of a variable binds it (optional inputs come last).
     if (!in.type_var.empty()) dtype_of.emplace(in.type_var, dtype_term(op, *given));
     if (in.batch != given->batch || in.shape.size() != given->shape.size()) continue;
-    batch = batch || in.batch;
     // Every dimension that names a symbol equals it (the backward op checks
-    // that at each call), so each such pairing ties the symbol to the
-    // forward's dimension.
+    // that at each call it is given), so each such pairing ties the symbol to
+    // the forward's dimension.
+    const std::string when = present_with(*given);
+    if (in.batch) dims_of["..."].emplace("...", when);
     for (size_t k = 0; k < in.shape.size(); ++k) {
       const std::string term = dim_term(given->shape[k]);
-      if (!in.shape[k].symbol.empty() && !term.empty()) dims_of[in.shape[k].symbol].insert(term);
+      if (!in.shape[k].symbol.empty() && !term.empty()) dims_of[in.shape[k].symbol].emplace(term, when);
     }
   }
   for (size_t i = 0; i < b.gradients.size(); ++i) {
@@ -94,6 +103,11 @@ void check_gradients(const Op& op, const Op& back, Diagnostics& diags) {
     const Tensor* g = find(back.outputs, out);
     const Tensor* x = find(op.inputs, in);
     if (!g || !x) continue;  // reported above
+    // Ties that hold whenever x is given (its gradient is not needed otherwise).
+    auto tied = [&](const std::string& symbol, const std::string& term) {
+      const auto& ties = dims_of[symbol];
+      return ties.count({term, ""}) || ties.count({term, present_with(*x)});
+    };
     std::string dtype = dtype_term(back, *g);
     if (!g->type_var.empty() && dtype == g->type_var) dtype = dtype_of[dtype];
     const std::string want = dtype_term(op, *x);
@@ -105,14 +119,14 @@ void check_gradients(const Op& op, const Op& back, Diagnostics& diags) {
     std::string problem;
     if (g->batch != x->batch || g->shape.size() != x->shape.size()) {
       problem = "; give it the shape of '" + in + "' (torch would sum or broadcast it silently)";
-    } else if (g->batch && !batch) {
+    } else if (g->batch && !tied("...", "...")) {
       problem = ": its '...' is not tied to the forward's, as no backward input with '...' is given a forward tensor "
                 "with '...'";
     }
     for (size_t k = 0; k < g->shape.size() && problem.empty(); ++k) {
       const Dim& d = g->shape[k];
       const std::string want_dim = dim_term(x->shape[k]);
-      const bool same = d.fixed ? d.fixed == x->shape[k].fixed : !d.symbol.empty() && dims_of[d.symbol].count(want_dim);
+      const bool same = d.fixed ? d.fixed == x->shape[k].fixed : !d.symbol.empty() && tied(d.symbol, want_dim);
       if (same) continue;
       problem = ": its dimension " + d.text + " is not tied to dimension " + want_dim + " of '" + in +
                 "'; use a fixed size equal to it, or a symbol of a backward input that 'backward: inputs' gives a "
