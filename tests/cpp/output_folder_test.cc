@@ -125,8 +125,9 @@ TEST(OutputFolder, ARunRemovesTheTemporaryFilesOfAKilledOne) {
   const auto generated = tree(out);
   const char* const left[] = {"src/.glu_xla.cc.opgen-Ab12Cd", ".opgen_manifest.txt.opgen-000000",
                               "python/opgen_ops/_ops/.gone_op.py.opgen-zZ9aQ1"};
-  const char* const kept[] = {"src/.glu_xla.cc.opgen-Ab12C", "src/.glu_xla.cc.opgen-Ab12Cd~", "src/glu_xla.cc.opgen-Ab12Cd",
-                              "src/.glu_xla.cc.opgen-tmp",   "src/.opgen-Ab12Cd",             "src/.glu.opgen-Ab_2Cd",
+  const char* const kept[] = {"src/.glu_xla.cc.opgen-Ab12C", "src/.glu_xla.cc.opgen-Ab12Cd~",
+                              "src/glu_xla.cc.opgen-Ab12Cd",  "src/.glu_xla.cc.opgen-tmp",
+                              "src/.opgen-Ab12Cd",            "src/.glu.opgen-Ab_2Cd",
                               "notes/.x.opgen-ABCDEF"};  // (notes/: a folder opgen does not write into)
   fs::create_directories(out / "notes");
   for (const char* name : left) opgen_test::write_file(out / name, "half a fi");
