@@ -182,7 +182,7 @@ int check_or_generate(const GenerateOptions& o) {
       for (size_t i = 0; i < renderer->file_count(); ++i) planned.push_back(renderer->path(i));
       produced.insert(planned.begin(), planned.end());
       plan_s = seconds_since(phase);
-      output.emplace(o.output_dir, planned);
+      output.emplace(o.output_dir, packages.front().name, planned);
       error = output->error();
       if (error.empty()) {
         phase = std::chrono::steady_clock::now();
@@ -211,6 +211,9 @@ int check_or_generate(const GenerateOptions& o) {
   // Only files that the last run's manifest lists, and this run no longer writes.
   const std::vector<std::string> stale = output->remove_stale(produced);
   if (!o.quiet) {
+    for (const std::string& path : output->removed_temporaries()) {
+      std::cout << "opgen: removed " << path << ", left by an interrupted run\n";
+    }
     for (const std::string& path : stale) std::cout << "opgen: removed stale " << path << "\n";
   }
   const size_t removed = stale.size();

@@ -3,6 +3,7 @@
 // op (the `new` skeletons) and a test of it; it never overwrites a file.
 #include <filesystem>
 #include <iostream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,8 +17,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The example op the project starts with: `opgen new`'s skeleton.
-constexpr const char* kExampleOp = "scale";
+// The example op the project starts with: `opgen new`'s skeleton, `scale`,
+// unless the package is named so (an op named like its package would hide
+// the package's C++ namespace): the package name is the user's lasting
+// choice, the example op a placeholder.
+std::string example_op(const std::string& package) { return package == "scale" ? "scale_op" : "scale"; }
 
 // Why `name` cannot be the package (and torch namespace) of a new project, or "".
 std::string package_name_problem(const std::string& name) {
@@ -65,7 +69,8 @@ int init_project(const InitOptions& o) {
               << "; 'init' writes a project into a new or empty folder and never overwrites a file\n";
     return 1;
   }
-  const RenderVars vars = {{"name", kExampleOp}, {"package", name}, {"version", OPGEN_VERSION}};
+  const std::string op = example_op(name);
+  const RenderVars vars = {{"name", op}, {"package", name}, {"version", OPGEN_VERSION}};
   const fs::path shown = o.dir;  // paths as the user gave them, in messages
   // One call: the embedded Python that renders them starts once per process.
   std::vector<TemplateFile> files = {
@@ -74,13 +79,13 @@ int init_project(const InitOptions& o) {
       {"init_project/README.md.j2", shown / "README.md"},
       {"init_project/gitignore.j2", shown / ".gitignore"},
       {"init_project/package.yaml.j2", shown / "specs" / "package.yaml"},
-      {"init_project/test_op.py.j2", shown / "tests" / (std::string("test_") + kExampleOp + ".py")},
+      {"init_project/test_op.py.j2", shown / "tests" / ("test_" + op + ".py")},
   };
-  for (TemplateFile& f : new_op_files(kExampleOp, (shown / "specs").string(), (shown / "kernels").string())) {
+  for (TemplateFile& f : new_op_files(op, (shown / "specs").string(), (shown / "kernels").string())) {
     files.push_back(std::move(f));
   }
   if (write_from_templates(o.templates_dir, files, vars) != 0) return 1;
-  std::cout << "opgen: " << o.dir << " holds the package " << name << " with one op, " << kExampleOp
+  std::cout << "opgen: " << o.dir << " holds the package " << name << " with one op, " << op
             << " (out = x * scale). Build, install and test it:\n"
             << "  cd " << shell_quoted(o.dir) << " && pip install --no-build-isolation . && pytest tests\n"
             << "(--no-build-isolation: the build uses this environment's jaxlib, and its torch, if any, for the\n"

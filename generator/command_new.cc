@@ -28,7 +28,10 @@ std::vector<TemplateFile> new_op_files(const std::string& op, const std::string&
 int write_from_templates(const std::string& templates_dir, const std::vector<TemplateFile>& files,
                          const RenderVars& vars) {
   for (const auto& file : files) {
-    if (fs::exists(file.path)) {
+    // Any entry counts, a dangling symbolic link too (exists() follows links:
+    // the write would replace the link with a file).
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(file.path, ec))) {
       std::cerr << "opgen: error: " << file.path.string() << " exists; opgen never overwrites a file\n";
       return 1;
     }
@@ -74,6 +77,12 @@ int new_op(const NewOptions& o) {
       std::cerr << "opgen: error: " << package_path
                 << " is missing: 'new' takes the package name from it (see docs/spec.md)\n";
     }
+    return 1;
+  }
+  // As `check` refuses it: the op's C++ namespace <package>::<op> would hide the package's.
+  if (o.op == package->name) {
+    std::cerr << "opgen: error: op '" << o.op << "' would have the package's name (" << package_path
+              << "); an op may not be named like its package: choose another name\n";
     return 1;
   }
   const RenderVars vars = {{"name", o.op}, {"package", package->name}};

@@ -2,7 +2,9 @@
 
 #include <Python.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,9 +138,16 @@ std::string render_and_write(Renderer& renderer, OutputFolder& folder, size_t wo
       error = "cannot create a pipe for a render worker";
       break;
     }
+    const pid_t parent = ::getpid();
     PyOS_BeforeFork();
     const pid_t pid = ::fork();
     if (pid == 0) {
+      // A worker dies with its parent, so that a killed run leaves nothing
+      // writing into the folder (nor holding its lock, which the worker's
+      // copy of the descriptor shares). The signal comes when the thread that
+      // forked ends: this one, which waits for the workers. A parent that died
+      // before prctl is seen in getppid().
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(1);
       PyOS_AfterFork_Child();
       ::close(fds[0]);
       std::vector<size_t> done;

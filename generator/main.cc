@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
   generate->footer(
       "Needs exactly one package.yaml among the specs. Files are written only when their bytes change;\n"
       "files that the last run listed in OUTPUT_DIR/opgen_manifest.txt and this run no longer writes\n"
-      "are removed, and nothing else; one run at a time writes into OUTPUT_DIR.");
+      "are removed, and nothing else; one run at a time writes into OUTPUT_DIR, and it holds one package\n"
+      "(the manifest names it; another package's folder is refused).");
   common(generate, generate_options);
   generate->add_option("-o,--output", generate_options.output_dir, "where generated files go")
       ->type_name("OUTPUT_DIR")

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 
 namespace opgen::gen {
@@ -31,6 +33,20 @@ mode_t new_file_mode() {
 
 std::string errno_text() { return std::strerror(errno); }
 
+// replace()'s temporary files are ".NAME" + kTemporaryMark + six letters or
+// digits (mkstemp's XXXXXX).
+constexpr std::string_view kTemporaryMark = ".opgen-";
+constexpr size_t kTemporaryRandom = 6;
+
+bool is_temporary_name(const std::string& name) {
+  if (name.size() < 2 + kTemporaryMark.size() + kTemporaryRandom || name[0] != '.') return false;
+  const size_t mark = name.size() - kTemporaryRandom - kTemporaryMark.size();
+  return name.compare(mark, kTemporaryMark.size(), kTemporaryMark) == 0 &&
+         std::all_of(name.end() - kTemporaryRandom, name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+         });
+}
+
 // Whether `path` is a regular file (not a link to one) holding exactly `contents`.
 bool holds(const std::string& path, const std::string& contents) {
   struct stat st;
@@ -48,7 +64,8 @@ bool holds(const std::string& path, const std::string& contents) {
 // nothing planted there is followed or reused) and renames it over the target.
 WriteResult replace(const std::string& path, const std::string& contents, std::string& error) {
   const fs::path target(path);
-  std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".opgen-XXXXXX")).string();
+  std::string tmp = (target.parent_path() / ("." + target.filename().string() + std::string(kTemporaryMark) +
+                                             std::string(kTemporaryRandom, 'X'))).string();
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
     error = "cannot create a temporary file beside " + path + ": " + errno_text();
@@ -122,7 +139,17 @@ std::vector<std::string> manifest_entries(const std::string& text) {
   return out;
 }
 
-OutputFolder::OutputFolder(const std::string& root, const std::vector<std::string>& planned) : root_(root) {
+std::string manifest_package(const std::string& text) {
+  const std::string key = "# package: ";
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) == 0) return line.substr(key.size());
+  }
+  return "";
+}
+
+OutputFolder::OutputFolder(const std::string& root, const std::string& package, const std::vector<std::string>& planned)
+    : root_(root) {
   new_file_mode();  // read the umask now, before any worker forks
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -162,6 +189,14 @@ OutputFolder::OutputFolder(const std::string& root, const std::vector<std::strin
     std::ifstream in(manifest, std::ios::binary);
     std::ostringstream text;
     text << in.rdbuf();
+    // A manifest that names no package (an older opgen's) is taken for this one's.
+    const std::string owner = manifest_package(text.str());
+    if (!owner.empty() && owner != package) {
+      error_ = root + " holds the output of package '" + owner + "' (its " + kManifestFileName +
+               " says so), and a folder holds one package: generate '" + package +
+               "' into a folder of its own (or, if '" + owner + "' is gone, empty this one first)";
+      return;
+    }
     previous_ = manifest_entries(text.str());
   }
   // Each folder the plan writes into: made when missing, refused when it is
@@ -192,7 +227,17 @@ OutputFolder::OutputFolder(const std::string& root, const std::vector<std::strin
       }
     }
     for (const auto& entry : fs::directory_iterator(at, ec)) {
-      existing_.insert((folder / entry.path().filename()).generic_string());
+      const std::string name = entry.path().filename().string();
+      const std::string relative = (folder / name).generic_string();
+      // A temporary file of a run killed while it wrote (a worker of a killed
+      // run dies with it): with the lock held, no other run is writing one.
+      std::error_code type_ec;
+      if (is_temporary_name(name) && fs::is_regular_file(entry.symlink_status(type_ec)) &&
+          ::unlink(entry.path().c_str()) == 0) {
+        removed_temporaries_.push_back(shown(relative));
+        continue;
+      }
+      existing_.insert(relative);
     }
     if (ec) {
       error_ = "cannot list folder " + at.string() + ": " + ec.message();

@@ -1,7 +1,9 @@
 #include "read_backward.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
 
 namespace opgen::gen {
 namespace {
@@ -30,6 +32,112 @@ std::string names_of(const std::vector<Tensor>& ts) {
   std::string out;
   for (const Tensor& t : ts) out += (out.empty() ? "" : ", ") + t.name;
   return out;
+}
+
+// A tensor's shape as the spec writes it: [..., D].
+std::string shape_text(const Tensor& t) {
+  std::string out = t.batch ? "..." : "";
+  for (const Dim& d : t.shape) out += (out.empty() ? "" : ", ") + d.text;
+  return "[" + out + "]";
+}
+
+// A dimension of a forward tensor as the gradient check compares it: its
+// size or its symbol (which names one value across the op); "" for an
+// expression, which no gradient's dimension is checked against.
+std::string dim_term(const Dim& d) {
+  if (d.fixed) return std::to_string(*d.fixed);
+  return d.symbol;
+}
+
+// A tensor's dtype as its op sees it: a dtype, or the type variable that
+// gives it (one of a single dtype is that dtype). Type variables are never
+// named like dtypes, so the two cannot be taken for each other.
+std::string dtype_term(const Op& op, const Tensor& t) {
+  if (t.type_var.empty()) return info(t.dtype).name;
+  for (const TypeVar& v : op.type_vars) {
+    if (v.name == t.type_var && v.dtypes.size() == 1) return info(v.dtypes.front()).name;
+  }
+  return t.type_var;
+}
+
+// The forward tensor a backward input is given: a forward input, or a
+// forward output (whose cotangent has its dtype and shape).
+const Tensor* forward_tensor(const Op& op, const BackwardArg& arg) {
+  return arg.kind == BackwardArg::Kind::kInput ? find(op.inputs, arg.name) : find(op.outputs, arg.name);
+}
+
+// The optional forward input that a forward tensor is there with (itself, or
+// the one an output updates), or "" for one that every call has.
+std::string present_with(const Tensor& t) {
+  if (!t.optional) return "";
+  return t.alias.empty() ? t.name : t.alias;
+}
+
+// Each gradient has its input's dtype and shape: torch would cast and sum or
+// broadcast one that has not, silently. The backward op's type variables and
+// symbols mean what the forward tensors its inputs are given bind them to.
+void check_gradients(const Op& op, const Op& back, Diagnostics& diags) {
+  const Backward& b = *op.backward;
+  std::map<std::string, std::string> dtype_of;  // backward type variable -> forward dtype term
+  // Backward symbol ('...' for the batch) -> the forward dimensions it equals,
+  // each with the optional forward input it equals it only when given ("": always).
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> dims_of;
+  for (size_t i = 0; i < b.inputs.size(); ++i) {
+    const Tensor& in = back.inputs[i];
+    const Tensor* given = forward_tensor(op, b.inputs[i]);
+    // The first input of a variable binds it (optional inputs come last).
+    if (!in.type_var.empty()) dtype_of.emplace(in.type_var, dtype_term(op, *given));
+    if (in.batch != given->batch || in.shape.size() != given->shape.size()) continue;
+    // Every dimension that names a symbol equals it (the backward op checks
+    // that at each call it is given), so each such pairing ties the symbol to
+    // the forward's dimension.
+    const std::string when = present_with(*given);
+    if (in.batch) dims_of["..."].emplace("...", when);
+    for (size_t k = 0; k < in.shape.size(); ++k) {
+      const std::string term = dim_term(given->shape[k]);
+      if (!in.shape[k].symbol.empty() && !term.empty()) dims_of[in.shape[k].symbol].emplace(term, when);
+    }
+  }
+  for (size_t i = 0; i < b.gradients.size(); ++i) {
+    const auto& [out, in] = b.gradients[i];
+    const Tensor* g = find(back.outputs, out);
+    const Tensor* x = find(op.inputs, in);
+    if (!g || !x) continue;  // reported above
+    // Ties that hold whenever x is given (its gradient is not needed otherwise).
+    auto tied = [&](const std::string& symbol, const std::string& term) {
+      const auto& ties = dims_of[symbol];
+      return ties.count({term, ""}) || ties.count({term, present_with(*x)});
+    };
+    std::string dtype = dtype_term(back, *g);
+    if (!g->type_var.empty() && dtype == g->type_var) dtype = dtype_of[dtype];
+    const std::string want = dtype_term(op, *x);
+    if (dtype != want) {
+      diags.error(b.gradient_where[i], "'" + out + "' of '" + b.op + "' (" + back.spec_path + ") has dtype " + dtype +
+                                           " but is the gradient of input '" + in + "', of dtype " + want +
+                                           "; give it the dtype of '" + in + "' (torch would cast it silently)");
+    }
+    std::string problem;
+    if (g->batch != x->batch || g->shape.size() != x->shape.size()) {
+      problem = "; give it the shape of '" + in + "' (torch would sum or broadcast it silently)";
+    } else if (g->batch && !tied("...", "...")) {
+      problem = ": its '...' is not tied to the forward's, as no backward input with '...' is given a forward tensor "
+                "with '...'";
+    }
+    for (size_t k = 0; k < g->shape.size() && problem.empty(); ++k) {
+      const Dim& d = g->shape[k];
+      const std::string want_dim = dim_term(x->shape[k]);
+      const bool same = d.fixed ? d.fixed == x->shape[k].fixed : !d.symbol.empty() && tied(d.symbol, want_dim);
+      if (same) continue;
+      problem = ": its dimension " + d.text + " is not tied to dimension " + want_dim + " of '" + in +
+                "'; use a fixed size equal to it, or a symbol of a backward input that 'backward: inputs' gives a "
+                "forward tensor with that dimension";
+    }
+    if (!problem.empty()) {
+      diags.error(b.gradient_where[i], "'" + out + "' of '" + b.op + "' (" + back.spec_path + ") has shape " +
+                                           shape_text(*g) + " but is the gradient of input '" + in + "', of shape " +
+                                           shape_text(*x) + problem);
+    }
+  }
 }
 
 }  // namespace
@@ -217,7 +325,8 @@ void check_backwards(const std::vector<Op>& ops, Diagnostics& diags) {
     // Trailing optional inputs of the backward op may be left out (None).
     size_t required = back->inputs.size();
     while (required > 0 && back->inputs[required - 1].optional) --required;
-    if (b.inputs.size() > back->inputs.size() || b.inputs.size() < required) {
+    const bool inputs_fit = b.inputs.size() <= back->inputs.size() && b.inputs.size() >= required;
+    if (!inputs_fit) {
       diags.error(b.where, "'" + b.op + "' (" + back->spec_path + ") takes " +
                                (required == back->inputs.size() ? "" : std::to_string(required) + " to ") +
                                std::to_string(back->inputs.size()) + " inputs; 'backward: inputs' lists " +
@@ -248,6 +357,8 @@ void check_backwards(const std::vector<Op>& ops, Diagnostics& diags) {
         break;
       }
     }
+    // The backward's dtypes and sizes are read off the inputs it is given.
+    if (inputs_fit) check_gradients(op, *back, diags);
   }
 }
 

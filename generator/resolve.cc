@@ -344,6 +344,40 @@ bool resolve_splits(SpecFile& f, const Op& op) {
   for (const Tensor& t : op.inputs) check_shape(t, "input");
   for (const Tensor& t : op.outputs) check_shape(t, "output");
   for (const Tensor& t : op.workspaces) check_shape(t, "workspace");
+  if (!ok) return false;  // (an output dimension 'D/2' is no cut of D; that error says so)
+  // What a device computes from its part must be its part of the result.
+  // Constraints and workspaces may name a split's symbols: a part is cut
+  // only where the constraints hold on it, and each call sizes its own
+  // workspaces. Two uses may not:
+  for (const Split& split : op.splits) {
+    const std::set<std::string> cut(split.symbols.begin(), split.symbols.end());
+    // - an index's value range: the values still index the whole dimension,
+    //   of which a device holds only its part;
+    for (const Tensor& t : op.inputs) {
+      for (const auto& bound : {t.values_min, t.values_max}) {
+        if (!bound) continue;
+        std::vector<std::string> names;
+        expr_symbols(*bound, names);
+        const auto s = std::find_if(names.begin(), names.end(), [&](const std::string& n) { return cut.count(n); });
+        if (s == names.end()) continue;
+        f.error(split.where, "split '" + split.name + "' cuts '" + *s + "', which bounds the values of input '" +
+                                 t.name + "' (" + values_range_text(t) + "): they index the whole of '" + *s +
+                                 "', of which each device would hold a part, so the entries of the other parts "
+                                 "would be lost; do not split '" + *s + "'");
+        ok = false;
+        break;
+      }
+    }
+    // - an output without any of the split's dimensions (a sum over them):
+    //   each device would return a partial result.
+    for (const Tensor& t : op.outputs) {
+      if (std::any_of(t.shape.begin(), t.shape.end(), [&](const Dim& d) { return cut.count(d.symbol); })) continue;
+      f.error(split.where, "split '" + split.name + "' cuts no dimension of output '" + t.name +
+                               "', so each device would return it computed from its part alone (a partial sum, "
+                               "say); split only dimensions that every output has, or drop the split");
+      ok = false;
+    }
+  }
   return ok;
 }
 

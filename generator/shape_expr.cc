@@ -1,5 +1,8 @@
 #include "shape_expr.h"
 
+#include <charconv>
+#include <system_error>
+
 #include "names.h"
 
 namespace opgen::gen {
@@ -167,12 +170,12 @@ class ExprParser {
       while (pos_ < text_.size() && is_ascii_digit(text_[pos_])) ++pos_;
       auto e = std::make_shared<Expr>();
       e->kind = Expr::Kind::kInt;
-      const std::string digits(text_.substr(start, pos_ - start));
-      if (digits.size() > 18) {
-        error = "the number " + digits + " in the expression is too large";
+      const std::string_view digits = text_.substr(start, pos_ - start);
+      // Every literal that fits int64 (a count of elements may reach 2^63 - 1).
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), e->value).ec != std::errc()) {
+        error = "the number " + std::string(digits) + " in the expression is too large (at most 9223372036854775807)";
         return nullptr;
       }
-      e->value = std::stoll(digits);
       return e;
     }
     while (pos_ < text_.size() && is_name_char(text_[pos_])) ++pos_;

@@ -2,12 +2,19 @@
 // generated/ byte for byte and is a no-op the second time; `opgen check`
 // exits 0 (good specs), 1 (spec errors) or 2 (usage errors).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -136,6 +143,61 @@ TEST(Golden, AWorkersRenderErrorFailsTheRun) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("opgen: error: template op_doc.md.j2 failed for docs/op_"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("'no_such_variable' is undefined"), std::string::npos) << r.output;
+}
+
+// The processes of group `group` that have not ended (zombies excluded).
+int live_processes_in_group(pid_t group) {
+  int count = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat) || stat.rfind(')') == std::string::npos) continue;
+    // pid (comm) state ppid pgrp ...: the command may hold spaces and ')'.
+    std::istringstream rest(stat.substr(stat.rfind(')') + 1));
+    char state = 0;
+    pid_t ppid = 0, pgrp = 0;
+    if (rest >> state >> ppid >> pgrp && pgrp == group && state != 'Z') ++count;
+  }
+  return count;
+}
+
+// Killed, the parent takes its render workers with it: none goes on writing
+// into the folder (they would hold its lock, too).
+TEST(Golden, WorkersDieWithTheirParent) {
+  opgen_test::TempDir dir;
+  const fs::path specs = many_ops(dir, 60);
+  // Op docs that take half a second each: the workers are still at work when the parent dies.
+  const fs::path templates = dir / "templates";
+  fs::copy(source_dir() / "templates", templates, fs::copy_options::recursive);
+  opgen_test::write_file(templates / "op_doc.md.j2", "{% for i in range(10000000) %}{% endfor %}\n");
+  const fs::path out = dir / "out";
+  const std::string command = "exec " + opgen("generate " + shell_quote(specs.string()) + " --jobs 3 -o " +
+                                              shell_quote(out.string()) + " --templates " +
+                                              shell_quote(templates.string())) + " > /dev/null 2>&1";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setpgid(0, 0);  // a group of its own, which its workers join
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // (whichever of the two runs first)
+  // A written file means the workers have forked (the parent writes only after).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(out / "python" / "opgen_ops" / "jax.py") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(live_processes_in_group(pid), 3) << "the parent and two workers";
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  int left = -1;
+  for (int i = 0; i < 50 && left != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = live_processes_in_group(pid);
+  }
+  ::kill(-pid, SIGKILL);  // whatever is left: the test leaves no process behind
+  EXPECT_EQ(left, 0) << "render workers outlived their parent";
 }
 
 // Generates a package of one op (spec `spec_text` named `op`) into
@@ -406,6 +468,25 @@ TEST(Golden, CheckMatchesABackwardAgainstItsOp) {
   }
 }
 
+// A gradient has its input's dtype and shape, told through what the backward
+// op's inputs are given: its own type variable and symbols may differ in name
+// (tests/bad_specs/backward_gradient_* are refused).
+TEST(Golden, CheckTiesAGradientToItsInputThroughTheBackwardsInputs) {
+  opgen_test::TempDir dir;
+  opgen_test::write_file(dir.path() / "pool.yaml",
+                         "opgen: 1\nname: pool\ntypes:\n  T: [f32, f64]\ninputs:\n  y: {dtype: T, shape: [..., M, 4]}\n"
+                         "  w: {dtype: f32, shape: [4]}\noutputs:\n  out: {dtype: T, shape: [..., M, 4]}\n"
+                         "backward:\n  op: pool_backward\n  inputs: [y, grad(out), w]\n"
+                         "  gradients: {grad_y: y, grad_w: w}\n");
+  opgen_test::write_file(dir.path() / "pool_backward.yaml",
+                         "opgen: 1\nname: pool_backward\ntypes:\n  U: [f32, f64]\ninputs:\n"
+                         "  y: {dtype: U, shape: [..., K, 4]}\n  g: {dtype: U, shape: [..., K, J]}\n"
+                         "  w: {dtype: f32, shape: [L]}\noutputs:\n  grad_y: {dtype: U, shape: [..., K, J]}\n"
+                         "  grad_w: {dtype: f32, shape: [4]}\n");
+  const CommandResult r = run_command(opgen("check " + dir.path().string() + " --root " + dir.path().string()));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 // An op named like its package would hide the package's C++ namespace.
 TEST(Golden, CheckRefusesAnOpNamedLikeItsPackage) {
   opgen_test::TempDir dir;
@@ -437,17 +518,28 @@ TEST(Golden, CheckReportsEveryBadSpecInOneRun) {
     if (entry.path().extension() == ".yaml") bad.insert(entry.path().filename().string());
   }
   ASSERT_FALSE(bad.empty());
-  const CommandResult r = run_command(opgen("check " + repo("tests/bad_specs") + " --root " + repo("")));
+  // With the backward ops that some of them name (good specs, in a subfolder),
+  // as a package's folder holds them.
+  std::set<std::string> backward_ops;
+  for (const auto& entry : fs::directory_iterator(source_dir() / "tests" / "bad_specs" / "backward_ops")) {
+    backward_ops.insert(entry.path().filename().string());
+  }
+  const std::string specs = repo("tests/bad_specs") + " " + repo("tests/bad_specs/backward_ops") + " --root " + repo("");
+  const CommandResult r = run_command(opgen("check " + specs));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   for (const std::string& name : bad) {
     EXPECT_NE(r.output.find("tests/bad_specs/" + name + ":"), std::string::npos)
         << name << " earned no diagnostic from `opgen check tests/bad_specs`";
   }
-  EXPECT_NE(r.output.find(" in " + std::to_string(bad.size()) + " spec file(s)"), std::string::npos)
+  for (const std::string& name : backward_ops) {
+    EXPECT_EQ(r.output.find("tests/bad_specs/backward_ops/" + name + ":"), std::string::npos) << r.output;
+  }
+  EXPECT_NE(r.output.find(" in " + std::to_string(bad.size() + backward_ops.size()) + " spec file(s)"),
+            std::string::npos)
       << r.output;
   // Read on several threads or one, the report is the same, in file order.
   for (const char* jobs : {"1", "4"}) {
-    const CommandResult again = run_command(opgen("check " + repo("tests/bad_specs") + " --root " + repo("") + " --jobs " + jobs));
+    const CommandResult again = run_command(opgen("check " + specs + " --jobs " + jobs));
     EXPECT_EQ(again.output, r.output) << "--jobs " << jobs;
   }
 }

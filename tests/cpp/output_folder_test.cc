@@ -85,6 +85,72 @@ TEST(OutputFolder, GeneratingIntoAParentFolderLeavesItsOtherOutputAlone) {
   EXPECT_EQ(tree(dir / "generated"), before);
 }
 
+// Two packages would write the same package files (opgen_package.cmake,
+// docs/README.md, the manifest) and take each other's op files for stale: a
+// folder holds one package, which its manifest names.
+TEST(OutputFolder, AnotherPackagesFolderIsRefused) {
+  TempDir dir;
+  const fs::path out = dir / "out";
+  const fs::path specs = specs_with(dir, false);
+  ASSERT_EQ(generate(specs, out).exit_code, 0);
+  EXPECT_NE(opgen_test::read_file(out / "opgen_manifest.txt").find("\n# package: opgen_ops\n"), std::string::npos);
+  const auto before = tree(out);
+  // A second package of one op (a copy of simple_add).
+  const fs::path other = dir / "other_specs";
+  fs::create_directories(other);
+  opgen_test::write_file(other / "package.yaml", "opgen: 1\npackage: {name: other_ops, torch_namespace: other_ops}\n");
+  fs::copy_file(specs / "simple_add.yaml", other / "simple_add.yaml");
+  const CommandResult r = generate(other, out);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("opgen: error: " + out.string() + " holds the output of package 'opgen_ops' (its "
+                          "opgen_manifest.txt says so), and a folder holds one package: generate 'other_ops' into "
+                          "a folder of its own"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(tree(out) == before);  // (not EXPECT_EQ: a failure would print every file)
+  // The package itself generates there again.
+  const CommandResult again = generate(specs, out);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find(" 0 written"), std::string::npos) << again.output;
+}
+
+// A run killed while it wrote leaves the temporary files of replace()
+// (".NAME.opgen-XXXXXX"); the next run, which holds the folder's lock, removes
+// them from the folders it writes into, and nothing that only looks like one.
+TEST(OutputFolder, ARunRemovesTheTemporaryFilesOfAKilledOne) {
+  TempDir dir;
+  const fs::path out = dir / "out";
+  const fs::path specs = specs_with(dir, false);
+  ASSERT_EQ(generate(specs, out).exit_code, 0);
+  const auto generated = tree(out);
+  const char* const left[] = {"src/.glu_xla.cc.opgen-Ab12Cd", ".opgen_manifest.txt.opgen-000000",
+                              "python/opgen_ops/_ops/.gone_op.py.opgen-zZ9aQ1"};
+  const char* const kept[] = {"src/.glu_xla.cc.opgen-Ab12C", "src/.glu_xla.cc.opgen-Ab12Cd~",
+                              "src/glu_xla.cc.opgen-Ab12Cd",  "src/.glu_xla.cc.opgen-tmp",
+                              "src/.opgen-Ab12Cd",            "src/.glu.opgen-Ab_2Cd",
+                              "notes/.x.opgen-ABCDEF"};  // (notes/: a folder opgen does not write into)
+  fs::create_directories(out / "notes");
+  for (const char* name : left) opgen_test::write_file(out / name, "half a fi");
+  for (const char* name : kept) opgen_test::write_file(out / name, "mine\n");
+  opgen_test::write_file(dir / "victim", "precious\n");
+  fs::create_symlink(dir / "victim", out / "src" / ".glu_torch.cc.opgen-QWERTY");  // not a file mkstemp made
+
+  const CommandResult r = generate(specs, out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* name : left) {
+    EXPECT_FALSE(fs::exists(out / name)) << name;
+    EXPECT_NE(r.output.find("opgen: removed " + (out / name).string() + ", left by an interrupted run"),
+              std::string::npos)
+        << r.output;
+  }
+  for (const char* name : kept) EXPECT_EQ(opgen_test::read_file(out / name), "mine\n") << name;
+  EXPECT_TRUE(fs::is_symlink(out / "src" / ".glu_torch.cc.opgen-QWERTY"));
+  EXPECT_EQ(opgen_test::read_file(dir / "victim"), "precious\n");
+  EXPECT_NE(r.output.find(" 0 written"), std::string::npos) << r.output;
+  const auto now = tree(out);
+  for (const auto& [name, bytes] : generated) EXPECT_TRUE(now.at(name) == bytes) << name;
+}
+
 TEST(OutputFolder, AHostileManifestRemovesNothingOutsideTheFolder) {
   TempDir dir;
   const fs::path out = dir / "out";

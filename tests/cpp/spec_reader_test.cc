@@ -12,6 +12,7 @@
 
 #include "diagnostics.h"
 #include "model.h"
+#include "read_backward.h"
 #include "spec_reader.h"
 #include "test_util.h"
 
@@ -29,6 +30,10 @@ using opgen_test::source_dir;
 //   # expect: <text that some diagnostic's formatted line contains>
 //   # expect-line: <1-based line that diagnostic points at>   (optional)
 //   # known-bug: <why the reader still returns a model>       (optional)
+//   # with: <a spec read beside it, relative to tests/bad_specs> (optional, repeatable)
+// A file `with` other specs (the backward op of its `backward:`, which lives in
+// a subfolder, backward_ops/, as it is no bad spec) is read as `opgen check`
+// reads a folder: with them, then checked against them.
 // A known-bug file is reported with its message but the reader still returns
 // an Op (or Package) for it; its "rejected" test is skipped, and fails once
 // the reader is fixed, to say that the marker should go.
@@ -38,6 +43,7 @@ struct BadSpec {
   std::string expect;     // empty when the header is missing
   int line = -1;          // -1: any line
   std::string known_bug;
+  std::vector<std::string> with;
   std::string header_problem;
 };
 
@@ -63,7 +69,10 @@ BadSpec parse_bad_spec(const fs::path& path) {
     const std::string expect_key = "# expect:";
     const std::string line_key = "# expect-line:";
     const std::string bug_key = "# known-bug:";
-    if (line.rfind(bug_key, 0) == 0) {
+    const std::string with_key = "# with:";
+    if (line.rfind(with_key, 0) == 0) {
+      spec.with.push_back(trim(line.substr(with_key.size())));
+    } else if (line.rfind(bug_key, 0) == 0) {
       spec.known_bug = trim(line.substr(bug_key.size()));
     } else if (line.rfind(line_key, 0) == 0) {
       const std::string value = trim(line.substr(line_key.size()));
@@ -118,12 +127,22 @@ std::string all_messages(const opgen::gen::Diagnostics& diags) {
 std::string shown_name(const BadSpec& spec) { return "tests/bad_specs/" + spec.file_name; }
 
 // Reads the spec as opgen does: package.yaml holds the package settings.
-// Returns whether the reader returned a model.
+// Returns whether the reader returned a model (and, with `# with:` specs,
+// the checks between files passed).
 bool read_spec(const BadSpec& spec, opgen::gen::Diagnostics& diags) {
   if (spec.file_name == opgen::gen::kPackageSpecFileName) {
     return opgen::gen::read_package_spec(spec.path.string(), shown_name(spec), diags).has_value();
   }
-  return opgen::gen::read_op_spec(spec.path.string(), shown_name(spec), diags).has_value();
+  std::optional<opgen::gen::Op> op = opgen::gen::read_op_spec(spec.path.string(), shown_name(spec), diags);
+  if (!op || spec.with.empty()) return op.has_value();
+  std::vector<opgen::gen::Op> ops = {*op};
+  for (const std::string& name : spec.with) {
+    std::optional<opgen::gen::Op> other = opgen::gen::read_op_spec(
+        (source_dir() / "tests" / "bad_specs" / name).string(), "tests/bad_specs/" + name, diags);
+    if (other) ops.push_back(*other);
+  }
+  opgen::gen::check_backwards(ops, diags);
+  return !diags.has_errors();
 }
 
 class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
@@ -384,6 +403,41 @@ outputs:
                                      std::string(40, '-') + "1}\noutputs:\n  y: {dtype: i32, shape: [N]}\n",
                          deep));
   EXPECT_NE(all_messages(deep).find("nests more than 32 levels deep"), std::string::npos) << all_messages(deep);
+}
+
+// Every integer that fits int64 reads, in each place a spec writes one (19
+// digits: 2^62 and 2^63 - 1); 2^63 is refused.
+TEST(SpecReader, IntegersUpToInt64MaxRead) {
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("huge", R"(opgen: 1
+name: huge
+inputs:
+  x: {dtype: f32, shape: [N, 4611686018427387904]}
+  pos: {dtype: i64, shape: [N], min: 0, max: 9223372036854775807}
+outputs:
+  out: {dtype: f32, shape: [N + 4611686018427387904]}
+attrs:
+  seed: {type: i64, default: 9223372036854775807, max: 9223372036854775807}
+constraints:
+  - "N <= 9223372036854775807"
+  - "N in [1, 9223372036854775807]"
+)", diags);
+  ASSERT_TRUE(op.has_value()) << all_messages(diags);
+  constexpr int64_t kMax = 9223372036854775807;
+  EXPECT_EQ(op->inputs[0].shape[1].fixed, std::optional<int64_t>(int64_t{1} << 62));
+  EXPECT_EQ(op->inputs[1].values_max->value, kMax);
+  EXPECT_EQ(op->outputs[0].shape[0].expr->rhs->value, int64_t{1} << 62);
+  EXPECT_EQ(std::get<int64_t>(*op->attrs[0].default_value), kMax);
+  EXPECT_EQ(op->constraints[0].rhs->value, kMax);
+  EXPECT_EQ(op->constraints[1].set, (std::vector<int64_t>{1, kMax}));
+  opgen::gen::Diagnostics over;
+  EXPECT_FALSE(read_text("over", "opgen: 1\nname: over\ninputs:\n  x: {dtype: f32, shape: [N]}\noutputs:\n"
+                                 "  out: {dtype: f32, shape: [N + 9223372036854775808]}\n",
+                         over));
+  EXPECT_NE(all_messages(over).find("over.yaml:6:29: error: bad shape expression 'N + 9223372036854775808' in output "
+                                    "'out': the number 9223372036854775808 in the expression is too large"),
+            std::string::npos)
+      << all_messages(over);
 }
 
 TEST(SpecReader, SymbolsBindToTheirFirstInputDimensionInOrder) {

@@ -99,3 +99,38 @@ def test_new_refuses_bad_names_and_missing_package(prefix, tmp_path):
     for name in ("Bad", "class", "a__b"):
         result = subprocess.run([opgen, "new", name], cwd=tmp_path, capture_output=True, text=True)
         assert result.returncode == 1 and "is not a valid op name" in result.stderr
+
+
+def test_new_counts_a_dangling_link_as_a_file(prefix, tmp_path):
+    # Any directory entry is taken: a link to nowhere is neither replaced nor written through.
+    opgen = str(prefix / "bin" / "opgen")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "kernels").mkdir()
+    shutil.copy(REPO / "specs" / "package.yaml", tmp_path / "specs")
+    link = tmp_path / "kernels" / "gather.cu"
+    link.symlink_to(tmp_path / "nowhere.cu")
+    result = subprocess.run([opgen, "new", "gather"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1 and "kernels/gather.cu exists; opgen never overwrites a file" in result.stderr
+    assert link.is_symlink() and not (tmp_path / "nowhere.cu").exists()
+    assert not (tmp_path / "specs" / "gather.yaml").exists(), "nothing is written when one file is taken"
+
+
+def test_init_names_its_example_op_apart_from_the_package(prefix, tmp_path):
+    # A package named like the example op: the op is named apart, and the project checks.
+    opgen = str(prefix / "bin" / "opgen")
+    out = run([opgen, "init", "scale"], cwd=tmp_path)
+    assert "wrote scale/specs/scale_op.yaml" in out and "with one op, scale_op" in out
+    assert (tmp_path / "scale" / "tests" / "test_scale_op.py").exists()
+    assert "namespace scale::scale_op" in (tmp_path / "scale" / "kernels" / "scale_op.cc").read_text()
+    assert "2 spec file(s) OK" in run([opgen, "check", "specs"], cwd=tmp_path / "scale")
+
+
+def test_new_refuses_an_op_named_like_its_package(prefix, tmp_path):
+    opgen = str(prefix / "bin" / "opgen")
+    (tmp_path / "specs").mkdir()
+    shutil.copy(REPO / "specs" / "package.yaml", tmp_path / "specs")
+    result = subprocess.run([opgen, "new", "opgen_ops"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1, result.stdout
+    assert ("op 'opgen_ops' would have the package's name (specs/package.yaml); an op may not be named like its "
+            "package: choose another name") in result.stderr
+    assert not (tmp_path / "specs" / "opgen_ops.yaml").exists()

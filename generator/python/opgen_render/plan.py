@@ -40,7 +40,7 @@ class Plan:
         for op, op_ctx, files in zip(ops, op_contexts, op_files):
             for template, path, _ in files:
                 add(template, path, package['spec_path'] + ', ' + op['spec_path'], {'package': pkg, 'op': op_ctx})
-        add(manifest[0], manifest[1], all_sources, {'files': sorted(self.paths)})
+        add(manifest[0], manifest[1], all_sources, {'package': pkg, 'files': sorted(self.paths)})
         # The plan lives until the process ends: frozen, it is left out of every
         # collection, which then walks only what renders leave behind (each
         # render's context and macros form cycles), and forked workers do not
