@@ -8,7 +8,8 @@
 #   4. pytest against the installed package (GPU tests skip without a GPU), then
 #      the torchax tests and the multi-device tests (4 host CPU devices), each in
 #      a process of its own (their conftest.py says why), and the opgen wheel
-#      in a fresh virtualenv (tests/tool);
+#      in a fresh virtualenv (tests/tool); then the table of eager call costs
+#      on the CPU (bench/bench_torch_calls.py: printed, not asserted);
 #   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +34,7 @@ export OPGEN_BINARY="$PWD/build/tests/generator/opgen" OPGEN_BUILD_DIR="$PWD/bui
 (cd tests/multi_device && python -m pytest -q -rs .)
 # The opgen wheel in a fresh virtualenv: opgen init, pip install, the project's own tests.
 (cd tests/tool && python -m pytest -q -rs .)
+# A table, not a test: the host's cost of an eager call of each wrapper against the native op.
+python bench/bench_torch_calls.py --device cpu --calls 500 --rounds 5
 
 bash scripts/sanitize.sh

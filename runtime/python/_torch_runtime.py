@@ -167,6 +167,7 @@ def register(op: Op, capsules: Mapping) -> None:
     if op.backward is not None:
         _register_backward(op)
     _torch_sharding.register(op, getattr(getattr(torch.ops, namespace), kernel).default)
+    _DIRECT[op.name] = _Direct(op)
 
 
 def _register_backward(op: Op) -> None:
@@ -372,9 +373,86 @@ def _library(namespace: str, kind: str, key: str = "") -> torch.library.Library:
     return _LIBRARIES[namespace, kind, key]
 
 
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_is_compiling = torch.compiler.is_compiling
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._len_torch_function_stack
+_grad_enabled = torch.is_grad_enabled
+_functorch_layers = torch._C._functorch.peek_interpreter_stack  # torch.func.vmap, grad, ...
+
+
+class _Direct:
+    """The direct route of `call` for a plain eager call: the C++ kernel's
+    overload itself, below the Python autograd formula (no input needs a
+    gradient), with an op's lowered attributes computed once per distinct
+    value. It skips what only tracing, autograd, tensor subclasses and modes
+    need (the op's Python layers: the lowering to ``<op>__lowered``,
+    torch.library's autograd kernel), and runs the same kernel, which checks
+    the call as ever. `plain` says whether a call may take it."""
+
+    def __init__(self, op: Op):
+        self.op = op
+        # The overload's C++ callable (OpOverload.__call__ is a Python frame around it).
+        self.kernel = getattr(getattr(torch.ops, op.torch_namespace), op.torch_kernel).default._op
+        # The kernel has torch.library's Python autograd kernel where the spec
+        # has a backward and nothing is updated in place (_register_backward).
+        self.below_autograd = op.backward is not None and not op.aliased_outputs
+        self.required = tuple(not t.optional for t in op.inputs)
+        self.order = _spec_order(op) if op.aliased_outputs else None
+        self.single = len(op.outputs) == 1
+        self.lowered: dict = {}  # attributes (as a hashable key) -> what the lowered kernel takes
+
+    def plain(self, inputs: Sequence) -> bool:
+        """Whether the call is eager on plain CPU or CUDA tensors of which none
+        needs a gradient, with no mode, subclass or compiler in the way. (It
+        runs on every call, so it reads only cheap attributes.)"""
+        if _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layers() is not None:
+            return False
+        grad = _grad_enabled()
+        for x, required in zip(inputs, self.required):
+            if x is None:
+                if required:
+                    return False  # the slow path says so
+            elif x.__class__ not in _PLAIN_TENSORS or not (x.is_cpu or x.is_cuda) or (grad and x.requires_grad):
+                return False
+        return True
+
+    def __call__(self, inputs: Sequence, attrs: Mapping):
+        op = self.op
+        if op.torch_lowered:
+            attrs = self.lower(attrs)
+        if self.below_autograd:
+            with torch._C._AutoDispatchBelowAutograd():
+                result = self.kernel(*inputs, **attrs)
+        else:
+            result = self.kernel(*inputs, **attrs)
+        if self.order is None:
+            return result
+        values = _in_spec_order(self.order, inputs, _fresh(result))
+        return values[0] if self.single else tuple(values)
+
+    def lower(self, attrs: Mapping) -> dict:
+        try:
+            key = tuple((k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
+            hit = self.lowered.get(key)
+        except TypeError:  # an unhashable value: checked and lowered every time
+            key, hit = None, None
+        if hit is None:
+            hit = _lower(self.op, _spec.check_attrs(self.op, attrs))
+            if key is not None and len(self.lowered) < 64:
+                self.lowered[key] = hit
+        return hit
+
+
+_DIRECT: dict = {}  # op name -> its _Direct route (registered ops)
+
+
 def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
     """The documented function of `op`: ``torch.ops.<ns>.<op>``, with the
     outputs in spec order (an output updated in place is its input tensor)."""
+    direct = _DIRECT.get(op.name)
+    if direct is not None and direct.plain(inputs):
+        return direct(inputs, attrs)
     for t, x in zip(op.inputs, inputs):
         if x is None and not t.optional:
             raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
