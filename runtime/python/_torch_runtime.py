@@ -176,6 +176,7 @@ def _register_backward(op: Op) -> None:
     in its schema to attach it to: where a gradient is needed, `call` runs
     such an op through `_in_place_function(op)` instead."""
     if op.aliased_outputs:
+        _OPS[op.name] = op
         _IN_PLACE_FUNCTIONS[op.name] = _in_place_function(op)
         return
     save, gradients = _autograd_glue(op)
@@ -294,6 +295,7 @@ def _in_spec_order(order: tuple, inputs: Sequence, fresh: list) -> list:
 
 
 _IN_PLACE_FUNCTIONS: dict = {}  # op name -> its autograd.Function (ops that update inputs in place)
+_OPS: dict = {}  # op name -> its description, for those Functions
 
 
 def _in_place_function(op: Op) -> type:
@@ -309,7 +311,9 @@ def _in_place_function(op: Op) -> type:
     save, gradients = _autograd_glue(op)
     kernel = getattr(getattr(torch.ops, op.torch_namespace), op.name)
     order = _spec_order(op)
-    updated = {k for k in order if k >= 0}
+    updated = sorted({k for k in order if k >= 0})
+    copies = _copies_for_update(op, updated)
+    name = op.name  # torch.compile traces forward: its closure holds plain values only
     attr_names = tuple(a.name for a in op.attrs)
     n = len(op.inputs)
 
@@ -317,8 +321,13 @@ def _in_place_function(op: Op) -> type:
         @staticmethod
         def forward(ctx, *args):
             attrs = dict(zip(attr_names, args[n:]))
-            inputs = [x.clone(memory_format=torch.contiguous_format) if k in updated and x is not None else x
-                      for k, x in enumerate(args[:n])]
+            inputs = list(args[:n])
+            if not torch.compiler.is_compiling() and _torchax_tensors(inputs):
+                made = _torchax_copies(name, inputs)  # no custom op runs on torchax tensors
+            else:
+                made = copies(inputs)
+            for k, copy in zip([k for k in updated if inputs[k] is not None], made):
+                inputs[k] = copy
             values = _in_spec_order(order, inputs, _fresh(kernel(*inputs, **attrs)))
             save(ctx, inputs, values, attrs)
             return tuple(values)
@@ -329,6 +338,56 @@ def _in_place_function(op: Op) -> type:
 
     OutOfPlace.__name__ = OutOfPlace.__qualname__ = f"{op.name}_out_of_place"
     return OutOfPlace
+
+
+def _copies_for_update(op: Op, updated: Sequence[int]):
+    """A custom op that checks the in-place rule on the caller's tensors and
+    returns dense copies of the given inputs among `updated`, for running
+    `op` out of place. A custom op, so that under torch.compile the rule
+    runs on the real tensors each time the graph runs (tracing sees fake
+    ones, whose addresses mean nothing)."""
+
+    @torch.library.custom_op(f"{op.torch_namespace}::{op.name}__copies_for_update", mutates_args=())
+    def copies(inputs: list[torch.Tensor | None]) -> list[torch.Tensor]:
+        _check_in_place(op, inputs)
+        return [inputs[k].clone(memory_format=torch.contiguous_format) for k in updated if inputs[k] is not None]
+
+    @copies.register_fake
+    def _(inputs):
+        return [torch.empty_like(inputs[k], memory_format=torch.contiguous_format)
+                for k in updated if inputs[k] is not None]
+
+    # The operator, which torch.compile traces as one (not the Python object).
+    return getattr(getattr(torch.ops, op.torch_namespace), f"{op.name}__copies_for_update").default
+
+
+def _write_back(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """`target.copy_(value)`, an in-place update of the caller's tensor that
+    autograd records. A view is written through a fresh view of its base:
+    autograd refuses an update of a view made before its base joined the
+    graph (as the first of two updated views of one tensor makes it), and it
+    regenerates the caller's view from the base when the view is next used."""
+    base = target._base
+    if base is None or torch.compiler.is_compiling():  # dynamo traces no storage_offset()
+        return target.copy_(value)
+    base.as_strided(target.size(), target.stride(), target.storage_offset()).copy_(value)
+    return target
+
+
+def _torchax_copies(name: str, inputs: Sequence) -> list:
+    """What `_copies_for_update` makes, for torchax tensors: the rule, then copies."""
+    op = _OPS[name]
+    _check_in_place(op, inputs)
+    return [inputs[k].clone() for k in sorted({k for k in _spec_order(op) if k >= 0}) if inputs[k] is not None]
+
+
+def _torchax_tensors(inputs: Sequence) -> bool:
+    from . import _torchax_runtime
+
+    for x in inputs:
+        if x is not None and _torchax_runtime.is_torchax(x):
+            return True
+    return False
 
 
 class _NoBackward(torch.autograd.Function):
@@ -468,13 +527,13 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
                 needs_grad = True
                 break
     if needs_grad and op.backward is not None and op.aliased_outputs:
-        # The op runs on copies, so the C++ kernel's in-place rule would see
-        # no overlap: the same rule here, on the caller's tensors.
-        _check_in_place(op, inputs)
+        # The op runs on copies (the C++ kernel's in-place rule would see no
+        # overlap there), and the same rule is checked on the caller's tensors
+        # as they are copied.
         values = list(_IN_PLACE_FUNCTIONS[op.name].apply(*inputs, *[attrs[a.name] for a in op.attrs]))
         for i, k in enumerate(_spec_order(op)):
             if k >= 0 and values[i] is not None:
-                values[i] = inputs[k].copy_(values[i])
+                values[i] = _write_back(inputs[k], values[i])
         return values[0] if len(values) == 1 else tuple(values)
     needs_grad = needs_grad and op.backward is None
     if needs_grad and op.aliased_outputs:
@@ -498,16 +557,15 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
 def _check_in_place(op: Op, inputs: Sequence) -> None:
     """The torch kernels' rule for an input updated in place (its elements do
     not overlap; it shares no memory with another input), asked of the
-    package's own C++ (opgen/footprint.h) for tensors that have memory."""
+    package's own C++ (opgen/footprint.h) with the tensors' addresses, or,
+    for torchax tensors, which have none, with their places in the torchax
+    tensors they view."""
     from . import _C  # the package's extension (this module is copied into each package)
     from . import _torchax_runtime
 
-    if any(_torchax_runtime.is_torchax(x) for x in inputs):
+    if _torchax_tensors(inputs):
         _torchax_runtime.check_in_place(op, inputs)
         return
-    if torch.compiler.is_compiling() or any(x is not None and (is_fake(x) or x.device.type == "meta")
-                                            for x in inputs):
-        return  # no addresses to compare while tracing
     names = [t.name for t in op.inputs]
     extents = [None if x is None else (x.data_ptr(), list(x.shape), list(x.stride()), x.element_size())
                for x in inputs]
