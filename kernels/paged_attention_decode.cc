@@ -41,7 +41,7 @@ opgen::Status run_cpu(const Args<T>& args) {
         fill(out, args.Dh, nan);
         continue;
       }
-      const T* q = args.query + (s * args.H + h) * args.Dh;
+      const T* q = args.query + s * args.query_strides[0] + h * args.query_strides[1];
       logits.assign(context, 0.0);
       bool bad_block = false;
       double largest = -std::numeric_limits<double>::infinity();

@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T> args, i
   // The block's query heads as B fragments (k: the head dimension, n: the
   // head), zero past its heads.
   uint32_t query[Dh / 16][2];
-  const T* q = args.query + (w.s * args.H + w.h0 + g) * Dh;
+  const T* q = args.query + w.s * args.query_strides[0] + (w.h0 + g) * args.query_strides[1];
 #pragma unroll
   for (int kt = 0; kt < Dh / 16; ++kt) {
 #pragma unroll
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
   for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
     for (int e = 0; e < kE; ++e) {
-      q[g][e] = g < heads ? opgen::kernels::load(args.query + (w.s * args.H + w.h0 + g) * Dh, column + e) * args.scale : 0.f;
+      q[g][e] = g < heads ? opgen::kernels::load(args.query + w.s * args.query_strides[0] + (w.h0 + g) * args.query_strides[1], column + e) * args.scale : 0.f;
     }
   }
   // Each token's row, once per block (a division by BS per token, not per

@@ -194,3 +194,25 @@ def test_torch_compile_fullgraph_matches_the_reference(rng):
     f = torch.compile(lambda *a: tops.paged_attention_decode(*a, scale=float(scale)) * 2, fullgraph=True)
     got = f(*(to_torch(a) for a in arrays))
     check(got / 2, p, "float32")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_torch_query_may_be_a_view_of_the_qkv_projection(rng, device):
+    """vLLM passes the query as a slice of the qkv projection with its own
+    stride: the kernel reads it where it is, with no copy."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
+    dtype = "float32" if device == "cpu" else "bfloat16"
+    p = problem(rng, dtype, heads=8, kv_heads=2, dh=64)
+    query, *rest, scale = p
+    seqs, heads, dh = query.shape
+    qkv = to_torch(rng.standard_normal((seqs, (heads + 4) * dh)).astype(DTYPES[dtype]), device)
+    view = qkv[:, :heads * dh].view(seqs, heads, dh)
+    view.copy_(to_torch(query, device))
+    assert not view.is_contiguous() and view.stride() == ((heads + 4) * dh, dh, 1)
+    got = tops.paged_attention_decode(view, *(to_torch(a, device) for a in rest), scale=scale)
+    check(got, p, dtype)
+    # Heads further apart than a head's length, too.
+    wide = to_torch(np.zeros((seqs, heads, 2 * dh), DTYPES[dtype]), device)[:, :, :dh]
+    wide.copy_(to_torch(query, device))
+    check(tops.paged_attention_decode(wide, *(to_torch(a, device) for a in rest), scale=scale), p, dtype)

@@ -28,8 +28,9 @@ namespace opgen_ops::paged_attention_decode {
 //   BS in [16, 32]
 template <typename T>
 struct Args {
-  // Inputs, each dense and row-major, in device memory (CUDA) or host memory (CPU).
-  const T* query;  // [S, H, Dh]
+  // Inputs, in device memory (CUDA) or host memory (CPU); dense and row-major
+  // unless the spec gives a layout (then see the strides below).
+  const T* query;  // [S, H, Dh]; layout rows
   const T* key_cache;  // [NB, BS, KVH, Dh]
   const T* value_cache;  // [NB, BS, KVH, Dh]
   const int32_t* block_tables;  // [S, MB]
@@ -41,6 +42,9 @@ struct Args {
   float* partial_out;  // [S, H, (MB*BS+255)//256, Dh]
   float* partial_max;  // [S, H, (MB*BS+255)//256]
   float* partial_sum;  // [S, H, (MB*BS+255)//256]
+  // The strides, in elements, of the inputs with a layout: one per dimension
+  // of the declared shape, the batch's first where it has '...'. A `rows` input's last stride is 1.
+  int64_t query_strides[3];
   // Shape symbols, bound from the inputs and checked to agree.
   int64_t S;
   int64_t H;

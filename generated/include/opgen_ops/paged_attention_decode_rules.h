@@ -125,7 +125,7 @@ struct Rules {
         .bind(0, 0, "S", &args.S)
         .bind(1, 1, "H", &args.H)
         .bind(2, 2, "Dh", &args.Dh)
-        .layout(opgen::Layout::kContiguous);
+        .layout(opgen::Layout::kRows, args.query_strides);
     b.input(1, "key_cache", "[NB, BS, KVH, Dh]", 4, false, &args.key_cache)
         .bind(0, 3, "NB", &args.NB)
         .bind(1, 4, "BS", &args.BS)

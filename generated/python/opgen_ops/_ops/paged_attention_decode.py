@@ -11,7 +11,7 @@ OP = Op(
     doc='out[s, h] = softmax(scale * q[s, h] . K[s, kvh]) V[s, kvh], over the first context_lens[s] tokens of sequence s, where token t lives in block block_tables[s, t / BS] at row t % BS of the caches and kvh = h / (H / KVH) (grouped-query attention). A sequence with context length 0 gets zeros. A sequence whose context length is outside [0, MB*BS], or that reaches a block id outside [0, NB), gets NaN in every head: nothing out of bounds is read. Softmax and sums in f32.',
     type_vars={'T': ('float16', 'bfloat16', 'float32')},
     inputs=(
-        Tensor('query', 'T', ('S', 'H', 'Dh'), doc='the query of the one new token of each sequence'),
+        Tensor('query', 'T', ('S', 'H', 'Dh'), layout='rows', doc='the query of the one new token of each sequence; its sequences and heads may be strided (a view of the qkv projection, as vLLM passes its query stride)'),
         Tensor('key_cache', 'T', ('NB', 'BS', 'KVH', 'Dh'), doc="the keys, NB blocks of BS tokens (vLLM's flash layout)"),
         Tensor('value_cache', 'T', ('NB', 'BS', 'KVH', 'Dh'), doc='the values, laid out as the keys'),
         Tensor('block_tables', 'int32', ('S', 'MB'), values_min=0, values_max='NB', values_max_exclusive=True, values_range='in [0, NB)', doc='the blocks of each sequence, in order; entries past the context are not read'),
