@@ -270,12 +270,15 @@ def test_a_negative_attribute_sized_workspace_is_refused_by_name():
 
 
 def test_an_allocation_torch_refuses_is_named_by_op_and_buffer():
-    # A 2^20-column block table makes paged attention's workspace 512 GiB,
-    # which the allocator refuses: the error names the op and the workspace.
-    # (torch's C shim also logs its own exception to stderr, which opgen cannot
-    # silence through the stable ABI.)
-    query, cache = torch.zeros(1, 4096, 256), torch.zeros(1, 32, 1, 256)
-    tables, lengths = torch.zeros(1, 2**20, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
-    with pytest.raises(RuntimeError, match=r"^paged_attention_decode: workspace 'partial_out' of shape "
-                                           r"\[549755813888\] \(549755813888 bytes\) could not be allocated on cpu"):
+    # A broadcast query (its layout takes any row strides) of 2^22 sequences
+    # by 2^16 heads asks for a 256 TiB output, more than a 47-bit address
+    # space holds, so every allocator refuses it, overcommitting or not: the
+    # error names the op and the output. (torch's C shim also logs its own
+    # exception to stderr, which opgen cannot silence through the stable ABI.)
+    s, h = 2**22, 2**16
+    query = torch.zeros(1, 1, 256).expand(s, h, 256)
+    cache = torch.zeros(1, 16, 1, 256)
+    tables, lengths = torch.zeros(s, 1, dtype=torch.int32), torch.zeros(s, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=r"^paged_attention_decode: output 'out' of shape \[4194304, 65536, 256\] "
+                                           r"\(281474976710656 bytes\) could not be allocated on cpu"):
         tops.paged_attention_decode(query, cache, cache, tables, lengths, scale=0.1)
