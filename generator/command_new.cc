@@ -1,6 +1,11 @@
 // `opgen new OP`: a commented spec and CPU and CUDA kernel skeletons that
 // build as they are; it never overwrites a file. Also the writer of every
 // file made from a template outside a package (`new`, `init`).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -25,31 +30,66 @@ std::vector<TemplateFile> new_op_files(const std::string& op, const std::string&
   };
 }
 
+namespace {
+
+// Why a file cannot be written at `path`, or "": it must be absent (any
+// entry counts, a dangling symbolic link too: exists() follows links, and
+// the write would replace the link with a file), and each folder on the way
+// must be a folder (or a link to one) or absent in a folder that can take it.
+std::string destination_problem(const fs::path& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) return path.string() + " exists; opgen never overwrites a file";
+  fs::path at;  // the last folder on the way that exists ("" for the working folder)
+  for (const fs::path& part : path.parent_path()) {
+    const fs::path next = at / part;
+    if (::lstat(next.c_str(), &st) != 0) {
+      if (errno != ENOENT) return "cannot reach " + next.string() + ": " + std::strerror(errno);
+      break;  // made by the write, with the folders under it
+    }
+    if (S_ISLNK(st.st_mode) && ::stat(next.c_str(), &st) != 0) {
+      return next.string() + " is a symbolic link to nowhere, in the way of a folder that opgen writes into " +
+             "(remove it, or make the folder it names)";
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return next.string() + " is in the way of a folder that opgen writes into (it is not a folder)";
+    }
+    at = next;
+  }
+  const fs::path folder = at.empty() ? fs::path(".") : at;
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    return "cannot write into " + folder.string() + ": " + std::strerror(errno);
+  }
+  return "";
+}
+
+}  // namespace
+
 int write_from_templates(const std::string& templates_dir, const std::vector<TemplateFile>& files,
                          const RenderVars& vars) {
+  // Every destination is checked, and every file rendered, before the first
+  // is written: a refusal leaves nothing behind, and the same command
+  // succeeds once its cause is fixed.
   for (const auto& file : files) {
-    // Any entry counts, a dangling symbolic link too (exists() follows links:
-    // the write would replace the link with a file).
-    std::error_code ec;
-    if (fs::exists(fs::symlink_status(file.path, ec))) {
-      std::cerr << "opgen: error: " << file.path.string() << " exists; opgen never overwrites a file\n";
+    if (const std::string problem = destination_problem(file.path); !problem.empty()) {
+      std::cerr << "opgen: error: " << problem << "\n";
       return 1;
     }
   }
+  std::vector<std::string> texts;
   try {
     Renderer renderer(templates_dir);
-    for (const auto& file : files) {
-      std::string error;
-      const std::string text = renderer.render_one(file.template_name, vars);
-      if (write_if_changed(file.path.string(), text, error) == WriteResult::kFailed) {
-        std::cerr << "opgen: error: " << error << "\n";
-        return 1;
-      }
-      std::cout << "opgen: wrote " << file.path.string() << "\n";
-    }
+    for (const auto& file : files) texts.push_back(renderer.render_one(file.template_name, vars));
   } catch (const std::exception& e) {
     std::cerr << "opgen: error: " << e.what() << "\n";
     return 1;
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string error;
+    if (write_if_changed(files[i].path.string(), texts[i], error) == WriteResult::kFailed) {
+      std::cerr << "opgen: error: " << error << "\n";
+      return 1;
+    }
+    std::cout << "opgen: wrote " << files[i].path.string() << "\n";
   }
   return 0;
 }

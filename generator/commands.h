@@ -49,8 +49,10 @@ using RenderVars = std::vector<std::pair<std::string, std::string>>;
 std::vector<TemplateFile> new_op_files(const std::string& op, const std::string& specs_dir,
                                        const std::string& kernels_dir);
 // Renders each file with `vars` and writes it, after checking that none
-// exists (opgen never overwrites a file); 0 on success, else 1 with the
-// reason on stderr. Once per process: it starts the embedded Python.
+// exists (opgen never overwrites a file) and that each folder on the way is
+// one or can be made; every check and render comes before the first write,
+// so a failure leaves nothing behind. 0 on success, else 1 with the reason
+// on stderr. Once per process: it starts the embedded Python.
 int write_from_templates(const std::string& templates_dir, const std::vector<TemplateFile>& files,
                          const RenderVars& vars);
 

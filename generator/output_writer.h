@@ -11,9 +11,10 @@
 //   builds of one tree generating at once end with the folder complete;
 // - removing only files that opgen itself wrote there on an earlier run, as
 //   its manifest lists them, and that this run no longer writes;
-// - one package per folder: the manifest names it, and another package's
-//   run is refused (the two would write the same package files and take
-//   each other's op files for stale).
+// - one package per folder: the manifest names it (without a manifest, the
+//   stamped opgen_package.cmake or python/NAME, include/NAME folders holding
+//   stamped files do), and another package's run is refused (the two would
+//   write the same package files and take each other's op files for stale).
 #pragma once
 
 #include <set>
@@ -46,7 +47,8 @@ class OutputFolder {
  public:
   // Creates `root` when needed, locks it (waiting, with a message on stderr,
   // while another run holds it), reads the manifest an earlier run left
-  // (refusing one of a package other than `package`), and prepares the
+  // (refusing one of a package other than `package`; with none, refusing a
+  // folder whose stamped files show another package), and prepares the
   // folders of `planned` (paths relative to `root`). On failure `error()`
   // says why and nothing is written.
   OutputFolder(const std::string& root, const std::string& package, const std::vector<std::string>& planned);

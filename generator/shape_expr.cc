@@ -1,6 +1,8 @@
 #include "shape_expr.h"
 
 #include <charconv>
+#include <cstdint>
+#include <limits>
 #include <system_error>
 
 #include "names.h"
@@ -46,14 +48,16 @@ class ExprParser {
         return std::nullopt;
       }
       do {
-        skip_space();
+        // `-5` is a negative literal (-2^63 too); `-(5)` negates the integer in parentheses.
         const bool negative = accept('-');
-        std::shared_ptr<const Expr> v = atom(error);
+        const bool negated = negative && !digit_next();
+        std::shared_ptr<const Expr> v = negative && !negated ? literal(true, error) : atom(error);
         if (!v || v->kind != Expr::Kind::kInt) {
           if (error.empty()) error = "'in' takes a list of integers in brackets, such as [64, 128]";
           return std::nullopt;
         }
-        c.set.push_back(negative ? -v->value : v->value);
+        if (negated && !negatable(v->value, error)) return std::nullopt;
+        c.set.push_back(negated ? -v->value : v->value);
       } while (accept(','));
       if (!accept(']')) {
         error = "missing ']' after the list of 'in'";
@@ -94,6 +98,32 @@ class ExprParser {
       ++pos_;
       return true;
     }
+    return false;
+  }
+  // Whether a digit comes next (after spaces).
+  bool digit_next() {
+    skip_space();
+    return pos_ < text_.size() && is_ascii_digit(text_[pos_]);
+  }
+  // An integer literal at a digit, negated after a unary minus: every one
+  // whose value fits int64, -9223372036854775808 too.
+  std::shared_ptr<const Expr> literal(bool negative, std::string& error) {
+    const size_t start = pos_;
+    while (pos_ < text_.size() && is_ascii_digit(text_[pos_])) ++pos_;
+    const std::string digits = (negative ? "-" : "") + std::string(text_.substr(start, pos_ - start));
+    auto e = std::make_shared<Expr>();
+    e->kind = Expr::Kind::kInt;
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), e->value).ec != std::errc()) {
+      error = "the number " + digits + " in the expression is too " +
+              (negative ? "small (at least -9223372036854775808)" : "large (at most 9223372036854775807)");
+      return nullptr;
+    }
+    return e;
+  }
+  // Whether -`value` fits int64 (-(-2^63) does not).
+  static bool negatable(int64_t value, std::string& error) {
+    if (value != std::numeric_limits<int64_t>::min()) return true;
+    error = "-(-9223372036854775808) in the expression is too large (at most 9223372036854775807)";
     return false;
   }
   bool accept_two(char first, char second) {
@@ -141,7 +171,10 @@ class ExprParser {
   }
   std::shared_ptr<const Expr> atom(std::string& error) {
     skip_space();
-    if (accept('-')) {  // unary minus, as 0 - atom (a value range's `min: -1`)
+    if (accept('-')) {
+      // A negative literal (a value range's `min: -1`; -2^63 too, whose
+      // digits alone do not fit int64), else unary minus, as 0 - atom.
+      if (digit_next()) return literal(true, error);
       if (++depth_ > 32) {
         error = "the expression nests more than 32 levels deep";
         return nullptr;
@@ -150,6 +183,7 @@ class ExprParser {
       zero->kind = Expr::Kind::kInt;
       std::shared_ptr<const Expr> operand = atom(error);
       --depth_;
+      if (operand && operand->kind == Expr::Kind::kInt && !negatable(operand->value, error)) return nullptr;
       return operand ? node(Expr::Kind::kSub, zero, operand) : nullptr;
     }
     if (accept('(')) {
@@ -165,19 +199,9 @@ class ExprParser {
       }
       return e;
     }
+    // Every literal that fits int64 (a count of elements may reach 2^63 - 1).
+    if (digit_next()) return literal(false, error);
     const size_t start = pos_;
-    if (pos_ < text_.size() && is_ascii_digit(text_[pos_])) {
-      while (pos_ < text_.size() && is_ascii_digit(text_[pos_])) ++pos_;
-      auto e = std::make_shared<Expr>();
-      e->kind = Expr::Kind::kInt;
-      const std::string_view digits = text_.substr(start, pos_ - start);
-      // Every literal that fits int64 (a count of elements may reach 2^63 - 1).
-      if (std::from_chars(digits.data(), digits.data() + digits.size(), e->value).ec != std::errc()) {
-        error = "the number " + std::string(digits) + " in the expression is too large (at most 9223372036854775807)";
-        return nullptr;
-      }
-      return e;
-    }
     while (pos_ < text_.size() && is_name_char(text_[pos_])) ++pos_;
     const std::string name(text_.substr(start, pos_ - start));
     if (name.empty()) {

@@ -2,7 +2,9 @@
 // joined by + - * / // and parentheses (`2*D`, `D/H`, `(N+1)*2`, `(N+7)//8`),
 // read into the model's Expr tree. `/` must divide exactly, which the generated
 // code checks at run time; `//` rounds down; a literal zero divisor is refused
-// here.
+// here. A literal is any integer of int64: a negated one (`-1`, and
+// -9223372036854775808, whose digits alone do not fit) reads as one negative
+// integer, any other unary minus as 0 - operand.
 #pragma once
 
 #include <memory>

@@ -264,6 +264,69 @@ int main() {
             "[edge: attribute 'dims' element 1 = 9223372036854775807 must be <= 9223372036854775806]\n");
 }
 
+// -2^63 reads wherever a spec writes an integer: an input's value range, a
+// constraint's comparison and its `in` list. The generated C++ spells it
+// without the literal it has none of (9223372036854775808 does not fit), and
+// the generated Python as the number.
+TEST(Golden, Int64MinReadsInValueRangesAndConstraints) {
+  opgen_test::TempDir dir;
+  const std::string spec =
+      "opgen: 1\nname: edge\ninputs:\n"
+      "  idx: {dtype: i64, shape: [N, K], min: -9223372036854775808, max: -9223372036854775807 + K}\n"
+      "outputs:\n  out: {dtype: i64, shape: [N, K]}\n"
+      "constraints:\n  - \"N > -9223372036854775808\"\n  - \"N - K >= - 9223372036854775808\"\n"
+      "  - \"K in [-9223372036854775808, 1, 2]\"\n";
+  const CommandResult run = generate_build_and_run(dir, "lim", "edge", spec, R"(#include <cstdint>
+#include <cstdio>
+#include "lim/edge_rules.h"
+struct NoSource : opgen::Source {
+  const opgen::TensorRef* input(size_t) override { return nullptr; }
+  opgen::Status attr(size_t, const char*, opgen::AttrKind, opgen::AttrValue*) override { return {}; }
+  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t*, size_t, int, void**) override {
+    return {};
+  }
+  opgen::Status workspace(size_t, const char*, size_t, void**) override { return {}; }
+};
+int main() {
+  namespace e = lim::edge;
+  NoSource source;
+  opgen::Binder b("edge", source);
+  const struct { int64_t N, K; } cases[] = {{4, 2}, {4, 3}, {INT64_MIN, 1}, {INT64_MIN + 1, 1}};
+  for (const auto& c : cases) {
+    e::Args a{};
+    a.N = c.N;
+    a.K = c.K;
+    std::printf("[%s] %d %d %d\n", e::checks::constraints(a, b).c_str(), a.idx_in_range(INT64_MIN),
+                a.idx_in_range(INT64_MIN + c.K + 1), a.idx_in_range(INT64_MIN + c.K + 2));
+  }
+  const opgen::Status s = e::with_K(INT64_MIN, [](auto k) {
+    std::printf("K = %lld\n", static_cast<long long>(decltype(k)::value));
+    return opgen::Status();
+  });
+  std::printf("%d\n", s.ok());
+})", "", repo("runtime/src/binder.cc"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "[] 1 1 0\n"
+            "[edge: the spec requires K in [-9223372036854775808, 1, 2], but K = 3] 1 1 0\n"
+            "[edge: the spec requires N > -9223372036854775808, but N = -9223372036854775808] 1 1 0\n"
+            "[] 1 1 0\n"
+            "K = -9223372036854775808\n1\n");
+  // Outside the messages' quotes of the spec's text, no 9223372036854775808 (the compile above, with
+  // -Werror, would also refuse it).
+  for (const char* header : {"edge_rules.h", "edge.h"}) {
+    std::istringstream lines(opgen_test::read_file(dir / "out" / "include" / "lim" / header));
+    for (std::string line; std::getline(lines, line);) {
+      line = line.substr(0, line.find("//"));  // (the comments quote the spec too)
+      if (line.find("9223372036854775808") == std::string::npos) continue;
+      EXPECT_NE(line.find("constraint_failed(\"edge\", \""), std::string::npos) << header << ": " << line;
+    }
+  }
+  const std::string py = opgen_test::read_file(dir / "out" / "python" / "lim" / "_ops" / "edge.py");
+  EXPECT_NE(py.find("values_min=-9223372036854775808"), std::string::npos) << py;
+  EXPECT_NE(py.find("values=(-9223372036854775808, 1, 2)"), std::string::npos) << py;
+}
+
 // Output sizes computed from expressions never wrap: each operation is
 // checked (opgen::CheckedDim), a negative size and an output of more than
 // 2^63 - 1 elements are refused, with the same words as the Python runtime.

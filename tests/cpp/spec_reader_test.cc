@@ -382,8 +382,9 @@ outputs:
   EXPECT_EQ(op->symbols[0].axis, 1);
 }
 
-// A value range may be negative (`min: -1`, a padding index): unary minus
-// reads as 0 - operand; a run of them is bounded like parentheses.
+// A value range may be negative (`min: -1`, a padding index): a negated
+// literal reads as a negative integer, any other unary minus as 0 - operand;
+// a run of them is bounded like parentheses.
 TEST(SpecReader, AValueRangeMayBeNegative) {
   opgen::gen::Diagnostics diags;
   std::optional<opgen::gen::Op> op = read_text("padded", R"(opgen: 1
@@ -395,9 +396,12 @@ outputs:
 )", diags);
   ASSERT_TRUE(op.has_value()) << all_messages(diags);
   const opgen::gen::Expr& min = *op->inputs[0].values_min;
-  ASSERT_EQ(min.kind, opgen::gen::Expr::Kind::kSub);
-  EXPECT_EQ(min.lhs->value, 0);
-  EXPECT_EQ(min.rhs->value, 1);
+  EXPECT_EQ(min.kind, opgen::gen::Expr::Kind::kInt);
+  EXPECT_EQ(min.value, -1);
+  const opgen::gen::Expr& max = *op->inputs[0].values_max;
+  ASSERT_EQ(max.kind, opgen::gen::Expr::Kind::kSub);
+  EXPECT_EQ(max.rhs->kind, opgen::gen::Expr::Kind::kInt);
+  EXPECT_EQ(max.rhs->value, -1);
   opgen::gen::Diagnostics deep;
   EXPECT_FALSE(read_text("deep", "opgen: 1\nname: deep\ninputs:\n  i: {dtype: i32, shape: [N], min: " +
                                      std::string(40, '-') + "1}\noutputs:\n  y: {dtype: i32, shape: [N]}\n",
@@ -438,6 +442,61 @@ constraints:
                                     "'out': the number 9223372036854775808 in the expression is too large"),
             std::string::npos)
       << all_messages(over);
+}
+
+// -2^63 reads where a spec writes a negative integer (its digits alone do
+// not fit int64, so a negated literal reads as one number); what lies
+// beyond int64 either way is refused, with where it is written.
+TEST(SpecReader, Int64MinReadsAndNothingBeyondIt) {
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("low", R"(opgen: 1
+name: low
+inputs:
+  pos: {dtype: i64, shape: [N], min: -9223372036854775808, max: "- 9223372036854775807"}
+outputs:
+  out: {dtype: f32, shape: [N]}
+constraints:
+  - "N > -9223372036854775808"
+  - "N in [-9223372036854775808, -(5), 1]"
+)", diags);
+  ASSERT_TRUE(op.has_value()) << all_messages(diags);
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(op->inputs[0].values_min->kind, opgen::gen::Expr::Kind::kInt);
+  EXPECT_EQ(op->inputs[0].values_min->value, kMin);
+  EXPECT_EQ(op->inputs[0].values_max->value, kMin + 1);
+  EXPECT_EQ(op->constraints[0].rhs->value, kMin);
+  EXPECT_EQ(op->constraints[1].set, (std::vector<int64_t>{kMin, -5, 1}));
+  const struct {
+    const char* where;
+    const char* text;
+    const char* error;
+  } bad[] = {
+      {"min: -9223372036854775809", "low.yaml:4:38: error: the min of input 'pos'",
+       "the number -9223372036854775809 in the expression is too small (at least -9223372036854775808)"},
+      {"min: --9223372036854775808", "low.yaml:4:38: error: the min of input 'pos'",
+       "-(-9223372036854775808) in the expression is too large (at most 9223372036854775807)"},
+      {"min: -(-9223372036854775808)", "low.yaml:4:38: error: the min of input 'pos'",
+       "-(-9223372036854775808) in the expression is too large"},
+      {"min: 0 - 9223372036854775808", "low.yaml:4:38: error: the min of input 'pos'",
+       "the number 9223372036854775808 in the expression is too large"},
+      {"constraint: N in [-(-9223372036854775808)]", "low.yaml:8:5: error: bad constraint",
+       "-(-9223372036854775808) in the expression is too large"},
+      {"constraint: N in [-99999999999999999999]", "low.yaml:8:5: error: bad constraint",
+       "the number -99999999999999999999 in the expression is too small"},
+  };
+  for (const auto& b : bad) {
+    const std::string where = b.where;
+    const bool constraint = where.rfind("constraint: ", 0) == 0;
+    const std::string text =
+        "opgen: 1\nname: low\ninputs:\n  pos: {dtype: i64, shape: [N], " +
+        (constraint ? std::string("min: 0") : where) + "}\noutputs:\n  out: {dtype: f32, shape: [N]}\nconstraints:\n" +
+        "  - \"" + (constraint ? where.substr(12) : std::string("N > 0")) + "\"\n";
+    opgen::gen::Diagnostics d;
+    EXPECT_FALSE(read_text("low", text, d)) << where;
+    const std::string messages = all_messages(d);
+    EXPECT_NE(messages.find(b.text), std::string::npos) << where << "\n" << messages;
+    EXPECT_NE(messages.find(b.error), std::string::npos) << where << "\n" << messages;
+  }
 }
 
 TEST(SpecReader, SymbolsBindToTheirFirstInputDimensionInOrder) {

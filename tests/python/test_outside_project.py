@@ -115,6 +115,44 @@ def test_new_counts_a_dangling_link_as_a_file(prefix, tmp_path):
     assert not (tmp_path / "specs" / "gather.yaml").exists(), "nothing is written when one file is taken"
 
 
+def test_new_checks_every_destination_before_writing(prefix, tmp_path):
+    # A kernels folder that cannot be made (a link to nowhere, a file): refused before the spec
+    # is written, so that the same command succeeds once the folder is fixed.
+    opgen = str(prefix / "bin" / "opgen")
+    (tmp_path / "specs").mkdir()
+    shutil.copy(REPO / "specs" / "package.yaml", tmp_path / "specs")
+    link = tmp_path / "kernels_link"
+    link.symlink_to(tmp_path / "nowhere")
+    cmd = [opgen, "new", "gather", "--kernels", "kernels_link"]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1, result.stdout
+    assert ("kernels_link is a symbolic link to nowhere, in the way of a folder that opgen writes into"
+            in result.stderr), result.stderr
+    assert "wrote" not in result.stdout
+    assert not (tmp_path / "specs" / "gather.yaml").exists(), "nothing is written when a folder cannot be made"
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()
+    (tmp_path / "kernels_file").write_text("mine\n")
+    result = subprocess.run([opgen, "new", "gather", "--kernels", "kernels_file/sub"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and ("kernels_file is in the way of a folder that opgen writes into (it is "
+                                       "not a folder)") in result.stderr, result.stderr
+    assert not (tmp_path / "specs" / "gather.yaml").exists()
+    link.unlink()
+    (tmp_path / "nowhere").mkdir()
+    link.symlink_to(tmp_path / "nowhere")
+    out = run(cmd, cwd=tmp_path)
+    assert "wrote specs/gather.yaml" in out and (tmp_path / "nowhere" / "gather.cu").exists()
+
+
+def test_init_into_a_link_to_nowhere_writes_nothing(prefix, tmp_path):
+    opgen = str(prefix / "bin" / "opgen")
+    (tmp_path / "proj").symlink_to(tmp_path / "nowhere")
+    result = subprocess.run([opgen, "init", "proj"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 1, result.stdout
+    assert "proj is a symbolic link to nowhere" in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["proj"]
+
+
 def test_init_names_its_example_op_apart_from_the_package(prefix, tmp_path):
     # A package named like the example op: the op is named apart, and the project checks.
     opgen = str(prefix / "bin" / "opgen")

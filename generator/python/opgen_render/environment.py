@@ -42,4 +42,5 @@ def make_environment(templates_dir, cache_dir=None):
     )
     env.filters.update(escaping.FILTERS)
     env.filters['py_tuple'] = spelling.py_tuple
+    env.filters['cpp_int'] = spelling.int_cpp
     return env

@@ -28,12 +28,17 @@ def bound_text(v):
     return None if v is None else str(v) if isinstance(v, int) else float_literal(v, False)
 
 
+def int_cpp(v):
+    """An integer as C++ source: -2^63 has no literal (2^63 does not fit), so it is an expression."""
+    return '(-9223372036854775807 - 1)' if v == INT64_MIN else str(v)
+
+
 def bound_cpp(v):
-    """A range bound as a C++ literal: -2^63 has none (2^63 does not fit), so it is an expression."""
+    """A range bound as a C++ literal (an expression for -2^63)."""
     if v is None:
         return None
     if isinstance(v, int):
-        return '(-9223372036854775807 - 1)' if v == INT64_MIN else str(v)
+        return int_cpp(v)
     return float_literal(v, False)
 
 
