@@ -10,6 +10,7 @@ set(OPGEN_PACKAGE_OPS
     glu_backward
     kv_cache_write
     paged_attention_decode
+    reshape_and_cache
     rms_norm
     rms_norm_backward
     rotary_embedding
@@ -24,6 +25,7 @@ set(OPGEN_OP_glu_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
 set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
+set(OPGEN_OP_reshape_and_cache_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_PLATFORMS cuda cpu)
@@ -39,6 +41,7 @@ set(OPGEN_FILES_XLA
     src/glu_backward_xla.cc
     src/kv_cache_write_xla.cc
     src/paged_attention_decode_xla.cc
+    src/reshape_and_cache_xla.cc
     src/rms_norm_xla.cc
     src/rms_norm_backward_xla.cc
     src/rotary_embedding_xla.cc
@@ -55,6 +58,7 @@ set(OPGEN_FILES_TORCH
     src/glu_backward_torch.cc
     src/kv_cache_write_torch.cc
     src/paged_attention_decode_torch.cc
+    src/reshape_and_cache_torch.cc
     src/rms_norm_torch.cc
     src/rms_norm_backward_torch.cc
     src/rotary_embedding_torch.cc
@@ -71,6 +75,7 @@ set(OPGEN_FILES_BODY_CPU
     src/glu_backward_body_cpu.cc
     src/kv_cache_write_body_cpu.cc
     src/paged_attention_decode_body_cpu.cc
+    src/reshape_and_cache_body_cpu.cc
     src/rms_norm_body_cpu.cc
     src/rms_norm_backward_body_cpu.cc
     src/rotary_embedding_body_cpu.cc
@@ -87,6 +92,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/glu_backward_body_cuda.cu
     src/kv_cache_write_body_cuda.cu
     src/paged_attention_decode_body_cuda.cu
+    src/reshape_and_cache_body_cuda.cu
     src/rms_norm_body_cuda.cu
     src/rms_norm_backward_body_cuda.cu
     src/rotary_embedding_body_cuda.cu
@@ -109,6 +115,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/glu_backward.py
     python/opgen_ops/_ops/kv_cache_write.py
     python/opgen_ops/_ops/paged_attention_decode.py
+    python/opgen_ops/_ops/reshape_and_cache.py
     python/opgen_ops/_ops/rms_norm.py
     python/opgen_ops/_ops/rms_norm_backward.py
     python/opgen_ops/_ops/rotary_embedding.py
@@ -131,6 +138,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/kv_cache_write_rules.h
     include/opgen_ops/paged_attention_decode.h
     include/opgen_ops/paged_attention_decode_rules.h
+    include/opgen_ops/reshape_and_cache.h
+    include/opgen_ops/reshape_and_cache_rules.h
     include/opgen_ops/rms_norm.h
     include/opgen_ops/rms_norm_rules.h
     include/opgen_ops/rms_norm_backward.h
@@ -155,6 +164,7 @@ set(OPGEN_FILES_DOC
     docs/glu_backward.md
     docs/kv_cache_write.md
     docs/paged_attention_decode.md
+    docs/reshape_and_cache.md
     docs/rms_norm.md
     docs/rms_norm_backward.md
     docs/rotary_embedding.md

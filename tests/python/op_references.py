@@ -110,3 +110,15 @@ def relative_error(got, ref):
     assert got.shape == ref.shape, (got.shape, ref.shape)
     assert np.all(np.isfinite(got)), "non-finite values in the result"
     return np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300)
+
+
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+    """New caches with each token's key and value at its slot; -1 and slots
+    outside the caches write nothing."""
+    key_cache, value_cache = np.array(key_cache), np.array(value_cache)
+    blocks, block_size = key_cache.shape[:2]
+    for t, slot in enumerate(np.asarray(slot_mapping)):
+        if 0 <= slot < blocks * block_size:
+            key_cache[slot // block_size, slot % block_size] = key[t]
+            value_cache[slot // block_size, slot % block_size] = value[t]
+    return key_cache, value_cache

@@ -14,6 +14,7 @@ __all__ = [
     'glu_backward',
     'kv_cache_write',
     'paged_attention_decode',
+    'reshape_and_cache',
     'rms_norm',
     'rms_norm_backward',
     'rotary_embedding',
@@ -69,6 +70,15 @@ def paged_attention_decode(
     scale: float,
     api_version: int = 4,
 ) -> _jax.Array: ...
+def reshape_and_cache(
+    key: _jax.typing.ArrayLike,
+    value: _jax.typing.ArrayLike,
+    key_cache: _jax.typing.ArrayLike,
+    value_cache: _jax.typing.ArrayLike,
+    slot_mapping: _jax.typing.ArrayLike,
+    *,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array]: ...
 def rms_norm(
     x: _jax.typing.ArrayLike,
     weight: _jax.typing.ArrayLike | None = None,

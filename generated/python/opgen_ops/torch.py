@@ -38,6 +38,7 @@ __all__ = [
     'glu_backward',
     'kv_cache_write',
     'paged_attention_decode',
+    'reshape_and_cache',
     'rms_norm',
     'rms_norm_backward',
     'rotary_embedding',
@@ -77,6 +78,11 @@ def kv_cache_write(cache, values, pos):
 def paged_attention_decode(query, key_cache, value_cache, block_tables, context_lens, *, scale):
     "out[s, h] = softmax(scale * q[s, h] . K[s, kvh]) V[s, kvh], over the first context_lens[s] tokens of sequence s, where token t lives in block block_tables[s, t / BS] at row t % BS of the caches and kvh = h / (H / KVH) (grouped-query attention). A sequence with context length 0 gets zeros. A sequence whose context length is outside [0, MB*BS], or that reaches a block id outside [0, NB), gets NaN in every head: nothing out of bounds is read. Softmax and sums in f32.\n\nArgs:\n  query: T[S, H, Dh] the query of the one new token of each sequence; its sequences and heads may be strided (a view of the qkv projection, as vLLM passes its query stride)\n  key_cache: T[NB, BS, KVH, Dh] the keys, NB blocks of BS tokens (vLLM's flash layout)\n  value_cache: T[NB, BS, KVH, Dh] the values, laid out as the keys\n  block_tables: i32[S, MB] the blocks of each sequence, in order; entries past the context are not read\n  context_lens: i32[S] the number of tokens each sequence attends to\n  scale: f32 multiplies q . k before the softmax (usually 1/sqrt(Dh))\n\nReturns:\n  out: T[S, H, Dh]"
     return _call(_ops.paged_attention_decode.OP, (query, key_cache, value_cache, block_tables, context_lens), {'scale': scale}, _CAPSULES)
+
+
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+    "Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [-1, NB*BS).\n\nArgs:\n  key: T[N, KVH, Dh] the new tokens' keys; tokens and heads may be strided (a view of the qkv projection)\n  value: T[N, KVH, Dh] the new tokens' values, likewise\n  key_cache: T[NB, BS, KVH, Dh] NB blocks of BS tokens\n  value_cache: T[NB, BS, KVH, Dh]\n  slot_mapping: I[N] each token's slot, block * BS + row; -1 for padding\n\nReturns:\n  key_cache_out: T[NB, BS, KVH, Dh] the key cache with the new tokens (the same buffer)\n  value_cache_out: T[NB, BS, KVH, Dh] the value cache with the new tokens (the same buffer)"
+    return _call(_ops.reshape_and_cache.OP, (key, value, key_cache, value_cache, slot_mapping), {}, _CAPSULES)
 
 
 def rms_norm(x, weight=None, bias=None, *, eps=1e-06):

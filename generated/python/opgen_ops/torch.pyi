@@ -14,6 +14,7 @@ __all__ = [
     'glu_backward',
     'kv_cache_write',
     'paged_attention_decode',
+    'reshape_and_cache',
     'rms_norm',
     'rms_norm_backward',
     'rotary_embedding',
@@ -62,6 +63,13 @@ def paged_attention_decode(
     *,
     scale: float,
 ) -> _torch.Tensor: ...
+def reshape_and_cache(
+    key: _torch.Tensor,
+    value: _torch.Tensor,
+    key_cache: _torch.Tensor,
+    value_cache: _torch.Tensor,
+    slot_mapping: _torch.Tensor,
+) -> tuple[_torch.Tensor, _torch.Tensor]: ...
 def rms_norm(
     x: _torch.Tensor,
     weight: _torch.Tensor | None = None,
