@@ -19,7 +19,8 @@ namespace opgen::gen {
 // The spec format this generator reads (the `opgen:` key of every spec).
 inline constexpr int kSpecFormatVersion = 1;
 
-// The layout version of the legacy opaque descriptor (see docs/opaque.md).
+// The layout version of the legacy opaque descriptor (docs/spec.md, "The
+// legacy opaque descriptor").
 inline constexpr int kOpaqueLayoutVersion = 1;
 
 // ---------------------------------------------------------------------------

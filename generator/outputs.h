@@ -16,7 +16,8 @@ struct OutputFile {
   // "torch" into the PyTorch kernels, "body_cpu" and "body_cuda" (which
   // include the hand-written bodies) into the kernels both link, "python" is
   // staged into the package (its path under python/<package>/ kept);
-  // "header", "doc" and "build" are read where they are.
+  // "header", "doc" and "build" are read where they are, and "style" (the
+  // formatters' settings the generated files keep) by the formatters.
   std::string kind;
 };
 

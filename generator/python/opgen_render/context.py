@@ -1,8 +1,8 @@
 """The templates' data: the model's facts as opgen's C++ reader resolved them
 (plain dicts and lists, template_data.cc), with the views and spellings the
 templates read added once per op (derived here, spelled by spelling.py).
-Every value stays a dict, list, str, int or bool, so that a template's
-`x.key` is one dict lookup (environment.CodeGenerator)."""
+Every value stays a dict, list, str, int or bool (what Jinja2 reads
+without a custom filter or test)."""
 
 from . import spelling as sp
 

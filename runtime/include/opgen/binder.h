@@ -3,14 +3,23 @@
 // Each op's rules are one generated routine (`<op>_rules.h`), which reads like
 // the spec it comes from:
 //
-//   b.input(0, "x", "[..., D]", &args.x).batch(&args.batch).bind(0, 0, "D", &args.D);
-//   b.input(1, "w", "[D]", &args.w).dim(0, "D", args.D, 0);
+//   b.input(0, "x", "[..., D]", 1, true, &args.x)
+//       .batch(&args.batch)
+//       .bind(0, 0, "D", &args.D)
+//       .layout(opgen::Layout::kContiguous);
+//   b.input(1, "weight", "[D]", 1, false, &args.weight, opgen::Binder::kOptional)
+//       .dim(0, 0, "D", args.D)
+//       .layout(opgen::Layout::kContiguous);
+//   b.check(checks::output_dims(args));
+//   if (!b.ok()) return;
+//   b.output(0, "out", "[..., D]", true, {args.D}, &args.out);
 //   b.attr(0, "eps", &args.eps);
-//   b.output(0, "out", "[..., D]", &args.out, {args.D});
+//   b.check(checks::attrs(args));
 //
-// and a Binder runs it over a Source: what one framework gives the call (the
-// typed XLA FFI, a legacy custom call, a PyTorch boxed kernel; see
-// xla_ffi_binding.h, xla_legacy_binding.h, torch_binding.h). So every entry
+// (rms_norm's, abridged) and a Binder runs it over a Source: what one
+// framework gives the call (the typed XLA FFI, a legacy custom call, a
+// PyTorch boxed kernel; see xla_ffi_binding.h, xla_legacy_binding.h,
+// torch_stable.h). So every entry
 // point checks the same rules in the same order with the same messages, by
 // construction. The first failure is kept and every later step does nothing.
 #pragma once
