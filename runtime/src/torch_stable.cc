@@ -41,6 +41,21 @@ int32_t torch_dtype(DType d) {
   fail("opgen: no torch dtype for an unknown dtype");
 }
 
+// torch's name of a dtype opgen does not take, for the message that refuses it.
+const char* foreign_name(int32_t t) {
+  if (t == aoti_torch_dtype_int8()) return "int8";
+  if (t == aoti_torch_dtype_int16()) return "int16";
+  if (t == aoti_torch_dtype_uint16()) return "uint16";
+  if (t == aoti_torch_dtype_uint32()) return "uint32";
+  if (t == aoti_torch_dtype_uint64()) return "uint64";
+  if (t == aoti_torch_dtype_complex32()) return "complex32";
+  if (t == aoti_torch_dtype_complex64()) return "complex64";
+  if (t == aoti_torch_dtype_complex128()) return "complex128";
+  if (t == aoti_torch_dtype_float8_e4m3fnuz()) return "float8_e4m3fnuz";
+  if (t == aoti_torch_dtype_float8_e5m2fnuz()) return "float8_e5m2fnuz";
+  return "a dtype opgen does not support";
+}
+
 const char* torch_name(DType d) {
   switch (d) {
     case DType::kF16: return "float16";
@@ -128,7 +143,7 @@ TorchSource::TorchSource(const char* op, const char* const* input_names, size_t 
            input_names[f] + "' is on " + first_->device_text() + "; all tensors of one call must be on one device");
     }
     refs_[i] = {dtype_of(v.dtype), nullptr, static_cast<size_t>(v.dim), v.sizes, v.strides, v.data};
-    if (refs_[i].dtype == DType::kUnknown) refs_[i].foreign = "a dtype opgen does not support";
+    if (refs_[i].dtype == DType::kUnknown) refs_[i].foreign = foreign_name(v.dtype);
     present_[i] = true;
   }
   if (first_ == nullptr) fail(std::string(op) + ": every input is None");

@@ -282,3 +282,12 @@ def test_an_allocation_torch_refuses_is_named_by_op_and_buffer():
     with pytest.raises(RuntimeError, match=r"^paged_attention_decode: output 'out' of shape \[4194304, 65536, 256\] "
                                            r"\(281474976710656 bytes\) could not be allocated on cpu"):
         tops.paged_attention_decode(query, cache, cache, tables, lengths, scale=0.1)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.complex64])
+def test_torch_names_a_dtype_opgen_does_not_take(dtype):
+    a = torch.zeros(8, dtype=dtype)
+    name = str(dtype).removeprefix("torch.")
+    for fn in (torch.ops.opgen_ops.simple_add, tops.simple_add):
+        with pytest.raises(RuntimeError, match=rf"simple_add: input 'a' has dtype {name}"):
+            fn(a, a)

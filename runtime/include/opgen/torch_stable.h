@@ -41,10 +41,12 @@ inline void check_shim(AOTITorchError error, const char* what) {
   if (error != AOTI_TORCH_SUCCESS) fail(std::string("opgen: torch shim call failed: ") + what);
 }
 
-// opgen's dtype of a torch dtype code, and torch's name of an opgen dtype.
+// opgen's dtype of a torch dtype code, torch's name of an opgen dtype, and
+// of a torch dtype opgen does not take.
 DType dtype_of(int32_t torch_dtype);
 int32_t torch_dtype(DType d);
 const char* torch_name(DType d);
+const char* foreign_name(int32_t torch_dtype);
 
 // The metadata of one tensor argument, read once.
 struct TensorView {
