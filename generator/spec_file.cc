@@ -13,6 +13,7 @@
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "names.h"
 #include "spec_reader.h"
@@ -135,13 +136,29 @@ std::optional<YAML::Node> SpecFile::load(const std::string& fs_path) {
 std::vector<std::pair<std::string, YAML::Node>> SpecFile::entries(const YAML::Node& map, const std::string& what, const std::vector<std::string>& allowed) {
   std::vector<std::pair<std::string, YAML::Node>> out;
   std::set<std::string> seen;
+  // Inside a flow mapping a comma ends a plain value, so `{doc: the weights,
+  // in descending order}` reads as a key 'in descending order' with no value.
+  // The entry before the key, to tell that case from a misspelt key.
+  const bool flow = map.Style() == YAML::EmitterStyle::Flow;
+  // (Only facts about it are kept: assigning a YAML::Node writes through to
+  // the node it refers to.)
+  std::string previous_name;
+  bool previous_is_text = false;   // its value is a plain (unquoted) scalar
+  bool previous_was_rest = false;  // the entry before was the rest of a value, reported
   for (auto it = map.begin(); it != map.end(); ++it) {
     const YAML::Node key = it->first;
+    const bool was_rest = previous_was_rest;
+    previous_was_rest = false;
     if (!key.IsScalar()) {
       error(at(key), "keys of " + what + " must be plain names");
+      previous_name.clear();
+      previous_is_text = false;
       continue;
     }
     const std::string name = key.Scalar();
+    const std::string before_name = std::exchange(previous_name, name);
+    const bool follows_text = std::exchange(
+        previous_is_text, it->second.IsDefined() && it->second.IsScalar() && it->second.Tag() == "?");
     if (!seen.insert(name).second) {
       error(at(key), "duplicate key '" + name + "' in " + what);
       continue;
@@ -150,7 +167,31 @@ std::vector<std::pair<std::string, YAML::Node>> SpecFile::entries(const YAML::No
         std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
       std::string message = "unknown key '" + name + "' in " + what;
       std::string fix = closest_match(name, allowed);
-      if (!fix.empty()) {
+      // The rest of a value that a comma cut off: in a flow mapping, a key
+      // that is no near miss of an allowed one and holds a space (no name
+      // does), or has no value and follows a plain scalar (a doc) or another
+      // such piece. A misspelt key keeps its did-you-mean.
+      const bool has_space = name.find(' ') != std::string::npos;
+      const bool rest_of_value =
+          flow && fix.empty() && !before_name.empty() &&
+          (has_space || (it->second.IsNull() && (follows_text || was_rest)));
+      if (rest_of_value && was_rest) {
+        // A third piece of the same value (`doc: a, b, c`): the error on the
+        // second says how to fix them all.
+        previous_was_rest = true;
+        continue;
+      }
+      if (rest_of_value) {
+        message += "; inside {...} a comma ends a value: ";
+        if (follows_text && before_name == "doc") {
+          message += "quote the doc (\"...\")";
+        } else if (follows_text) {
+          message += "quote the value of '" + before_name + "' (\"...\")";
+        } else {
+          message += "quote a value that holds one (\"...\")";
+        }
+        previous_was_rest = true;
+      } else if (!fix.empty()) {
         message += "; did you mean '" + fix + "'?";
       } else {
         message += " (expected one of:";

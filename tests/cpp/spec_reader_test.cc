@@ -570,6 +570,52 @@ xla:
   }
 }
 
+// Inside {...} a comma ends a plain value: the pieces after it read as keys
+// without values. The error says so once per value, and a misspelt key (in a
+// flow mapping or not) keeps its did-you-mean.
+TEST(SpecReader, ACommaInAFlowValueIsExplainedOnceAndMisspellingsStaySuggestions) {
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("commas", R"(opgen: 1
+name: commas
+inputs:
+  x: {dtype: f32, shape: [N], doc: one, two, three, four}
+  y: {dtype: f32, shpe: [N], doc: plain}
+  z:
+    dtype: f32
+    shape: [N]
+    doc: a block value, with a comma
+    extra word: 1
+outputs:
+  out: {dtype: f32, shape: [N], doc: the sum, 'quoted': 1}
+attrs:
+  k: {type: i64, default: 1, doc: "quoted, so whole", in steps: 2}
+)", diags);
+  EXPECT_FALSE(op.has_value());
+  const struct { const char* text; int line; } expected[] = {
+      {"unknown key 'two' in input 'x'; inside {...} a comma ends a value: quote the doc (\"...\")", 4},
+      {"unknown key 'shpe' in input 'y'; did you mean 'shape'?", 5},
+      {"unknown key 'extra word' in input 'z' (expected one of:", 10},
+      {"unknown key 'quoted' in output 'out' (expected one of:", 12},
+      {"unknown key 'in steps' in attribute 'k'; inside {...} a comma ends a value: quote a value that holds one", 14},
+  };
+  for (const auto& e : expected) {
+    bool found = false;
+    for (const opgen::gen::Diagnostic& d : diags.all()) {
+      if (d.message.find(e.text) != std::string::npos && d.where.line == e.line) found = true;
+    }
+    EXPECT_TRUE(found) << "missing \"" << e.text << "\" at line " << e.line << "; got:\n"
+                       << all_messages(diags);
+  }
+  // 'three' and 'four' are the same broken doc as 'two': no error of their own.
+  int unknown_keys = 0;
+  for (const opgen::gen::Diagnostic& d : diags.all()) {
+    EXPECT_EQ(d.message.find("'three'"), std::string::npos) << all_messages(diags);
+    EXPECT_EQ(d.message.find("'four'"), std::string::npos) << all_messages(diags);
+    if (d.message.rfind("unknown key", 0) == 0) ++unknown_keys;
+  }
+  EXPECT_EQ(unknown_keys, 5) << all_messages(diags);
+}
+
 TEST(SpecReader, ReportsAMissingFile) {
   opgen::gen::Diagnostics diags;
   EXPECT_FALSE(opgen::gen::read_op_spec("/nonexistent/opgen/no_such_op.yaml", "no_such_op.yaml", diags));

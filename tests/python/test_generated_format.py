@@ -3,6 +3,7 @@ styles opgen writes beside it (generated/.clang-format, generated/ruff.toml),
 change nothing in the committed generated/ folder. The formatters are pinned
 in requirements-dev.txt, so every machine formats alike."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -40,3 +41,15 @@ def test_no_template_line_is_over_120_characters():
     long = [f"{p.relative_to(templates)}:{n}" for p in sorted(templates.rglob("*.j2"))
             for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > 120]
     assert not long, long
+
+
+def test_generated_docs_read_as_written():
+    """The op references write '<', '>' and '&' as they are (code-like text in
+    code spans, prose escaped only where HTML could start), never as entities,
+    which read badly in the raw file and show literally in some viewers."""
+    docs = sorted((GENERATED / "docs").glob("*.md"))
+    assert docs
+    entities = [f"{p.name}:{n}" for p in docs for n, line in enumerate(p.read_text().splitlines(), 1)
+                if re.search(r"&(lt|gt|amp|#\d+|#x[0-9a-fA-F]+);", line)]
+    assert not entities, entities
+    assert "| `eps` | f32 | 1e-06 | `> 0.0` |" in (GENERATED / "docs" / "rms_norm.md").read_text()

@@ -85,17 +85,49 @@ def test_comments_stay_comments(rng, marker):
             assert not re.search(r"[\x00-\x1f\x7f\u202a-\u202e\u2066-\u2069]", line), repr(line)
 
 
+# What would start HTML, an autolink or an entity in CommonMark (and GFM), and
+# backslashes that would cancel an escape or split a table cell.
+MD_HOSTILE = ["<script>", "</a>", "<!--", "<!x", "<?php", "<http://e.x>", "<=x@e.x>", "<1@e.x>", "\\<b>", "\\\\<b>",
+              "&lt;", "&#60;", "&#x3c;", "\\&lt;", "\\|", "\\\\|", "R <= head_size", "a < b", "a & b", "<", "&", "@"]
+
+# A '<' (or '&', '|') not escaped: preceded by an even number of backslashes.
+_UNESCAPED = r"(?<!\\)(?:\\\\)*"
+_LIVE_LT = re.compile(_UNESCAPED + r"<(?=[A-Za-z/!?]|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]*@)")
+_LIVE_AMP = re.compile(_UNESCAPED + r"&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]*;)")
+
+
+def md_rendered_text(prose):
+    """What CommonMark renders of the escapes md_text writes: a run of n
+    backslashes before '<' or '&' is n // 2 backslashes (and an escaped '<')."""
+    return re.sub(r"(\\+)(?=[<&])", lambda m: "\\" * (len(m.group(1)) // 2), prose)
+
+
+def test_markdown_text_reads_as_written():
+    assert escaping.md_text("R <= head_size, a < b, a > b, a & b") == "R <= head_size, a < b, a > b, a & b"
+    assert escaping.md_text("<script>") == "\\<script>"
+    assert escaping.md_text("&lt;") == "\\&lt;"
+    assert escaping.md_text("\\<b>") == "\\\\\\<b>"  # the text's own backslash cannot cancel the escape
+    assert escaping.md_cell("a <= b | c") == "a <= b \\| c"
+    assert escaping.md_cell("a \\| b") == "a \\\\\\| b"
+    assert escaping.md_code("R <= head_size & x | y") == "R <= head_size & x \\| y"
+
+
 def test_markdown_text_and_cells_cannot_inject_markup(rng):
-    for text in hostile_texts(rng):
+    texts = list(hostile_texts(rng)) + MD_HOSTILE
+    texts += ["".join(rng.choice(MD_HOSTILE + HOSTILE, rng.integers(1, 6))) for _ in range(300)]
+    for text in texts:
         prose = escaping.md_text(text)
-        assert "<" not in prose and ">" not in prose
-        # Every '&', '<' and '>' is an entity, and only those: the text reads back.
-        assert prose.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") == text
+        # No '<' that starts raw HTML or an autolink, no '&' that starts an entity.
+        assert not _LIVE_LT.search(prose), repr(prose)
+        assert not _LIVE_AMP.search(prose), repr(prose)
+        # Only those, and the backslashes before them, are escaped: the text reads back.
+        assert md_rendered_text(prose) == text, repr(prose)
         cell = escaping.md_cell(text)
         assert "\n" not in cell and "\r" not in cell
-        assert not re.search(r"(?<!\\)\|", cell), repr(cell)
+        assert not re.search(_UNESCAPED + r"\|", cell), repr(cell)
+        assert not _LIVE_LT.search(cell) and not _LIVE_AMP.search(cell), repr(cell)
         code = escaping.md_code(text)
-        assert "`" not in code and "\n" not in code and not re.search(r"(?<!\\)\|", code)
+        assert "`" not in code and "\n" not in code and not re.search(_UNESCAPED + r"\|", code), repr(code)
 
 
 def test_stamp_text_keeps_paths_plain():

@@ -60,19 +60,52 @@ def py_comment(s):
     return comment_lines(s, '#')
 
 
+# Markdown prose escapes only what would start HTML, with CommonMark's
+# backslash escape, so that the raw file reads as the rendered page does:
+# `R <= head_size` and `a & b` stay as they are, where entities (`&lt;=`)
+# read badly in the raw file and show literally wherever a viewer renders a
+# cell as text. In CommonMark (and GFM) a '<' starts raw HTML only when a
+# letter, '/', '!' or '?' follows it (a tag, a closing tag, a comment or
+# declaration, a processing instruction; HTML blocks start so too), and an
+# autolink only when a letter (a scheme) or an e-mail address's local part up
+# to its '@' follows it; such a '<' is written '\<', which renders as '<'.
+# A '&' is escaped ('\&') only where it starts an entity or numeric reference,
+# which would otherwise render as another character. '>' starts no HTML and
+# stays. A run of backslashes before a '<', '&' or '|' is doubled (each pair
+# renders as one backslash), so that text's own backslash can neither cancel
+# the escape ('\\<script>' would be raw HTML) nor be lost. Markdown syntax
+# other than HTML (emphasis, `code`) is left to the doc, as a feature; inside a
+# code span the escape shows as written, as any escape does there.
+_MD_LT_LIVE = re.compile(r"(\\*)<(?=[A-Za-z/!?]|[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]*@)")
+_MD_AMP_LIVE = re.compile(r'(\\*)&(?=#[0-9]{1,7};|#[xX][0-9a-fA-F]{1,6};|[A-Za-z][A-Za-z0-9]*;)')
+_MD_BEFORE_LT_AMP = re.compile(r'(\\+)(?=[<&])')
+
+
 def md_text(s):
-    """Spec text as Markdown prose: HTML is escaped, so text cannot inject markup."""
-    return str(s).replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')
+    """Spec text as Markdown prose: a '<' that could start HTML or an autolink,
+    and a '&' that could start an entity, are backslash-escaped, so text cannot
+    inject markup and reads as it is written (above)."""
+    s = _MD_BEFORE_LT_AMP.sub(lambda m: m.group(1) * 2, str(s))
+    s = _MD_LT_LIVE.sub(lambda m: m.group(1) + '\\<', s)
+    return _MD_AMP_LIVE.sub(lambda m: m.group(1) + '\\&', s)
+
+
+def _md_escape_pipes(s):
+    """'|' as '\\|', which GFM splits no table cell at (in a code span too),
+    with the backslashes before it doubled, so that none escapes the escape."""
+    return re.sub(r'(\\*)\|', lambda m: m.group(1) * 2 + '\\|', s)
 
 
 def md_cell(s):
     """Spec text in a Markdown table cell: one line, '|' escaped."""
-    return ' '.join(md_text(s).split()).replace('|', '\\|')
+    return _md_escape_pipes(' '.join(md_text(s).split()))
 
 
 def md_code(s):
-    """Text inside a `code span` of a table cell: no backticks, '|' escaped."""
-    return ' '.join(str(s).replace('`', "'").split()).replace('|', '\\|')
+    """Text inside a `code span` (a table cell's too), where '<' and '&' are
+    plain: no backticks, one line, '|' escaped. Code-like text (constraints,
+    ranges, shapes) goes here, so that `R <= head_size` needs no escape."""
+    return _md_escape_pipes(' '.join(str(s).replace('`', "'").split()))
 
 
 def stamp_text(paths):
