@@ -1,0 +1,125 @@
+"""What both greedy decoders (llama_torch.py, llama_jax.py) share: the model's sizes
+on the CPU and the GPU, its weights, and the state decoding starts from (random
+caches standing for an already-processed context, block tables, context lengths,
+a first token per sequence), all as seeded numpy arrays, so that the two frameworks
+decode the same problem; and the check of a decode against the reference, and the
+timing line, that both print."""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+EPS = 1e-6  # rms_norm's and fused_add_rms_norm's default
+ROPE_THETA = 10000.0
+
+
+class Config(NamedTuple):
+    L: int  # decoder layers
+    d: int  # hidden size (= H * Dh, as in Llama)
+    H: int  # query heads
+    KVH: int  # key/value heads (grouped-query attention: H // KVH query heads share one)
+    Dh: int  # head size
+    F: int  # MLP width (SwiGLU: up and gate projections are F wide each)
+    V: int  # vocabulary
+    BS: int  # tokens per cache block
+    NB: int  # blocks in each layer's caches
+    MB: int  # blocks per sequence (the block table's width): MB * BS tokens at most
+    S: int  # sequences decoded together (the batch)
+    T: int  # greedy decode steps
+    min_context: int  # tokens already cached per sequence: drawn from [min_context, MB*BS - T]
+    tol: float  # f32 check: max |logits - reference| / max |reference|
+
+
+# Tiny, so that both frameworks check and time it in a few seconds on two CPU cores.
+CPU = Config(L=2, d=256, H=4, KVH=2, Dh=64, F=512, V=512, BS=16, NB=40, MB=8, S=4, T=4, min_context=16, tol=1e-4)
+# Llama-3-8B's layer shapes, 8 layers and a 32000-token vocabulary: 2.0 G parameters (3.7 GiB in bf16,
+# 7.5 GiB in f32 for the check), caches of 1024 tokens per sequence (1 GiB in bf16 for the 8 layers).
+GPU = Config(L=8, d=4096, H=32, KVH=8, Dh=128, F=14336, V=32000, BS=16, NB=2048, MB=64, S=32, T=16,
+             min_context=256, tol=1e-3)
+
+
+def _normals(seed, specs):
+    """Seeded standard normals, one array per (shape, scale) in `specs`, each times its scale, drawn on
+    several threads (numpy releases the GIL while it fills an array): the GPU model's 2.5 G numbers
+    take tens of seconds on one."""
+    def one(args):
+        seed, (shape, scale) = args
+        a = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+        a *= np.float32(scale)
+        return a
+
+    with ThreadPoolExecutor() as pool:
+        return list(pool.map(one, zip(np.random.SeedSequence(seed).spawn(len(specs)), specs)))
+
+
+@functools.lru_cache(maxsize=2)  # run_examples.py calls both frameworks: make the numbers once
+def make_model(c: Config, seed: int = 0):
+    """The weights and the decode's starting state, float32 and int32 numpy arrays:
+
+    weights: embed [V, d]; layers, a list of L dicts of norm1 [d], qkv [d, d + 2*KVH*Dh] (Wq | Wk | Wv),
+      o [d, d], norm2 [d], up_gate [d, 2F] (W_up | W_gate: glu multiplies the first half by silu of the
+      second), down [F, d]; norm [d]; lm_head [d, V]; cos_sin [MB*BS, Dh] (NeoX: Dh/2 cosines, then sines).
+    state: key_caches and value_caches, lists of L [NB, BS, KVH, Dh] (random: the context's keys and
+      values); block_tables [S, MB] i32 (distinct blocks, scattered); context_lens [S] i32; tokens [S] i32.
+    Treat them as read-only: the cache is shared by every call with the same arguments."""
+    rng = np.random.default_rng(seed)
+    kvd = c.KVH * c.Dh
+    # The big arrays, by (layer or "top", name): (shape, scale). Projections are scaled by 1/sqrt(fan-in),
+    # which keeps the activations of order 1 through the layers.
+    cache = ((c.NB, c.BS, c.KVH, c.Dh), 1.0)
+    specs = {("top", "embed"): ((c.V, c.d), 1.0), ("top", "lm_head"): ((c.d, c.V), c.d ** -0.5)}
+    for layer in range(c.L):
+        specs.update({(layer, "qkv"): ((c.d, c.d + 2 * kvd), c.d ** -0.5), (layer, "o"): ((c.d, c.d), c.d ** -0.5),
+                      (layer, "up_gate"): ((c.d, 2 * c.F), c.d ** -0.5), (layer, "down"): ((c.F, c.d), c.F ** -0.5),
+                      (layer, "key"): cache, (layer, "value"): cache})
+    arrays = dict(zip(specs, _normals(seed, list(specs.values()))))
+
+    def norm_weight():
+        return (1 + 0.1 * rng.standard_normal(c.d)).astype(np.float32)
+
+    angles = np.arange(c.MB * c.BS)[:, None] * ROPE_THETA ** (-np.arange(0, c.Dh, 2) / c.Dh)
+    weights = {
+        "embed": arrays["top", "embed"],
+        "layers": [{"norm1": norm_weight(), "qkv": arrays[layer, "qkv"], "o": arrays[layer, "o"],
+                    "norm2": norm_weight(), "up_gate": arrays[layer, "up_gate"], "down": arrays[layer, "down"]}
+                   for layer in range(c.L)],
+        "norm": norm_weight(),
+        "lm_head": arrays["top", "lm_head"],
+        "cos_sin": np.concatenate([np.cos(angles), np.sin(angles)], -1).astype(np.float32),
+    }
+    state = {
+        "key_caches": [arrays[layer, "key"] for layer in range(c.L)],
+        "value_caches": [arrays[layer, "value"] for layer in range(c.L)],
+        # Every sequence owns MB distinct blocks, scattered over the caches.
+        "block_tables": rng.permutation(c.NB)[: c.S * c.MB].reshape(c.S, c.MB).astype(np.int32),
+        # The new token goes at position context_lens[s]; T steps must fit in the sequence's MB*BS slots.
+        "context_lens": rng.integers(c.min_context, c.MB * c.BS - c.T + 1, c.S).astype(np.int32),
+        "tokens": rng.integers(0, c.V, c.S).astype(np.int32),
+    }
+    return weights, state
+
+
+def check(name, device, tokens, logits, ref_logits, tol):
+    """Compares a decode's tokens [T, S] and logits [T, S, V] (numpy, float32) with the reference's
+    logits, computed from the same input tokens (teacher-forced). Every token must be the reference's
+    argmax, unless the reference's logit for it is within the tolerance of its maximum (a near-tie, which
+    a rounding may flip). Prints one line; returns whether both hold."""
+    scale = np.abs(ref_logits).max()
+    err = np.abs(logits - ref_logits).max() / scale
+    ref_best = ref_logits.max(-1)
+    chosen = np.take_along_axis(ref_logits, tokens[..., None], -1)[..., 0]
+    equal = tokens == ref_logits.argmax(-1)
+    ties = ~equal & (ref_best - chosen <= tol * scale)
+    ok = err <= tol and bool(np.all(equal | ties))
+    print(f"  {name:<26} {device} f32: logits max rel. error {err:.2e} (tolerance {tol:.0e}), "
+          f"tokens {int(equal.sum())}/{equal.size} = reference argmax, {int(ties.sum())} near-ties"
+          f"{'' if ok else '  MISMATCH'}")
+    return ok
+
+
+def print_timing(name, seconds_per_step, batch):
+    print(f"  {name:<26} {seconds_per_step * 1e3:9.3f} ms/step {batch / seconds_per_step:10.0f} tokens/s")
