@@ -4,7 +4,8 @@ frameworks' own ops, in one process. Prints, per op and size:
   * forward + backward time per call of the loss sum(op(x) * g) w.r.t. every
     input: opgen through torch autograd, torch eager, torch.compile of the
     same reference (its backward graph fused by inductor), opgen through
-    jax.grad of the same loss under jax.jit, and the jnp reference likewise;
+    jax.value_and_grad of the same loss under jax.jit, and the jnp reference
+    likewise;
   * the backward op alone (torch, called directly): its time and the
     bandwidth of the bytes it must move (grad_out and x read, grad_x
     written; the per-column sums are small) over a device copy's.
@@ -96,13 +97,14 @@ def bench(name, rows, args, copy):
     jax_inputs = [jax.dlpack.from_dlpack(t.detach()) for t in inputs]
     jg = jax.dlpack.from_dlpack(g)
     for label, forward in (("opgen (jax)", ours_jax), ("jnp", theirs_jax)):
-        # The same loss as torch's, sum(forward(x) * g), so that both run the
-        # forward too: a bare jax.vjp(forward)(g) lets XLA drop the forward
-        # call where the backward takes none of its outputs (rms_norm's).
+        # The loss's value and its gradients, as torch's step computes them:
+        # XLA drops a forward call whose outputs nothing reads, and
+        # rms_norm_backward reads x, not out, so a bare jax.vjp(forward)(g)
+        # (or jax.grad) timed the backward alone.
         def loss(xs, g, forward=forward):
             return jnp.sum((forward(*xs) * g).astype(jnp.float32))
 
-        f = jax.jit(lambda g, *xs, loss=loss: jax.grad(loss)(xs, g))
+        f = jax.jit(lambda g, *xs, loss=loss: jax.value_and_grad(loss)(xs, g))
         times[label] = jax_us(f, (jg, *jax_inputs), args.calls, args.rounds)
     detached = [t.detach() for t in inputs]
     alone = torch_us(lambda: backward_alone(g, *detached), args.calls, args.rounds)
