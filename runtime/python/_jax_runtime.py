@@ -62,6 +62,13 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     absent optional input) with ``attrs``, as an XLA custom call."""
     api_version = check_api_version(op, api_version)
     inputs = [_as_array(x) for x in inputs]
+    if all(x is None or (not isinstance(x, jax.core.Tracer) and jax.dtypes.canonicalize_dtype(x.dtype) == x.dtype)
+           for x in inputs):
+        # An eager call whose inputs jit would not convert (a float64 numpy
+        # array without jax_enable_x64 must meet the checks as it is).
+        eager = _eager_function(op, inputs, attrs, api_version)
+        if eager is not None:
+            return eager(*[x for x in inputs if x is not None])
     for name, value in attrs.items():
         if isinstance(value, jax.core.Tracer):
             raise OpTypeError(f"{op.name}: attribute '{name}' must be a Python value, not a traced array "
@@ -78,6 +85,36 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     out = list(_derivative(op, checked, given, api_version, f)(*checked.operands))
     out = [out.pop(0) if k else None for k in kept]
     return out[0] if len(out) == 1 else tuple(out)
+
+
+_EAGER: dict = {}  # (op, api_version, the given inputs, attributes) -> the call, jitted
+_EAGER_LIMIT = 512  # distinct attribute values are rare; past this, calls are traced each time
+
+
+def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
+    """An eager call (no input is a tracer) as a jitted function of the given
+    inputs, made once per op, api_version, given inputs and attribute values,
+    so that JAX's own cache holds its executable: tracing the call anew
+    (the checks, custom_vjp, custom_partitioning, ffi_call) costs
+    milliseconds, which every eager call paid. None where the attributes
+    are not hashable (the call is traced as ever)."""
+    given = tuple(x is not None for x in inputs)
+    try:
+        key = (op.name, op.package, api_version, given,
+               tuple((k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
+        hash(key)
+    except TypeError:
+        return None
+    f = _EAGER.get(key)
+    if f is None:
+        def traced(*operands):
+            it = iter(operands)
+            return call(op, [next(it) if g else None for g in given], attrs, api_version)
+
+        f = jax.jit(traced)
+        if len(_EAGER) < _EAGER_LIMIT:
+            _EAGER[key] = f
+    return f
 
 
 def _custom_call(checked: _spec.Call, api_version: int):

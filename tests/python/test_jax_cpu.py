@@ -206,3 +206,18 @@ def test_package_reports_its_build():
     assert set(opgen_ops.OPS) == {p.stem for p in specs.glob("*.yaml")} - {"package"}
     assert opgen_ops.opaque_layout_version == _opaque.LAYOUT_VERSION == 1
     assert isinstance(opgen_ops.built_with_cuda, bool)
+
+
+def test_eager_calls_reuse_their_compiled_call_per_attributes_and_shapes(rng):
+    """An eager call runs a jitted call kept per op, api_version, given inputs
+    and attribute values (JAX's cache keeps one per shape): each combination
+    gives its own result, the same as under jax.jit."""
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    for activation in ("sigmoid", "silu", "sigmoid", "gelu"):
+        for rows in (3, 2):
+            got = np.asarray(ops.glu(x[:rows], activation=activation))
+            want = np.asarray(jax.jit(lambda x: ops.glu(x, activation=activation))(x[:rows]))
+            np.testing.assert_array_equal(got, want)
+    w = rng.standard_normal(8).astype(np.float32)
+    with_weight, without = ops.rms_norm(x, w)[0], ops.rms_norm(x)[0]
+    np.testing.assert_allclose(np.asarray(with_weight), np.asarray(without) * w, rtol=1e-6)
