@@ -141,6 +141,10 @@ struct Tensor {
   std::shared_ptr<const Expr> values_min, values_max;
   std::string values_min_text, values_max_text;  // as the spec writes them
   bool values_min_exclusive = false, values_max_exclusive = false;
+  // `unique: true`: the values that lie in the range are distinct (no two
+  // entries name one slot), a precondition the bindings cannot check either;
+  // the body may rely on it (one writer per slot).
+  bool values_unique = false;
   std::string alias;          // outputs only: the input whose buffer it updates in place, or ""
   std::string doc;
   Location where;

@@ -112,7 +112,7 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   bool ok = f.checked_snake_name(name, name_at, role + " name");
   if (!f.expect_map(node, what)) return std::nullopt;
   const auto fields = role == "input"    ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout", "min",
-                                                                   "max", "exclusive_min", "exclusive_max"})
+                                                                   "max", "exclusive_min", "exclusive_max", "unique"})
                       : role == "output" ? f.entries(node, what, {"dtype", "shape", "doc", "alias"})
                                          : f.entries(node, what, {"dtype", "shape", "doc"});
   // An output that aliases an input takes that input's dtype and shape.
@@ -136,6 +136,7 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   }
   f.require(node, what, {"dtype", "shape"});
   bool have_dtype = false, have_shape = false;
+  YAML::Node unique_node;  // `unique: true`, checked once the dtype and the range are known
   for (const auto& [key, value] : fields) {
     if (key == "dtype") {
       std::optional<std::string> s = f.string(value, "the dtype of " + what);
@@ -203,6 +204,15 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       (lower ? t.values_min : t.values_max) = bound;
       (lower ? t.values_min_text : t.values_max_text) = *text;
       (lower ? t.values_min_exclusive : t.values_max_exclusive) = exclusive;
+    } else if (key == "unique") {
+      // The values in the range are distinct: a precondition, like the range.
+      std::optional<bool> unique = f.boolean(value, "'unique' of " + what);
+      if (!unique) {
+        ok = false;
+        continue;
+      }
+      t.values_unique = *unique;
+      if (*unique) unique_node = value;
     } else if (key == "layout") {
       std::optional<std::string> s = f.string(value, "the layout of " + what);
       const auto& names = layout_names();
@@ -226,6 +236,28 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
     if (!integer) {
       f.error(t.where, what + " has a value range, but its dtype " + info(t.dtype).name +
                            " is not an integer type (a range describes index values)");
+      ok = false;
+    }
+  }
+  if (ok && have_dtype && t.values_unique) {
+    // `unique` qualifies an index's range: an integer input that states one.
+    const auto is_integer = [](DType d) { return d == DType::kI32 || d == DType::kI64 || d == DType::kU8; };
+    std::string not_integer;  // what makes the dtype not an index's, or ""
+    if (t.type_var.empty()) {
+      if (!is_integer(t.dtype)) not_integer = std::string(info(t.dtype).name);
+    } else {
+      const auto v = std::find_if(type_vars.begin(), type_vars.end(),
+                                  [&](const TypeVar& tv) { return tv.name == t.type_var; });
+      const auto d = std::find_if(v->dtypes.begin(), v->dtypes.end(), [&](DType x) { return !is_integer(x); });
+      if (d != v->dtypes.end()) not_integer = t.type_var + ", which takes " + info(*d).name;
+    }
+    if (!not_integer.empty()) {
+      f.error(f.at(unique_node), "'unique' applies only to an index input (of an integer dtype: i32, i64, u8, or a "
+                                 "type variable over only those); " + what + " is " + not_integer);
+      ok = false;
+    } else if (!t.values_min && !t.values_max) {
+      f.error(f.at(unique_node), what + " is 'unique' but states no value range: 'unique' says that its values in "
+                                 "the range are distinct; give the range (min or exclusive_min, max or exclusive_max)");
       ok = false;
     }
   }

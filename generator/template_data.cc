@@ -64,6 +64,7 @@ py::dict tensor_facts(const Tensor& t) {
   out["values_min_exclusive"] = t.values_min_exclusive;
   out["values_max_exclusive"] = t.values_max_exclusive;
   out["values_range_text"] = values_range_text(t);
+  out["values_unique"] = t.values_unique;
   out["alias"] = text_or_none(t.alias);
   py::list dims;
   for (const Dim& d : t.shape) {

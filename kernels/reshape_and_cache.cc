@@ -10,7 +10,7 @@ template <typename T, typename I>
 opgen::Status run_cpu(const Args<T, I>& args) {
   for (int64_t t = 0; t < args.N; ++t) {
     const int64_t slot = args.slot_mapping[t];
-    if (slot < 0 || !args.slot_mapping_in_range(slot)) continue;  // padding, or outside the caches
+    if (!args.slot_mapping_in_range(slot)) continue;  // padding (-1), or outside the caches
     for (int64_t h = 0; h < args.KVH; ++h) {
       const int64_t at = (slot * args.KVH + h) * args.Dh;  // [block, row, h] of a [NB, BS, KVH, Dh] cache
       std::memcpy(args.key_cache_out + at, args.key + t * args.key_strides[0] + h * args.key_strides[1],

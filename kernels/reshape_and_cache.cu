@@ -1,7 +1,8 @@
 // CUDA body of reshape_and_cache: one thread per element of the new tokens'
 // keys and values, over a grid-stride loop (consecutive threads, consecutive
 // elements of a head, so both reads and writes coalesce); the caches' outputs
-// already hold the caches, so only the new rows are written.
+// already hold the caches, so only the new rows are written. The slots in
+// range are distinct (the spec's `unique`), so each element has one writer.
 #include <cstdint>
 
 #include "opgen/cuda_status.h"
@@ -16,7 +17,7 @@ __global__ void write_tokens(Args<T, I> args) {
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < n; k += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = k / per_token, h = k % per_token / args.Dh, d = k % args.Dh;
     const int64_t slot = args.slot_mapping[t];
-    if (slot < 0 || !args.slot_mapping_in_range(slot)) continue;  // padding, or outside the caches
+    if (!args.slot_mapping_in_range(slot)) continue;  // padding (-1), or outside the caches
     const int64_t at = slot * per_token + h * args.Dh + d;
     args.key_cache_out[at] = args.key[t * args.key_strides[0] + h * args.key_strides[1] + d];
     args.value_cache_out[at] = args.value[t * args.value_strides[0] + h * args.value_strides[1] + d];

@@ -92,6 +92,8 @@ class Tensor:
     values_min_exclusive: bool = False
     values_max_exclusive: bool = False
     values_range: str = ""  # "in [0, S)"
+    # The values in the range are distinct (the spec's `unique`): unchecked too.
+    values_unique: bool = False
     alias: str | None = None  # outputs: the input it updates in place
     doc: str = ""
 

@@ -409,6 +409,29 @@ outputs:
   EXPECT_NE(all_messages(deep).find("nests more than 32 levels deep"), std::string::npos) << all_messages(deep);
 }
 
+// `unique: true` on an index input with a range (of an integer dtype or a
+// type variable over only those) reads into the model; `false` is the default.
+TEST(SpecReader, AUniqueIndexReads) {
+  opgen::gen::Diagnostics diags;
+  std::optional<opgen::gen::Op> op = read_text("slots", R"(opgen: 1
+name: slots
+types:
+  I: [i32, i64]
+inputs:
+  rows: {dtype: f32, shape: [N, D]}
+  cache: {dtype: f32, shape: [S, D]}
+  slot: {dtype: I, shape: [N], min: 0, exclusive_max: S, unique: true}
+  other: {dtype: u8, shape: [N], max: 7, unique: false}
+  plain: {dtype: i32, shape: [N], min: 0}
+outputs:
+  cache_out: {alias: cache}
+)", diags);
+  ASSERT_TRUE(op.has_value()) << all_messages(diags);
+  EXPECT_TRUE(op->inputs[2].values_unique);
+  EXPECT_FALSE(op->inputs[3].values_unique);
+  EXPECT_FALSE(op->inputs[4].values_unique);
+}
+
 // Every integer that fits int64 reads, in each place a spec writes one (19
 // digits: 2^62 and 2^63 - 1); 2^63 is refused.
 TEST(SpecReader, IntegersUpToInt64MaxRead) {

@@ -2,8 +2,9 @@
 (``opgen_ops._ops.<op>.OP``): sizes for its shape symbols that satisfy its
 constraints and output expressions, leading dimensions where a shape has
 '...', attribute values, and input values -- of an index input, inside the
-value range its spec declares. test_every_op.py runs every op of the package
-on them, so that an op added to specs/ is tested without a line written for it.
+value range its spec declares (distinct ones where it is `unique`).
+test_every_op.py runs every op of the package on them, so that an op added
+to specs/ is tested without a line written for it.
 """
 
 from __future__ import annotations
@@ -89,6 +90,30 @@ def _attr_value(a, rng):
     return float(rng.uniform(low, high)) if high > low else float(low) + 1.0
 
 
+def _distinct(t, shape, dtype: str, low: int, high: int, rng):
+    """Values of a `unique` input: distinct ones drawn from [low, high] (a
+    sample without replacement), and where the input has more entries than
+    that holds, the rest a value just outside the declared range (low - 1,
+    or high + 1 where low - 1 does not fit the dtype), which every body skips
+    with <input>_in_range; shuffled."""
+    count = int(np.prod(shape, dtype=np.int64))
+    held = max(high - low + 1, 0)
+    inside = low + rng.choice(held, size=min(count, held), replace=False) if held else np.zeros(0, np.int64)
+    rest = count - inside.size
+    if rest:
+        limits = np.iinfo(dtype)
+        if t.values_min is not None and low - 1 >= limits.min:
+            outside = low - 1
+        elif t.values_max is not None and high + 1 <= limits.max:
+            outside = high + 1
+        else:
+            raise AssertionError(f"{t.name}: {count} distinct values do not fit {t.values_range} in {dtype}, "
+                                 "and no value of the dtype lies outside it")
+        inside = np.concatenate([inside, np.full(rest, outside, np.int64)])
+    rng.shuffle(inside)
+    return inside.reshape(shape).astype(dtype)
+
+
 def _values(t, shape, dtype: str, bounds: dict, rng):
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)
@@ -98,6 +123,8 @@ def _values(t, shape, dtype: str, bounds: dict, rng):
             low = _evaluate(t.values_min, bounds) + (1 if t.values_min_exclusive else 0)
         if t.values_max is not None:
             high = _evaluate(t.values_max, bounds) - (1 if t.values_max_exclusive else 0)
+        if t.values_unique:
+            return _distinct(t, shape, dtype, low, high, rng)
         return rng.integers(low, high + 1, shape).astype(dtype)
     return rng.standard_normal(shape).astype(numpy_dtype(dtype))
 

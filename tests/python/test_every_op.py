@@ -32,7 +32,7 @@ import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from conftest import gpu_devices
 from torch_arrays import as_numpy, to_torch
-from opgen_ops import _ops
+from opgen_ops import _ops, _spec
 
 CPU = jax.devices("cpu")[0]
 CASES = [pytest.param(op, dtypes, id=f"{op.name}[{op_problems.instantiation_id(dtypes)}]")
@@ -76,6 +76,58 @@ def assert_same(got, want, dtype_name, where, tolerance=ref.TOLERANCE):
         assert error < tolerance[dtype_name], f"{where}: relative error {error:.3g}"
     else:  # integers, bool, 8-bit floats: exactly
         np.testing.assert_array_equal(got.astype(np.float64), np.asarray(want, np.float64), err_msg=where)
+
+
+# --- The drawing ---------------------------------------------------------------------------------
+
+
+def unique_index(dtype="int64", low=0, exclusive_max=5):
+    return _spec.Tensor("slot", dtype, ("N",), values_min=low, values_max=exclusive_max, values_max_exclusive=True,
+                        values_range=f"in [{low}, {exclusive_max})", values_unique=True)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
+def test_a_unique_input_gets_distinct_values_in_its_range(rng, dtype):
+    for _ in range(50):
+        got = op_problems._values(unique_index(dtype, 0, 20), (8,), dtype, {}, rng)
+        assert got.dtype == np.dtype(dtype) and got.shape == (8,)
+        assert len(set(got.tolist())) == 8 and got.min() >= 0 and got.max() < 20, got
+
+
+def test_a_unique_input_longer_than_its_range_gets_the_rest_just_outside_it(rng):
+    seen = set()
+    for _ in range(50):
+        got = op_problems._values(unique_index("int32", 2, 7), (3, 4), "int32", {}, rng)
+        assert got.shape == (3, 4)
+        inside = got[got != 1]
+        assert sorted(inside.tolist()) == [2, 3, 4, 5, 6], got  # every value of the range, once
+        assert np.count_nonzero(got == 1) == 7, got  # the rest: min - 1, which every body skips
+        seen.add(tuple(got.ravel().tolist()))
+    assert len(seen) > 1  # shuffled
+    # Where min - 1 does not fit the dtype, max (exclusive) is just outside.
+    got = op_problems._values(unique_index("uint8", 0, 3), (6,), "uint8", {}, rng)
+    assert sorted(got.tolist()) == [0, 1, 2, 3, 3, 3], got
+
+
+@pytest.mark.parametrize("op, dtypes", [c for c in CASES if any(t.values_unique for t in c.values[0].inputs)])
+def test_every_draw_of_an_op_keeps_its_unique_inputs_distinct(rng, op, dtypes):
+    for _ in range(20):
+        p = op_problems.draw(op, dtypes, rng)
+        bounds = {**p.call.symbols, **{k: v for k, v in p.attrs.items() if type(v) is int}}
+        for t, x in zip(op.inputs, p.inputs):
+            if not t.values_unique or x is None:
+                continue
+            x = x.astype(np.int64)
+            inside = np.ones(x.shape, bool)
+            if t.values_min is not None:
+                low = op_problems._evaluate(t.values_min, bounds) + t.values_min_exclusive
+                inside &= x >= low
+            if t.values_max is not None:
+                high = op_problems._evaluate(t.values_max, bounds) - t.values_max_exclusive
+                inside &= x <= high
+            assert np.unique(x[inside]).size == np.count_nonzero(inside), (t.name, x)
+            if t.values_min is not None and t.values_max is not None:  # as many in range as it holds
+                assert np.count_nonzero(inside) == min(x.size, high - low + 1), (t.name, x)
 
 
 # --- PyTorch ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@
 
 namespace opgen_ops::reshape_and_cache {
 
-// Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [-1, NB*BS).
+// Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [0, NB*BS). The slots in [0, NB*BS) must be distinct, as vLLM assumes: two tokens given one slot race for it, and which key and value it then holds is unspecified.
 // T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
 // I is one of: int32_t, int64_t (i32, i64).
 template <typename T, typename I>
@@ -50,8 +50,10 @@ struct Args {
   // Whether a value of an index input lies in the spec's range for it. The
   // bindings cannot check the values (they live on the device): the body
   // guards what it reads with them.
-  OPGEN_HD bool slot_mapping_in_range(int64_t v) const {  // in [-1, NB*BS)
-    return v >= -1 && v < (NB * BS);
+  // "distinct": no two of the input's values in the range are equal (the
+  // spec's `unique`); the body may rely on it (one entry per index).
+  OPGEN_HD bool slot_mapping_in_range(int64_t v) const {  // in [0, NB*BS), distinct
+    return v >= 0 && v < (NB * BS);
   }
 };
 

@@ -132,6 +132,7 @@ def _tensor(op, t, index, is_input, dtypes):
         'values_min_exclusive': t['values_min_exclusive'],
         'values_max_exclusive': t['values_max_exclusive'],
         'values_range_text': t['values_range_text'],
+        'values_unique': t['values_unique'],
         # contiguous, rows, strided -> the opgen::Layout enumerator
         'layout_cpp': 'opgen::Layout::k' + t['layout'].capitalize(),
         # A rows or strided input's strides in Args: the batch stride first.

@@ -8,14 +8,14 @@ from .._spec import Op, Opaque, Tensor
 OP = Op(
     package='opgen_ops',
     name='reshape_and_cache',
-    doc="Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [-1, NB*BS).",
+    doc="Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [0, NB*BS). The slots in [0, NB*BS) must be distinct, as vLLM assumes: two tokens given one slot race for it, and which key and value it then holds is unspecified.",
     type_vars={'T': ('float16', 'bfloat16', 'float32'), 'I': ('int32', 'int64')},
     inputs=(
         Tensor('key', 'T', ('N', 'KVH', 'Dh'), layout='rows', doc="the new tokens' keys; tokens and heads may be strided (a view of the qkv projection)"),
         Tensor('value', 'T', ('N', 'KVH', 'Dh'), layout='rows', doc="the new tokens' values, likewise"),
         Tensor('key_cache', 'T', ('NB', 'BS', 'KVH', 'Dh'), doc='NB blocks of BS tokens'),
         Tensor('value_cache', 'T', ('NB', 'BS', 'KVH', 'Dh')),
-        Tensor('slot_mapping', 'I', ('N',), values_min=-1, values_max=('*', 'NB', 'BS'), values_max_exclusive=True, values_range='in [-1, NB*BS)', doc="each token's slot, block * BS + row; -1 for padding"),
+        Tensor('slot_mapping', 'I', ('N',), values_min=0, values_max=('*', 'NB', 'BS'), values_max_exclusive=True, values_range='in [0, NB*BS)', values_unique=True, doc="each token's slot, block * BS + row; -1 for padding (writes nothing)"),
     ),
     outputs=(
         Tensor('key_cache_out', 'T', alias='key_cache', doc='the key cache with the new tokens (the same buffer)'),
