@@ -10,6 +10,7 @@ descriptor.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -100,8 +101,7 @@ def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     are not hashable (the call is traced as ever)."""
     given = tuple(x is not None for x in inputs)
     try:
-        key = (op.name, op.package, api_version, given,
-               tuple((k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
+        key = (op.name, op.package, api_version, given, tuple((k, _attr_key(v)) for k, v in attrs.items()))
         hash(key)
     except TypeError:
         return None
@@ -115,6 +115,17 @@ def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
         if len(_EAGER) < _EAGER_LIMIT:
             _EAGER[key] = f
     return f
+
+
+def _attr_key(v):
+    """An attribute's value as a key that tells apart values Python calls
+    equal but the checks do not (1 and 1.0 and True, 0.0 and -0.0, at any
+    depth of a sequence)."""
+    if isinstance(v, (list, tuple)):
+        return type(v), tuple(_attr_key(e) for e in v)
+    if isinstance(v, float):
+        return float, v, math.copysign(1.0, v)
+    return type(v), v
 
 
 def _custom_call(checked: _spec.Call, api_version: int):

@@ -221,3 +221,14 @@ def test_eager_calls_reuse_their_compiled_call_per_attributes_and_shapes(rng):
     w = rng.standard_normal(8).astype(np.float32)
     with_weight, without = ops.rms_norm(x, w)[0], ops.rms_norm(x)[0]
     np.testing.assert_allclose(np.asarray(with_weight), np.asarray(without) * w, rtol=1e-6)
+
+
+def test_an_eager_call_refused_for_its_attribute_type_leaves_the_valid_one_alone(rng):
+    # [-1.0] and [-1] are equal to Python; only the second is a valid dims.
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    with pytest.raises(TypeError, match="attribute 'dims' element 0 must be an int, not float"):
+        ops.flip(x, dims=[-1.0])
+    np.testing.assert_array_equal(np.asarray(ops.flip(x, dims=[-1])), x[:, ::-1])
+    with pytest.raises(TypeError, match="attribute 'alpha' must be a float"):
+        ops.simple_add(x[0], x[0], alpha=True)
+    np.testing.assert_allclose(np.asarray(ops.simple_add(x[0], x[0], alpha=1.0)), 2 * x[0], rtol=1e-6)
