@@ -10,7 +10,6 @@ descriptor.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -100,11 +99,10 @@ def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     milliseconds, which every eager call paid. None where the attributes
     are not hashable (the call is traced as ever)."""
     given = tuple(x is not None for x in inputs)
-    try:
-        key = (op.name, op.package, api_version, given, tuple((k, _attr_key(v)) for k, v in attrs.items()))
-        hash(key)
-    except TypeError:
+    attrs_key = _spec.attrs_key(attrs)
+    if attrs_key is None:
         return None
+    key = (op.name, op.package, api_version, given, attrs_key)
     f = _EAGER.get(key)
     if f is None:
         def traced(*operands):
@@ -115,17 +113,6 @@ def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
         if len(_EAGER) < _EAGER_LIMIT:
             _EAGER[key] = f
     return f
-
-
-def _attr_key(v):
-    """An attribute's value as a key that tells apart values Python calls
-    equal but the checks do not (1 and 1.0 and True, 0.0 and -0.0, at any
-    depth of a sequence)."""
-    if isinstance(v, (list, tuple)):
-        return type(v), tuple(_attr_key(e) for e in v)
-    if isinstance(v, float):
-        return float, v, math.copysign(1.0, v)
-    return type(v), v
 
 
 def _custom_call(checked: _spec.Call, api_version: int):

@@ -497,6 +497,26 @@ def _is_static(v) -> bool:
     return isinstance(v, int)
 
 
+def attrs_key(attrs: Mapping):
+    """Attribute values as a dict key for a cache of checked calls, telling
+    apart values Python calls equal but the checks do not (1, 1.0 and True;
+    0.0 and -0.0; at any depth of a sequence); None where a value is not
+    hashable."""
+    def key(v):
+        if isinstance(v, (list, tuple)):
+            return type(v), tuple(key(e) for e in v)
+        if isinstance(v, float):
+            return float, v, math.copysign(1.0, v)
+        return type(v), v
+
+    try:
+        out = tuple((k, key(v)) for k, v in attrs.items())
+        hash(out)
+    except TypeError:
+        return None
+    return out
+
+
 def _itemsize(dtype: str) -> int:
     """Bytes per element of a dtype by its framework name: bool is one byte,
     every other dtype carries its width in bits in its name (float8_e4m3fn)."""

@@ -323,7 +323,7 @@ def _in_place_function(op: Op) -> type:
             attrs = dict(zip(attr_names, args[n:]))
             inputs = list(args[:n])
             if not torch.compiler.is_compiling() and _torchax_tensors(inputs):
-                made = _torchax_copies(name, inputs)  # no custom op runs on torchax tensors
+                made = _torchax_copies(name, inputs, updated)  # no custom op runs on torchax tensors
             else:
                 made = copies(inputs)
             for k, copy in zip([k for k in updated if inputs[k] is not None], made):
@@ -374,11 +374,12 @@ def _write_back(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return target
 
 
-def _torchax_copies(name: str, inputs: Sequence) -> list:
+def _torchax_copies(name: str, inputs: Sequence, updated: Sequence[int]) -> list:
     """What `_copies_for_update` makes, for torchax tensors: the rule, then copies."""
-    op = _OPS[name]
-    _check_in_place(op, inputs)
-    return [inputs[k].clone() for k in sorted({k for k in _spec_order(op) if k >= 0}) if inputs[k] is not None]
+    from . import _torchax_runtime
+
+    _torchax_runtime.check_in_place(_OPS[name], inputs)
+    return [inputs[k].clone() for k in updated if inputs[k] is not None]
 
 
 def _torchax_tensors(inputs: Sequence) -> bool:
@@ -491,11 +492,8 @@ class _Direct:
         return values[0] if self.single else tuple(values)
 
     def lower(self, attrs: Mapping) -> dict:
-        try:
-            key = tuple((k, type(v), tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())
-            hit = self.lowered.get(key)
-        except TypeError:  # an unhashable value: checked and lowered every time
-            key, hit = None, None
+        key = _spec.attrs_key(attrs)  # None where a value is unhashable: checked and lowered every time
+        hit = None if key is None else self.lowered.get(key)
         if hit is None:
             hit = _lower(self.op, _spec.check_attrs(self.op, attrs))
             if key is not None and len(self.lowered) < 64:
@@ -557,15 +555,10 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
 def _check_in_place(op: Op, inputs: Sequence) -> None:
     """The torch kernels' rule for an input updated in place (its elements do
     not overlap; it shares no memory with another input), asked of the
-    package's own C++ (opgen/footprint.h) with the tensors' addresses, or,
-    for torchax tensors, which have none, with their places in the torchax
-    tensors they view."""
+    package's own C++ (opgen/footprint.h) with the tensors' addresses.
+    (torchax tensors have none: _torchax_runtime.check_in_place.)"""
     from . import _C  # the package's extension (this module is copied into each package)
-    from . import _torchax_runtime
 
-    if _torchax_tensors(inputs):
-        _torchax_runtime.check_in_place(op, inputs)
-        return
     names = [t.name for t in op.inputs]
     extents = [None if x is None else (x.data_ptr(), list(x.shape), list(x.stride()), x.element_size())
                for x in inputs]

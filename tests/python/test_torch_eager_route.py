@@ -74,3 +74,11 @@ def test_the_direct_route_checks_as_the_full_route_does(rng):
     for activation in ("sigmoid", "silu", "sigmoid", "gelu"):
         torch.testing.assert_close(tops.glu(x, activation=activation),
                                    torch.ops.opgen_ops.glu(x, activation=activation))
+
+
+def test_a_value_equal_to_a_cached_one_but_of_another_type_is_still_refused(rng):
+    # [-1] and [-1.0] are equal to Python; only the first is a valid dims.
+    x = t(rng, 2, 3)
+    torch.testing.assert_close(tops.flip(x, dims=[-1]), x.flip(-1))
+    with pytest.raises(RuntimeError, match="attribute 'dims' element 0 must be an int, not float"):
+        tops.flip(x, dims=[-1.0])
