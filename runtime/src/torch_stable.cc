@@ -96,8 +96,10 @@ std::string TensorView::device_text() const {
   return is_cuda() ? "cuda:" + std::to_string(device_index) : is_cpu() ? "cpu" : "another device";
 }
 
-Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, const std::string& what,
+Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, const Buffer& buffer,
              void** data) {
+  // The message is made only on a failure: this runs for every output of every call.
+  auto what = [&] { return std::string(buffer.op) + ": " + buffer.role + " '" + buffer.name + "'"; };
   int64_t strides[Binder::kMaxRank * 2];
   if (rank > static_cast<int64_t>(std::size(strides))) fail("opgen: outputs of more than 64 dimensions");
   int64_t n = 1;
@@ -109,12 +111,12 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
   // torch's allocator is never asked for a size that wraps.
   int64_t bytes = 0;
   if (__builtin_mul_overflow(n, static_cast<int64_t>(aoti_torch_dtype_element_size(dtype)), &bytes)) {
-    fail(what + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " would take more than 2^63 - 1 bytes");
+    fail(what() + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " would take more than 2^63 - 1 bytes");
   }
   AtenTensorHandle out = nullptr;
   if (aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type, like.device_index, &out) !=
       AOTI_TORCH_SUCCESS) {
-    fail(what + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " (" + std::to_string(bytes) +
+    fail(what() + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " (" + std::to_string(bytes) +
          " bytes) could not be allocated on " + like.device_text() + "; torch's allocator refused it");
   }
   Tensor t(out);
@@ -202,15 +204,13 @@ Status TorchSource::output(size_t, const char* name, const char*, DType dtype, c
     *data = a.data;
     return Status::Ok();
   }
-  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype),
-                         std::string(op_) + ": output '" + name + "'", data));
+  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), {op_, "output", name}, data));
   return Status::Ok();
 }
 
 Status TorchSource::workspace(size_t, const char* name, size_t bytes, void** data) {
   const int64_t size = static_cast<int64_t>(bytes);
-  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), std::string(op_) + ": workspace '" + name + "'",
-                        data));
+  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspace", name}, data));
   return Status::Ok();
 }
 

@@ -69,10 +69,16 @@ struct TensorView {
 };
 
 
-// A new dense tensor on the device of `like`;
-// `what` ("rms_norm: output 'out'") names it in the error a refused
-// allocation earns.
-Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, const std::string& what,
+// What a new tensor is, for the error a refused allocation earns:
+// "rms_norm: output 'out'".
+struct Buffer {
+  const char* op;
+  const char* role;  // "output" or "workspace"
+  const char* name;
+};
+
+// A new dense tensor on the device of `like`.
+Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, const Buffer& buffer,
              void** data);
 
 // Boxed-kernel stack conversions. torch 2.9 has only the global to/from;
