@@ -20,8 +20,6 @@
 #include <cstdint>
 #include <string>
 
-#include <cuda_pipeline.h>
-
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen/cp_async.h"
@@ -316,6 +314,7 @@ __device__ __forceinline__ float row_sum(float v) {
 // Partitions of kPartition tokens, kGroup <= 8 query heads per block.
 template <typename T, int Dh, int kGroup>
 __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
+  using namespace opgen::kernels;
   using Tiling = RowTiling<T, Dh>;
   constexpr int kE = Tiling::kE, kL = Tiling::kL, kRows = Tiling::kRows;
   // Rows each lane has in flight: fewer where the query heads and the sums
@@ -419,20 +418,20 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
           if (i >= n) continue;
 #pragma unroll
           for (int c = 0; c < kPieces; ++c) {
-            __pipeline_memcpy_async(&staged[sweep % kStages][warp][0][u][lane * kPieces + c],
-                                    reinterpret_cast<const uint4*>(row(args.key_cache, i)) + c, 16);
-            __pipeline_memcpy_async(&staged[sweep % kStages][warp][1][u][lane * kPieces + c],
-                                    reinterpret_cast<const uint4*>(row(args.value_cache, i)) + c, 16);
+            cp_async_16(&staged[sweep % kStages][warp][0][u][lane * kPieces + c],
+                        reinterpret_cast<const uint4*>(row(args.key_cache, i)) + c, true);
+            cp_async_16(&staged[sweep % kStages][warp][1][u][lane * kPieces + c],
+                        reinterpret_cast<const uint4*>(row(args.value_cache, i)) + c, true);
           }
         }
       }
-      __pipeline_commit();  // an empty group past the last sweep keeps the count of groups regular
+      cp_async_commit();  // an empty group past the last sweep keeps the count of groups regular
     };
 #pragma unroll
     for (int sweep = 0; sweep < kStages - 1; ++sweep) issue(sweep);
     for (int sweep = 0; sweep < sweeps; ++sweep) {
       issue(sweep + kStages - 1);
-      __pipeline_wait_prior(kStages - 1);
+      cp_async_wait<kStages - 1>();
       float k[kUnroll][kE], v[kUnroll][kE];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
