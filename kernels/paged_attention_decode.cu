@@ -21,6 +21,7 @@
 #include <string>
 
 #include "opgen/cuda_status.h"
+#include "opgen/dynamic_shared.h"
 #include "opgen/elementwise.h"
 #include "opgen/cp_async.h"
 #include "opgen/warp_mma.h"
@@ -564,8 +565,10 @@ opgen::Status launch_mma(cudaStream_t stream, const Args<T>& args, int* partitio
   const int64_t chunks = (args.H / args.KVH + kMmaGroup - 1) / kMmaGroup, blocks = args.S * args.KVH * chunks;
   constexpr int kBytes = mma_shared_bytes<Dh>();
   const auto kernel = attend_partition_mma<T, Dh>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes); e != cudaSuccess) {
-    return opgen::cuda_status(e, "paged_attention_decode: shared memory of attend_partition_mma");
+  if (opgen::Status s = opgen::allow_dynamic_shared<attend_partition_mma<T, Dh>, kBytes>(
+          "paged_attention_decode attend_partition_mma");
+      !s.ok()) {
+    return s;
   }
   static const int per_sm = [&] {  // blocks an SM holds at once (shared memory bounds them)
     int n = 0;

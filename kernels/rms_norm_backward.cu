@@ -17,6 +17,7 @@
 #include <cooperative_groups.h>
 
 #include "opgen/cuda_status.h"
+#include "opgen/dynamic_shared.h"
 #include "opgen/block_reduce.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/rms_norm_backward.h"
@@ -239,13 +240,17 @@ opgen::Status launch_fused(cudaStream_t stream, const Args<T>& args) {
   if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); e != cudaSuccess) {
     return opgen::cuda_status(e, "rms_norm_backward");
   }
-  const auto kernel = major >= 9 ? fused_pass<T, V, K, 2> : fused_pass<T, V, K, 1>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes); e != cudaSuccess) {
-    return opgen::cuda_status(e, "rms_norm_backward: shared memory of fused_pass");
-  }
   if (major < 9) {
-    kernel<<<kSlices, kThreads, kBytes, stream>>>(args);
+    if (opgen::Status s = opgen::allow_dynamic_shared<fused_pass<T, V, K, 1>, kBytes>("rms_norm_backward fused_pass");
+        !s.ok()) {
+      return s;
+    }
+    fused_pass<T, V, K, 1><<<kSlices, kThreads, kBytes, stream>>>(args);
     return opgen::cuda_launch_status("rms_norm_backward fused_pass");
+  }
+  if (opgen::Status s = opgen::allow_dynamic_shared<fused_pass<T, V, K, 2>, kBytes>("rms_norm_backward fused_pass");
+      !s.ok()) {
+    return s;
   }
   cudaLaunchAttribute cluster;
   cluster.id = cudaLaunchAttributeClusterDimension;
@@ -258,7 +263,7 @@ opgen::Status launch_fused(cudaStream_t stream, const Args<T>& args) {
   config.stream = stream;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  return opgen::cuda_status(cudaLaunchKernelEx(&config, kernel, args), "rms_norm_backward fused_pass");
+  return opgen::cuda_status(cudaLaunchKernelEx(&config, fused_pass<T, V, K, 2>, args), "rms_norm_backward fused_pass");
 }
 
 // The one-pass kernel for args, or nullptr where it cannot run.
