@@ -3,8 +3,9 @@
 JAX on 2 and 4 devices (host CPU devices, and GPUs where there are that many) it
 picks the one-device decoder's tokens with logits within the f32 tolerance,
 agrees with the reference written with jax.numpy alone, and its compiled step
-holds two all-reduces a layer and no other collective. Each test draws a new
-model (weights, caches, block tables) from the test's seed."""
+holds two all-reduces a layer and no other collective; in PyTorch on 2 gloo
+ranks (llama_torch.py as torchrun would start it) likewise. Each test draws a
+new model (weights, caches, block tables) from the test's seed."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import numpy as np
 import pytest
 
 from conftest import HOST_DEVICES, gpu_devices
+from ranks import run_ranks
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "decode_step"))
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "decode_step"
+sys.path.insert(0, str(EXAMPLE))
 import llama_inputs  # noqa: E402
 import llama_jax  # noqa: E402
 
@@ -51,3 +54,10 @@ def test_jax_decoder_split_over_devices_decodes_as_one_device(rng, platform, dev
         _, ref_logits, _ = llama_jax.decode(jax.jit(llama_jax.reference_step), one_w, fresh(), c.T, inputs)
     assert llama_inputs.check_same(f"jax {devices} devices", platform, tokens, logits, one_tokens, one_logits, c.tol)
     assert llama_inputs.check(f"jax {devices} devices", platform, tokens, logits, ref_logits, c.tol)
+
+
+def test_torch_decoder_split_over_two_gloo_ranks_decodes_as_one_device(rng):
+    outputs = run_ranks([sys.executable, str(EXAMPLE / "llama_torch.py"), "cpu", "--seed", str(rng.integers(2**31))],
+                        2, {})
+    printed = outputs[0]  # rank 0's: the others print nothing
+    assert "torch eager, 2 ranks" in printed and "MISMATCH" not in printed, printed
