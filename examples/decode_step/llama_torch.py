@@ -148,6 +148,12 @@ def fresh_state(state, device, dtype):
     return st
 
 
+def start_of(state, device):
+    """What reset() puts back: the first tokens (int64, as argmax gives) and the initial context lengths."""
+    return {"tokens": torch.from_numpy(state["tokens"]).long().to(device),
+            "context_lens": torch.from_numpy(state["context_lens"]).to(device)}
+
+
 def reset(st, start):
     """Back to the first step: the first tokens and the initial context lengths. The caches need no
     reset: a step writes the slot at each sequence's position before it attends to it, so what earlier
@@ -279,8 +285,7 @@ def run(device, cuda, world, seed):
           f"{state['context_lens'].max()} tokens" + (f"; tensor-parallel over {world} ranks" if world > 1 else ""))
     # float32 matmuls stay float32 (torch's default: no TF32), so that the check sees the ops' errors.
     w = to_device(weights, device)
-    start = {"tokens": torch.from_numpy(state["tokens"]).long().to(device),
-             "context_lens": torch.from_numpy(state["context_lens"]).to(device)}
+    start = start_of(state, device)
     st, ref_st = fresh_state(state, device, torch.float32), fresh_state(state, device, torch.float32)
 
     ok = True
