@@ -10,8 +10,7 @@ jitted; on the GPU it then times both in bf16.
 With --devices N it also decodes tensor-parallel over the first N devices (tensor_parallel():
 attention's heads, the caches' kv heads and the MLP's width split, Megatron-style projections),
 checks that it picks the one-device decoder's tokens with logits within the tolerance, and times
-it against one device (on the CPU, N host devices need
-XLA_FLAGS=--xla_force_host_platform_device_count=N set before the start).
+it against one device (on the CPU: N host devices, which share the CPU's cores).
 
 Eager means the step function called as it is: every operation dispatches on its own,
 except reshape_and_cache, which is jitted alone with the caches donated (called
@@ -271,4 +270,6 @@ if __name__ == "__main__":
     parser.add_argument("--devices", type=int, default=1,
                         help="also decode split over this many devices (tensor-parallel) and compare")
     args = parser.parse_args()
+    if args.device == "cpu" and args.devices > 1:
+        jax.config.update("jax_num_cpu_devices", args.devices)  # before JAX makes its CPU devices
     sys.exit(main(args.device, args.devices))
