@@ -67,7 +67,7 @@ def step(w, st, all_reduce=None):
         if all_reduce:
             all_reduce(out)
         tops.fused_add_rms_norm(out, residual, lw["norm2"])
-        # SwiGLU: up_gate's first half (up) times silu of its second half (gate).
+        # SwiGLU: up_gate's first half (up) times silu of its second half (gate); on a rank, its block's halves.
         out = tops.glu(out @ lw["up_gate"], activation="silu") @ lw["down"]
         if all_reduce:
             all_reduce(out)
