@@ -7,8 +7,10 @@ slowest round's time over the fastest's, minus one), the throughput ratio
 compiled n-device program (0 for every op here: the batch-partitioned ops and
 attention's heads split run on each device's shard alone; the script exits 1
 otherwise). The rounds of all device counts are interleaved, so that a drift
-of the machine (clocks, temperature, a neighbour) moves them alike; at the
-default calls and rounds two runs agree on the ratios within about 0.02.
+of the machine (clocks, temperature, a neighbour) moves them alike. The defaults
+(100 calls x 31 rounds, against the 5 x 3 of bench/RESULTS.md's first runs, whose ratios
+moved by 0.05 between runs) aim at two runs agreeing on every ratio within 0.02: compare
+two runs' tables to see that they do.
 
   glu (silu) and rms_norm: f32 x [16, 4096, 8192], sharded on the batch;
   paged_attention_decode: bf16, 64 sequences x 32768 tokens, H 32, KVH 8,
