@@ -48,12 +48,13 @@ def _require(condition, message) -> None:
     torch._check(condition, message)
 
 
-def check(op: Op, inputs: Sequence, attrs: Mapping | None) -> _spec.Call:
+def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = ()) -> _spec.Call:
     """``_spec.check`` for torch tensors."""
     for t, x in zip(op.inputs, inputs):
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
-    return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, require=_require)
+    return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, require=_require,
+                       unchecked=unchecked)
 
 
 def _check_devices(op: Op, inputs: Sequence, lowered_attrs: Mapping) -> None:
@@ -136,12 +137,15 @@ def register(op: Op, capsules: Mapping) -> None:
     with the spec's schema, lowered to them (CompositeImplicitAutograd)."""
     namespace = op.torch_namespace
     kernel = op.torch_kernel
+    lowered = tuple(a.name for a in op.attrs if a.type == "enum" or a.is_array) if op.torch_lowered else ()
 
     def fake(*args, **kwargs):
         inputs, attrs = split_arguments(op, args, kwargs)
         _check_devices(op, inputs, attrs)
-        # A lowered op's attributes were checked where they were lowered.
-        checked = check(op, inputs, None if op.torch_lowered else attrs)
+        # A lowered op's enums and arrays were checked where they were lowered
+        # (here they are an index and a tensor); its other attributes are the
+        # spec's values, which may size outputs.
+        checked = check(op, inputs, attrs, lowered)
         first = next(x for x in inputs if x is not None)
         return schema_result(op, [None if o.alias else first.new_empty(shape, dtype=_DTYPES[d])
                            for o, shape, d in zip(op.outputs, checked.output_shapes, checked.output_dtypes)])

@@ -269,6 +269,31 @@ def test_a_negative_attribute_sized_workspace_is_refused_by_name():
         _spec.check(op, [Shaped(8)], {"n": -1})
 
 
+def test_an_attribute_sized_output_is_checked_by_name():
+    # [N * k + E * (b - 1)]: attributes in an expression with shape symbols,
+    # each refused by the output it would size.
+    op = _spec.Op(
+        package="t", name="routes", inputs=(_spec.Tensor("x", "float32", ("N", "E")),),
+        outputs=(_spec.Tensor("w", "float32", ("N", "k")),
+                 _spec.Tensor("flat", "int32", (_spec.Expr("N * k + E * (b - 1)", ("+", ("*", "N", "k"),
+                                                                                   ("*", "E", ("-", "b", 1)))),))),
+        attrs=(_spec.Attr("k", "i64"), _spec.Attr("b", "i64", default=1)))
+    x = Shaped(3, 5)
+    assert _spec.check(op, [x], {"k": 2, "b": 3}).output_shapes == ((3, 2), (3 * 2 + 5 * 2,))
+    with pytest.raises(ValueError, match=r"routes: output 'w' has a dimension k = -1 < 0"):
+        _spec.check(op, [x], {"k": -1})
+    with pytest.raises(ValueError, match=r"routes: output 'flat' has a dimension N \* k \+ E \* \(b - 1\) = -2 < 0"):
+        _spec.check(op, [x], {"k": 1, "b": 0})
+    with pytest.raises(ValueError, match=r"routes: output 'flat' has a dimension N \* k \+ E \* \(b - 1\) that "
+                                         r"overflows int64"):
+        _spec.check(op, [x], {"k": 2, "b": 2**62})
+    with pytest.raises(ValueError, match=r"routes: output 'w' of shape \(3, 4611686018427387904\) and dtype float32 "
+                                         r"would take \d+ bytes, more than 2\^63 - 1"):
+        _spec.check(op, [x], {"k": 2**62})
+    with pytest.raises(TypeError, match=r"routes: attribute 'k' is required"):
+        _spec.check(op, [x], {})
+
+
 def test_an_allocation_torch_refuses_is_named_by_op_and_buffer():
     # A broadcast query (its layout takes any row strides) of 2^22 sequences
     # by 2^16 heads asks for a 256 TiB output, more than a 47-bit address
