@@ -172,6 +172,9 @@ class Op:
     opaque: Opaque | None = None
     doc: str = ""
     backward: Backward | None = None
+    # False: the outputs are constants of the inputs (the spec's
+    # `differentiable: false`); autograd and jax.grad pass no gradient through.
+    differentiable: bool = True
 
     @property
     def required_inputs(self) -> tuple:

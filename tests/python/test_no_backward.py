@@ -2,7 +2,10 @@
 that names the op, in both frameworks, never torch's warning with a gradient
 of None or a silent zero: jax.grad raises at trace time; the torch wrapper
 raises at backward(), or at the call for an op that updates an input in place,
-and runs as before under torch.no_grad(). Every op of the package, from its
+and runs as before under torch.no_grad(). An op whose spec says
+`differentiable: false` runs instead, its outputs constants: jax.grad gives its
+inputs no gradient through it, and torch returns outputs that require no grad
+(the wrapper and torch.ops alike). Every op of the package, from its
 description."""
 
 import jax
@@ -14,6 +17,7 @@ import op_problems
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from opgen_ops import _ops
+from torch_arrays import to_torch
 
 CPU = jax.devices("cpu")[0]
 FLOAT = ("float16", "bfloat16", "float32", "float64")
@@ -29,7 +33,18 @@ def float_case(op):
     return None
 
 
-CASES = [pytest.param(op, id=op.name) for op in _ops.OPS if op.backward is None and "cpu" in op.platforms and float_case(op)]
+CASES = [pytest.param(op, id=op.name) for op in _ops.OPS
+         if op.backward is None and op.differentiable and "cpu" in op.platforms and float_case(op)]
+CONSTANT_CASES = [pytest.param(op, id=op.name) for op in _ops.OPS
+                  if not op.differentiable and "cpu" in op.platforms and float_case(op)]
+
+
+def floating_sum(out, framework):
+    """The sum of an op's floating outputs (a loss through all of them)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    if framework == "jax":
+        return sum(o.astype("float32").sum() for o in outs if o is not None and o.dtype.name in FLOAT)
+    return sum(o.float().sum() for o in outs if o is not None and o.is_floating_point())
 
 
 @pytest.mark.parametrize("op", CASES)
@@ -39,9 +54,7 @@ def test_jax_grad_names_the_op(op):
     def loss(x):
         inputs = list(p.inputs)
         inputs[i] = x
-        out = getattr(jops, op.name)(*inputs, **p.attrs)
-        outs = out if isinstance(out, tuple) else (out,)
-        return sum(o.astype("float32").sum() for o in outs if o is not None and o.dtype.name in FLOAT)
+        return floating_sum(getattr(jops, op.name)(*inputs, **p.attrs), "jax")
 
     with pytest.raises(TypeError, match=f"{op.name} has no backward"):
         jax.grad(loss)(jax.device_put(p.inputs[i], CPU))
@@ -65,3 +78,37 @@ def test_torch_backward_names_the_op(op):
     with torch.no_grad():  # without autograd the op runs
         args = [None if t is None else t.detach().clone() for t in tensors]
         getattr(tops, op.name)(*args, **p.attrs)
+
+
+def torch_inputs(p, i):
+    """The problem's inputs as torch tensors, input `i` requiring grad."""
+    tensors = [None if x is None else to_torch(x) for x in p.inputs]
+    tensors[i] = tensors[i].requires_grad_()
+    return tensors
+
+
+@pytest.mark.parametrize("op", CONSTANT_CASES)
+def test_jax_grad_sees_constants(op):
+    p, i = float_case(op)
+    x = jax.device_put(p.inputs[i], CPU)
+
+    def loss(x):
+        inputs = list(p.inputs)
+        inputs[i] = x
+        # The op's outputs, and x itself: only x's own term has a gradient.
+        return floating_sum(getattr(jops, op.name)(*inputs, **p.attrs), "jax") + (x.astype("float32") * 2).sum()
+
+    for grad in (jax.grad(loss), jax.jit(jax.grad(loss))):
+        np.testing.assert_array_equal(np.asarray(grad(x), np.float32), np.full(x.shape, 2.0, np.float32))
+
+
+@pytest.mark.parametrize("op", CONSTANT_CASES)
+def test_torch_outputs_are_constants(op):
+    p, i = float_case(op)
+    for f in (getattr(tops, op.name), getattr(torch.ops.opgen_ops, op.name)):
+        tensors = torch_inputs(p, i)
+        out = f(*tensors, **p.attrs)
+        outs = out if isinstance(out, tuple) else (out,)
+        assert all(not o.requires_grad and o.grad_fn is None for o in outs if o is not None)
+        (tensors[i].float() * 2).sum().backward()  # x's own gradient, untouched by the op
+        torch.testing.assert_close(tensors[i].grad.float(), torch.full(tensors[i].shape, 2.0))

@@ -71,6 +71,7 @@ def op_data(op, package, dtypes, attr_types):
         'workspaces': workspaces,
         'attrs': attrs,
         'backward': op['backward'],
+        'differentiable': op['differentiable'],
         # Each constraint with the optional inputs it needs (those that bind a
         # symbol it names, which no required input gives): checked when given.
         'constraints': [dict(c, needs_inputs=sorted({s['input'] for s in op['symbols'] if s['name'] in c['names']
