@@ -8,6 +8,8 @@ inputs no gradient through it, and torch returns outputs that require no grad
 (the wrapper and torch.ops alike). Every op of the package, from its
 description."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -112,3 +114,20 @@ def test_torch_outputs_are_constants(op):
         assert all(not o.requires_grad and o.grad_fn is None for o in outs if o is not None)
         (tensors[i].float() * 2).sum().backward()  # x's own gradient, untouched by the op
         torch.testing.assert_close(tensors[i].grad.float(), torch.full(tensors[i].shape, 2.0))
+
+
+def test_an_in_place_op_declared_not_differentiable_runs_without_a_graph(rng):
+    """An op that updates an input in place has no schema output to mark
+    non-differentiable: the wrapper runs it under no_grad. (kv_cache_write,
+    described here as not differentiable; as it is, it raises.)"""
+    from opgen_ops import _torch_runtime
+
+    op = dataclasses.replace(_ops.kv_cache_write.OP, differentiable=False)
+    cache = torch.from_numpy(rng.standard_normal((2, 4, 8)).astype(np.float32))
+    values = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32)).requires_grad_()
+    pos = torch.tensor([3, 1], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="kv_cache_write has no backward"):
+        tops.kv_cache_write(cache, values, pos)
+    out = _torch_runtime.call(op, (cache, values, pos), {}, {})
+    assert out is cache and not cache.requires_grad and cache.grad_fn is None
+    torch.testing.assert_close(cache[[0, 1], [3, 1]], values.detach(), rtol=0, atol=0)
