@@ -559,8 +559,8 @@ def _output_shape(op: Op, t: Tensor, dtype: str, symbols: Mapping, batch: tuple,
     # XLA sizes a buffer in bytes as an int64 (and aborts the process past
     # it); so does torch's allocator.
     size = math.prod(shape) * _itemsize(dtype)
-    message = lambda: (f"{op.name}: {role} '{t.name}' of shape {shape} and dtype {dtype} would take "  # noqa: E731
-                       f"{size} bytes, more than 2^63 - 1")
+    message = lambda: (f"{op.name}: {role} '{t.name}' {t.declared} of shape {shape} and dtype {dtype} "  # noqa: E731
+                       f"would take {size} bytes, more than 2^63 - 1")
     if all(_is_static(v) for v in shape):
         if size > INT64_MAX:
             raise OpValueError(message())

@@ -358,7 +358,7 @@ int main() {
             "[grow: output 'less' has a dimension D-5 = -1 < 0]\n"
             "[grow: output 'half' is declared [(D+1)/(D-4)], but 7 is not divisible by 2]\n"
             "[grow: output 'huge' has a dimension D*D*D*D*D that overflows int64]\n"
-            "[grow: output 'wide' would have more than 2^63 - 1 elements]\n");
+            "[grow: output 'wide' [..., 2*D] = [4611686018427387904, 16] would have more than 2^63 - 1 elements]\n");
 }
 
 // `//` rounds down, as Python's (C++'s `/` rounds toward zero), in the
@@ -417,7 +417,7 @@ int main() {
             "[routes: output 'w' has a dimension k = -1 < 0]\n"
             "[routes: output 'flat' has a dimension N * k + E * (b - 1) = -2 < 0]\n"
             "[routes: output 'flat' has a dimension N * k + E * (b - 1) that overflows int64]\n"
-            "[routes: output 'w' would have more than 2^63 - 1 elements]\n");
+            "[routes: output 'w' [N, k] = [3, 4611686018427387904] would have more than 2^63 - 1 elements]\n");
 }
 
 // Every binding numbers an op's instantiations the same way (the first type

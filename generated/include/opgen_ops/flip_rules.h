@@ -43,7 +43,7 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.batch, args.M, args.N};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("flip", "output 'out'");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("flip", "output 'out'", "[..., M, N]", dims_, 3);
   }
   (void)args;
   return {};

@@ -36,11 +36,11 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.batch, args.D};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("fused_add_rms_norm", "output 'x_out'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("fused_add_rms_norm", "output 'x_out'", "[..., D]", dims_, 2);
   }
   {
     const int64_t dims_[] = {args.batch, args.D};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("fused_add_rms_norm", "output 'residual_out'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("fused_add_rms_norm", "output 'residual_out'", "[..., D]", dims_, 2);
   }
   (void)args;
   return {};

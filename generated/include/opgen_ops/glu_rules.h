@@ -37,7 +37,7 @@ std::string output_dims(const A& args) {
   if (std::string e_ = opgen::dim_error("glu", "output 'out'", "[..., D/2]", "D/2", (opgen::CheckedDim(args.D) / 2)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.batch, (args.D / 2)};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("glu", "output 'out'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("glu", "output 'out'", "[..., D/2]", dims_, 2);
   }
   (void)args;
   return {};

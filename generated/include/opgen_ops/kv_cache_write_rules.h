@@ -33,7 +33,7 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.B, args.S, args.H};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("kv_cache_write", "output 'cache_out'");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("kv_cache_write", "output 'cache_out'", "[B, S, H]", dims_, 3);
   }
   (void)args;
   return {};

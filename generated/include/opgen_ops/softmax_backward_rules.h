@@ -33,7 +33,7 @@ template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.batch, args.D};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("softmax_backward", "output 'grad_x'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("softmax_backward", "output 'grad_x'", "[..., D]", dims_, 2);
   }
   (void)args;
   return {};

@@ -59,12 +59,12 @@ std::string output_dims(const A& args) {
   if (std::string e_ = opgen::dim_error("topk_softmax", "output 'topk_weights'", "[N, topk]", "topk", opgen::CheckedDim(args.topk)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.N, args.topk};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("topk_softmax", "output 'topk_weights'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("topk_softmax", "output 'topk_weights'", "[N, topk]", dims_, 2);
   }
   if (std::string e_ = opgen::dim_error("topk_softmax", "output 'topk_indices'", "[N, topk]", "topk", opgen::CheckedDim(args.topk)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.N, args.topk};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("topk_softmax", "output 'topk_indices'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("topk_softmax", "output 'topk_indices'", "[N, topk]", dims_, 2);
   }
   (void)args;
   return {};
