@@ -265,6 +265,7 @@ py::dict op_facts(const Op& op, const std::string& package) {
   }
   out["splits"] = splits;
   out["opaque"] = opaque_facts(op.opaque_layout(package));
+  out["differentiable"] = op.differentiable;
   if (op.backward) {
     // {op, inputs: [[kind, name]], gradients: [[backward output, forward input]]}
     py::dict b;
