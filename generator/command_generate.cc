@@ -167,8 +167,7 @@ int check_or_generate(const GenerateOptions& o) {
   };
   const double read_s = seconds_since(start);
   double plan_s = 0, render_s = 0;
-  std::vector<std::string> written_paths;
-  size_t unchanged = 0;
+  std::vector<bool> written;  // by plan index
   // Opened (locked for this run), checked and listed once the plan is known.
   std::optional<OutputFolder> output;
   std::set<std::string> produced;
@@ -185,11 +184,11 @@ int check_or_generate(const GenerateOptions& o) {
       error = output->error();
       // Each file is written as it arrives, while the renderer renders the next ones.
       phase = std::chrono::steady_clock::now();
-      for (size_t i = 0; error.empty() && i < planned.size(); ++i) {
-        const std::string text = renderer->next_file();
-        const WriteResult r = output->write_if_changed(planned[i], text, error);
-        if (r == WriteResult::kWritten) written_paths.push_back(output->shown(planned[i]));
-        if (r == WriteResult::kUnchanged) ++unchanged;
+      written.assign(planned.size(), false);
+      for (size_t n = 0; error.empty() && n < planned.size(); ++n) {
+        size_t i = 0;
+        const std::string text = renderer->next_file(i);
+        written[i] = output->write_if_changed(planned[i], text, error) == WriteResult::kWritten;
       }
       render_s = seconds_since(phase);
     } catch (const std::exception& e) {
@@ -200,8 +199,11 @@ int check_or_generate(const GenerateOptions& o) {
     std::cerr << "opgen: error: " << error << "\n";
     return 1;
   }
-  if (!o.quiet) {
-    for (const std::string& path : written_paths) std::cout << "opgen: wrote " << path << "\n";
+  size_t written_count = 0;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i]) continue;
+    ++written_count;
+    if (!o.quiet) std::cout << "opgen: wrote " << output->shown(renderer->path(i)) << "\n";
   }
   // Only files that the last run's manifest lists, and this run no longer writes.
   const std::vector<std::string> stale = output->remove_stale(produced);
@@ -217,7 +219,7 @@ int check_or_generate(const GenerateOptions& o) {
     const size_t workers = renderer->workers();
     std::printf("opgen: %zu op(s), %zu files: %zu written, %zu unchanged, %zu removed (%.2f s: read %.2f, plan "
                 "%.2f, render and write %.2f; rendered in %zu process%s)\n",
-                ops.size(), produced.size(), written_paths.size(), unchanged, removed, seconds, read_s, plan_s,
+                ops.size(), written.size(), written_count, written.size() - written_count, removed, seconds, read_s, plan_s,
                 render_s, workers, workers == 1 ? "" : "es");
   }
   return 0;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -147,17 +148,20 @@ struct Renderer::Impl {
     process->send_and_close(text);
   }
 
-  // The next record's payload, which must be tagged `tag`; the renderer's own
-  // error ('E') is thrown as it is.
-  std::string receive(char tag) {
+  // The next record's payload, which must be tagged `tag`, and its index;
+  // the renderer's own error ('E') is thrown as it is.
+  std::string receive(char tag, size_t* index = nullptr) {
     size_t end;
     while ((end = received.find('\n', at)) == std::string::npos) {
       if (!fill()) throw stopped();
     }
+    // "TAG INDEX LENGTH"
     const std::string header = received.substr(at, end - at);
-    char* after = nullptr;
-    const unsigned long long length = header.size() > 2 ? std::strtoull(header.c_str() + 2, &after, 10) : 0;
-    if (header.size() < 3 || header[1] != ' ' || *after != '\0') throw malformed();
+    char* after_index = nullptr;
+    char* after_length = nullptr;
+    const unsigned long long number = std::strtoull(header.c_str() + std::min<size_t>(header.size(), 2), &after_index, 10);
+    const unsigned long long length = std::strtoull(after_index, &after_length, 10);
+    if (header.size() < 5 || header[1] != ' ' || *after_index != ' ' || *after_length != '\0') throw malformed();
     at = end + 1;
     while (received.size() - at < length) {
       if (!fill()) throw stopped();
@@ -173,6 +177,7 @@ struct Renderer::Impl {
       throw std::runtime_error(payload);
     }
     if (header[0] != tag) throw malformed();
+    if (index != nullptr) *index = number;
     return payload;
   }
 
@@ -206,10 +211,8 @@ struct Renderer::Impl {
 
 Renderer::Renderer(const std::string& templates_dir) : impl_(std::make_unique<Impl>()) {
   impl_->python = choose_python_executable();
-  std::vector<std::string> argv = {impl_->python, "-m", "opgen_render", "--templates", templates_dir};
-  if (const std::string cache = template_cache_dir(); !cache.empty()) {
-    argv.insert(argv.end(), {"--cache", cache});
-  }
+  std::vector<std::string> argv = {impl_->python, "-m", "opgen_render", templates_dir};
+  if (const std::string cache = template_cache_dir(); !cache.empty()) argv.push_back(cache);
   impl_->process = std::make_unique<ChildProcess>(argv, render_environment());
 }
 
@@ -220,8 +223,13 @@ std::vector<std::string> Renderer::render_each(const std::vector<std::string>& t
   json vars = json::object();
   for (const auto& [key, value] : values) vars[key] = value;
   impl_->send({{"render", {{"templates", template_names}, {"values", vars}}}});
-  std::vector<std::string> texts;
-  for (size_t i = 0; i < template_names.size(); ++i) texts.push_back(impl_->receive('F'));
+  std::vector<std::string> texts(template_names.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    size_t index = 0;
+    std::string text = impl_->receive('F', &index);
+    if (index >= texts.size()) throw impl_->malformed();
+    texts[index] = std::move(text);
+  }
   impl_->finish();
   return texts;
 }
@@ -232,14 +240,19 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops, size_t j
     op_facts_list.push_back(op_facts(op, package.name));
     op_files.push_back(file_triples(op_outputs(package.name, op.name)));
   }
-  json plan = {{"package", package_facts(package)},
-               {"ops", std::move(op_facts_list)},
-               {"dtypes", dtype_facts()},
-               {"attr_types", attr_type_facts()},
-               {"package_files", file_triples(package_outputs(package.name))},
-               {"op_files", std::move(op_files)},
-               {"manifest", json::array({"manifest.txt.j2", kManifestFileName, "build"})}};
-  impl_->send({{"plan", std::move(plan)}, {"jobs", jobs}});
+  // Assigned, not listed in braces: an initializer list would copy the ops' facts.
+  json plan = json::object();
+  plan["package"] = package_facts(package);
+  plan["ops"] = std::move(op_facts_list);
+  plan["dtypes"] = dtype_facts();
+  plan["attr_types"] = attr_type_facts();
+  plan["package_files"] = file_triples(package_outputs(package.name));
+  plan["op_files"] = std::move(op_files);
+  plan["manifest"] = json::array({"manifest.txt.j2", kManifestFileName, "build"});
+  json request = json::object();
+  request["plan"] = std::move(plan);
+  request["jobs"] = jobs;
+  impl_->send(request);
   try {
     const json answer = json::parse(impl_->receive('P'));
     impl_->paths = answer.at("paths").get<std::vector<std::string>>();
@@ -255,8 +268,9 @@ const std::string& Renderer::path(size_t index) const { return impl_->paths.at(i
 
 size_t Renderer::workers() const { return impl_->workers; }
 
-std::string Renderer::next_file() {
-  std::string text = impl_->receive('F');
+std::string Renderer::next_file(size_t& index) {
+  std::string text = impl_->receive('F', &index);
+  if (index >= impl_->paths.size()) throw impl_->malformed();
   if (++impl_->files_read == impl_->paths.size()) impl_->finish();
   return text;
 }

@@ -36,9 +36,11 @@ class Renderer {
   const std::string& path(size_t index) const;
   // The processes the renderer renders in.
   size_t workers() const;
-  // The next planned file's text, in plan order, as soon as it is rendered.
-  // Throws std::runtime_error naming the template when rendering fails.
-  std::string next_file();
+  // The next file rendered, in no fixed order (several processes render
+  // them): sets `index` to its place in the plan and returns its text. Call
+  // it file_count() times. Throws std::runtime_error naming the template
+  // when rendering fails.
+  std::string next_file(size_t& index);
 
   // Templates that read string values (the skeletons of `opgen new` and
   // `opgen init`), in order.

@@ -1,6 +1,7 @@
 #include "template_data.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "names.h"
 #include "shape_expr.h"
@@ -73,9 +74,9 @@ json tensor_facts(const Tensor& t) {
       bool symbolic = false;
       dim["tree"] = expr_tree(*d.expr, &symbolic);
     }
-    dims.push_back(dim);
+    dims.push_back(std::move(dim));
   }
-  out["dims"] = dims;
+  out["dims"] = std::move(dims);
   return out;
 }
 
@@ -133,10 +134,10 @@ json opaque_facts(const OpaqueLayout& layout) {
       d["element_format"] = e.struct_format;
       tail.push_back(d);
     }
-    fields.push_back(d);
+    fields.push_back(std::move(d));
   }
   json out;
-  out["fields"] = fields;
+  out["fields"] = std::move(fields);
   out["tail"] = tail;  // the array fields, whose elements follow the fixed fields
   out["size"] = layout.size;
   out["header_size"] = OpaqueLayout::kHeaderSize;
@@ -171,7 +172,7 @@ json dtype_facts() {
     d["torch"] = i.torch;
     d["torch_scalar"] = i.torch_scalar;
     d["size"] = i.size;
-    out.push_back(d);
+    out.push_back(std::move(d));
   }
   return out;
 }
@@ -187,7 +188,7 @@ json attr_type_facts() {
     d["torch_schema"] = i.torch_schema;
     d["py_type"] = i.py_type;
     d["size"] = i.size;
-    out[i.name] = d;
+    out[i.name] = std::move(d);
   }
   return out;
 }
@@ -207,7 +208,7 @@ json constraint_facts(const Constraint& c) {
   for (const std::string& n : names) {
     if (std::find(once.begin(), once.end(), n) == once.end()) once.push_back(n);
   }
-  out["names"] = once;
+  out["names"] = std::move(once);
   return out;
 }
 
@@ -228,27 +229,27 @@ json op_facts(const Op& op, const std::string& package) {
     d["name"] = s.symbol;
     d["input"] = s.input;
     d["axis"] = s.axis;
-    symbols.push_back(d);
+    symbols.push_back(std::move(d));
   }
   for (const TypeVar& v : op.type_vars) {
     json d;
     d["name"] = v.name;
     json dtypes = json::array();
     for (DType t : v.dtypes) dtypes.push_back(info(t).name);
-    d["dtypes"] = dtypes;
-    type_vars.push_back(d);
+    d["dtypes"] = std::move(dtypes);
+    type_vars.push_back(std::move(d));
   }
   for (Platform p : op.platforms) platforms.push_back(platform_name(p));
-  out["inputs"] = inputs;
-  out["outputs"] = outputs;
-  out["workspaces"] = workspaces;
-  out["attrs"] = attrs;
+  out["inputs"] = std::move(inputs);
+  out["outputs"] = std::move(outputs);
+  out["workspaces"] = std::move(workspaces);
+  out["attrs"] = std::move(attrs);
   out["symbols"] = symbols;  // in binding order
   json constraints = json::array();
   for (const Constraint& c : op.constraints) constraints.push_back(constraint_facts(c));
-  out["constraints"] = constraints;
-  out["type_vars"] = type_vars;
-  out["platforms"] = platforms;
+  out["constraints"] = std::move(constraints);
+  out["type_vars"] = std::move(type_vars);
+  out["platforms"] = std::move(platforms);
   out["api_versions"] = op.api_versions;
   out["command_buffer_compatible"] = op.cmd_buffer_compatible();
   out["vmap_method"] = op.vmap_method;
@@ -258,9 +259,9 @@ json op_facts(const Op& op, const std::string& package) {
     json d;
     d["name"] = s.name;
     d["symbols"] = s.symbols;
-    splits.push_back(d);
+    splits.push_back(std::move(d));
   }
-  out["splits"] = splits;
+  out["splits"] = std::move(splits);
   out["opaque"] = opaque_facts(op.opaque_layout(package));
   if (op.backward) {
     // {op, inputs: [[kind, name]], gradients: [[backward output, forward input]]}
@@ -274,9 +275,9 @@ json op_facts(const Op& op, const std::string& package) {
       args.push_back(json::array({kind, a.name}));
     }
     for (const auto& [out_name, in_name] : op.backward->gradients) gradients.push_back(json::array({out_name, in_name}));
-    b["inputs"] = args;
-    b["gradients"] = gradients;
-    out["backward"] = b;
+    b["inputs"] = std::move(args);
+    b["gradients"] = std::move(gradients);
+    out["backward"] = std::move(b);
   } else {
     out["backward"] = nullptr;
   }

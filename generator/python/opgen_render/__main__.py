@@ -1,7 +1,9 @@
 """opgen's renderer as a process of its own, run by the Python of the environment that opgen
 serves (generator/renderer.cc chooses it and starts it):
 
-    python -m opgen_render --templates DIR [--cache DIR]
+    python -m opgen_render TEMPLATES_DIR [CACHE_DIR]
+
+(CACHE_DIR: where compiled templates are kept; none without it.)
 
 It loads Jinja2 and the templates' environment at once, while opgen reads the specs, then
 reads one request from stdin, a JSON document:
@@ -12,27 +14,19 @@ reads one request from stdin, a JSON document:
     {"render": {"templates": [NAME, ...], "values": {KEY: TEXT}}}
         templates that read plain values (the skeletons of `opgen new` and `opgen init`)
 
-and answers on stdout with records, each a header line `TAG LENGTH` and LENGTH bytes:
-`P` the plan, a JSON object {"paths": [...], "workers": N}, sent before any file; `F` one
-rendered file, in plan (or request) order; `E` an error that ends the run, a message for
-opgen to print. Anything else the process prints goes to stderr."""
+and answers on stdout with records, each a header line `TAG INDEX LENGTH` and LENGTH bytes:
+`P` the plan, a JSON object {"paths": [...], "workers": N}, sent before any file; `F` file
+INDEX of the plan (or of the request), rendered; `E` an error that ends the run, a message
+for opgen to print. A plan's files come from several processes when it has 200 files or
+more, each writing whole records, so in no fixed order. Anything else the process prints
+goes to stderr."""
 
-import argparse
 import json
-import multiprocessing
 import os
 import sys
 
 # Below this many files, forking workers costs more than it saves.
 FORK_THRESHOLD = 200
-# Files a worker takes at a time: few enough to balance the work (the package-wide
-# modules take far longer than an op's file), enough to keep each hand-over cheap.
-CHUNK = 8
-
-
-def send(out, tag, data):
-    out.write(b'%s %d\n' % (tag, len(data)))
-    out.write(data)
 
 
 def missing_jinja2():
@@ -41,90 +35,115 @@ def missing_jinja2():
             "or set OPGEN_PYTHON to a Python that has it")
 
 
-_plan = None  # the plan of this run, inherited by the forked workers
+class Records:
+    """Writes whole records to opgen (stdout), one process at a time where several share it."""
 
+    def __init__(self, fd):
+        self.fd = fd
+        self.lock = None
 
-def _render(index):
-    """(True, text) or (False, message): an exception would lose its template and path."""
-    try:
-        return True, _plan.render(index).encode()
-    except Exception as e:
-        return False, (f"template {_plan.template(index)} failed for {_plan.paths[index]}: "
-                       f"{type(e).__name__}: {e}")
+    def send(self, tag, index, data):
+        record = b'%s %d %d\n' % (tag, index, len(data)) + data
+        if self.lock:
+            self.lock.acquire()
+        try:
+            view = memoryview(record)
+            while view:
+                view = view[os.write(self.fd, view):]
+        finally:
+            if self.lock:
+                self.lock.release()
 
-
-def _die_with_parent():
-    """A worker ends with the renderer, so that a killed opgen leaves no process behind."""
-    import ctypes
-    import signal
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the renderer died before prctl
-        os._exit(1)
-
-
-def rendered(plan, workers):
-    """Each file's (ok, text or message), in plan order; from forked workers when `workers` > 1."""
-    global _plan
-    _plan = plan
-    if workers == 1:
-        yield from map(_render, range(len(plan)))
-        return
-    with multiprocessing.get_context('fork').Pool(workers, initializer=_die_with_parent) as pool:
-        yield from pool.imap(_render, range(len(plan)), chunksize=CHUNK)
-
-
-def answer(request, env, out):
-    """Sends the records that answer `request`; returns the exit status."""
-    if 'render' in request:
-        values = request['render']['values']
-        for name in request['render']['templates']:
-            try:
-                text = env.get_template(name).render(**values)
-            except Exception as e:
-                send(out, b'E', f"template {name} failed: {type(e).__name__}: {e}".encode())
-                return 1
-            send(out, b'F', text.encode())
-        return 0
-    from .plan import Plan
-    try:
-        plan = Plan(env, **request['plan'])
-    except Exception as e:
-        send(out, b'E', f"cannot plan the files: {type(e).__name__}: {e}".encode())
+    def error(self, message):
+        self.send(b'E', 0, message.encode())
         return 1
-    workers = max(1, min(request['jobs'], len(plan))) if len(plan) >= FORK_THRESHOLD else 1
-    send(out, b'P', json.dumps({'paths': plan.paths, 'workers': workers}).encode())
-    for ok, data in rendered(plan, workers):
-        if not ok:
-            send(out, b'E', data.encode())
-            return 1
-        send(out, b'F', data)
+
+
+def render_share(plan, records, first, step):
+    """Renders and sends files first, first + step, ...; returns the exit status."""
+    for index in range(first, len(plan), step):
+        try:
+            text = plan.render(index)
+        except Exception as e:
+            return records.error(f"template {plan.template(index)} failed for {plan.paths[index]}: "
+                                 f"{type(e).__name__}: {e}")
+        records.send(b'F', index, text.encode())
     return 0
 
 
+def die_with_parent():
+    """A worker ends with the renderer (which ends with opgen), so that a killed run leaves no
+    process behind."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def render_all(plan, records, workers):
+    """Renders every file of the plan, in `workers` processes: this one and forked ones, each
+    taking every workers-th file (the files of one op lie together, so each process gets a
+    share of every kind). Returns the exit status."""
+    if workers > 1:
+        import multiprocessing  # only here: importing it costs a small package's run 7 ms
+
+        records.lock = multiprocessing.get_context('fork').Lock()
+    parent, children = os.getpid(), []
+    for share in range(1, workers):
+        pid = os.fork()
+        if pid == 0:
+            die_with_parent()
+            status = 1 if os.getppid() != parent else render_share(plan, records, share, workers)
+            os._exit(status)
+        children.append(pid)
+    status = render_share(plan, records, 0, workers)
+    for pid in children:
+        if os.waitpid(pid, 0)[1] != 0:
+            status = 1
+    return status
+
+
+def answer(request, env, records):
+    """Sends the records that answer `request`; returns the exit status."""
+    if 'render' in request:
+        values = request['render']['values']
+        for index, name in enumerate(request['render']['templates']):
+            try:
+                text = env.get_template(name).render(**values)
+            except Exception as e:
+                return records.error(f"template {name} failed: {type(e).__name__}: {e}")
+            records.send(b'F', index, text.encode())
+        return 0
+    from .plan import Plan
+
+    try:
+        plan = Plan(env, **request['plan'])
+    except Exception as e:
+        return records.error(f"cannot plan the files: {type(e).__name__}: {e}")
+    workers = max(1, min(request['jobs'], len(plan))) if len(plan) >= FORK_THRESHOLD else 1
+    records.send(b'P', 0, json.dumps({'paths': plan.paths, 'workers': workers}).encode())
+    return render_all(plan, records, workers)
+
+
 def main():
-    parser = argparse.ArgumentParser(prog='python -m opgen_render')
-    parser.add_argument('--templates', required=True)
-    parser.add_argument('--cache', help="where compiled templates are kept (none when absent)")
-    args = parser.parse_args()
+    if len(sys.argv) not in (2, 3):
+        sys.exit('usage: python -m opgen_render TEMPLATES_DIR [CACHE_DIR] (opgen runs it)')
+    templates, cache = sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else None
     # The folder opgen runs in (python -m puts it first on the path): a module there
     # (a project's json.py, say) must not stand in for the standard library's.
     if sys.path and sys.path[0] == os.getcwd():
         del sys.path[0]
     # The records own stdout; whatever else is printed goes to stderr.
-    out = os.fdopen(os.dup(1), 'wb', buffering=1 << 16)
+    records = Records(os.dup(1))
     os.dup2(2, 1)
     try:
         from . import environment
     except ImportError as e:
-        send(out, b'E', (missing_jinja2() if e.name and e.name.split('.')[0] in ('jinja2', 'markupsafe')
-                         else f"cannot load opgen_render: {e}").encode())
-        out.flush()
-        return 1
-    env = environment.make_environment(args.templates, args.cache)
-    status = answer(json.load(sys.stdin.buffer), env, out)
-    out.flush()
-    return status
+        return records.error(missing_jinja2() if e.name and e.name.split('.')[0] in ('jinja2', 'markupsafe')
+                             else f"cannot load opgen_render: {e}")
+    env = environment.make_environment(templates, cache)
+    return answer(json.load(sys.stdin.buffer), env, records)
 
 
 if __name__ == '__main__':
