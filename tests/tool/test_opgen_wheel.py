@@ -284,3 +284,19 @@ def test_the_same_wheel_serves_another_python(wheel, tmp_path):
     run([root / "bin" / "opgen", "init", "probe_project"], tmp_path, probe_env)
     assert (tmp_path / "renderer.txt").read_text().endswith(f"{root}/bin/python{version} {version}")
     init_build_and_test(root / "bin", env, tmp_path, step)
+
+
+def test_installing_the_tool_from_a_build_folder_without_it_fails_and_says_what_to_configure(tmp_path):
+    """A package build with the committed generated/ (no yaml-cpp needed) has no `tool`
+    component: installing it fails, where it used to install nothing and exit 0."""
+    pytest.importorskip("jaxlib")
+    pytest.importorskip("pybind11")
+    build = tmp_path / "build"
+    run(["cmake", "-S", REPO, "-B", build, f"-DPython_EXECUTABLE={sys.executable}", "-DOPGEN_REGENERATE=OFF",
+         "-DOPGEN_CUDA=OFF", "-DOPGEN_TORCH=OFF"], tmp_path, os.environ.copy(), step="configure a build without the tool")
+    out = run(["cmake", "--install", build, "--component", "tool", "--prefix", tmp_path / "prefix"], tmp_path,
+              os.environ.copy(), expect=1)
+    out = " ".join(out.split())  # CMake wraps its messages
+    assert "opgen (the install component 'tool') was not configured in this build folder" in out, out
+    assert "-DOPGEN_PACKAGE=OFF" in out, out
+    assert not (tmp_path / "prefix").exists()
