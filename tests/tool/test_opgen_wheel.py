@@ -300,3 +300,11 @@ def test_installing_the_tool_from_a_build_folder_without_it_fails_and_says_what_
     assert "opgen (the install component 'tool') was not configured in this build folder" in out, out
     assert "-DOPGEN_PACKAGE=OFF" in out, out
     assert not (tmp_path / "prefix").exists()
+
+
+def test_this_repositorys_pyproject_asks_for_the_jaxlib_opgen_targets():
+    """pyproject.toml cannot read cmake/OpgenVersions.cmake, so its pins are checked here."""
+    pins = (REPO / "cmake" / "OpgenVersions.cmake").read_text()
+    jaxlib = re.search(r"set\(OPGEN_MIN_JAXLIB ([0-9.]+)\)", pins)[1]
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert f'"jaxlib>={jaxlib}"' in pyproject and f'"jax>={jaxlib}"' in pyproject, pyproject
