@@ -56,13 +56,14 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
 }
 
 ChildProcess::~ChildProcess() {
-  if (stdin_fd_ >= 0) ::close(stdin_fd_);
-  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  // Killed before its pipes close, so that it never finds them closed.
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
 }
 
 bool ChildProcess::send_and_close(const std::string& bytes) {

@@ -16,7 +16,8 @@ class ChildProcess {
   // started it ends), so that a killed opgen leaves nothing behind. Throws
   // std::runtime_error when it cannot be started.
   ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env);
-  // Kills it unless it has been waited for.
+  // Kills it unless it has been waited for (its own children go with it
+  // where they asked to, as the renderer's workers do).
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -172,10 +172,9 @@ struct Renderer::Impl {
       received.erase(0, at);
       at = 0;
     }
-    if (header[0] == 'E') {
-      process->wait();
-      throw std::runtime_error(payload);
-    }
+    // The run is over: the destructor kills the renderer, with any workers
+    // still rendering.
+    if (header[0] == 'E') throw std::runtime_error(payload);
     if (header[0] != tag) throw malformed();
     if (index != nullptr) *index = number;
     return payload;

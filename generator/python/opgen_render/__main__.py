@@ -93,9 +93,15 @@ def render_all(plan, records, workers):
     for share in range(1, workers):
         pid = os.fork()
         if pid == 0:
-            die_with_parent()
-            status = 1 if os.getppid() != parent else render_share(plan, records, share, workers)
-            os._exit(status)
+            status = 1
+            try:
+                die_with_parent()
+                if os.getppid() == parent:
+                    status = render_share(plan, records, share, workers)
+            finally:
+                # A worker never returns into the renderer's code; opgen no longer
+                # reading (BrokenPipeError) is no news to it.
+                os._exit(status)
         children.append(pid)
     status = render_share(plan, records, 0, workers)
     for pid in children:
@@ -143,7 +149,10 @@ def main():
         return records.error(missing_jinja2() if e.name and e.name.split('.')[0] in ('jinja2', 'markupsafe')
                              else f"cannot load opgen_render: {e}")
     env = environment.make_environment(templates, cache)
-    return answer(json.load(sys.stdin.buffer), env, records)
+    try:
+        return answer(json.load(sys.stdin.buffer), env, records)
+    except BrokenPipeError:
+        return 1  # opgen stopped reading, and says why itself
 
 
 if __name__ == '__main__':
