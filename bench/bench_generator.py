@@ -447,7 +447,8 @@ def profile_python(opgen, spec_dir, work, cprofile=False):
     alive = times.pop("python alive (after site)")[0]
     print(f"  one run (--jobs 1): {wall:.3f} s wall, {user:.3f} s user + {sys_:.3f} s sys CPU; "
           f"renderer's Python alive {alive:.3f} s of it")
-    print(f"  {'in the renderer\'s Python':36} {'seconds':>8} {'calls':>6} {'ms/call':>8}")
+    label = "in the renderer's Python"
+    print(f"  {label:36} {'seconds':>8} {'calls':>6} {'ms/call':>8}")
     rendered = 0.0
     for k, (t, n) in sorted(times.items(), key=lambda kv: -kv[1][0]):
         rendered += t if k.startswith("render") else 0.0
