@@ -30,6 +30,11 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
     ::close(to_child[1]);
     throw std::runtime_error(std::string("cannot create a pipe: ") + std::strerror(e));
   }
+  // Room for a few files in the pipe, so that the renderer's processes go on
+  // rendering while opgen writes a file (64 KiB by default; the most an
+  // unprivileged process may ask is /proc/sys/fs/pipe-max-size, 1 MiB by
+  // default; failing, the pipe keeps its size).
+  ::fcntl(from_child[1], F_SETPIPE_SZ, 1 << 20);
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {
