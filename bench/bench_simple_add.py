@@ -53,7 +53,7 @@ def parse_args(argv=None):
                    help="[c] vector lengths, comma-separated (default 1024,1048576)")
     p.add_argument("--overhead-k", type=int, default=100, help="[c] chained calls per jit (default 100)")
     p.add_argument("--overhead-reps", type=int, default=1000,
-                   help="[c] timed repetitions per measurement (default 300)")
+                   help="[c] timed repetitions per measurement (default 1000)")
     p.add_argument("--copy-baseline", choices=("auto", "torch", "xla"), default="auto",
                    help="[a] reference copy for the bandwidth target (auto: torch if it works, else XLA)")
     p.add_argument("--seed", type=int, default=0)

@@ -71,14 +71,17 @@ def jax_chained_us(fn, x, rest, calls, rounds):
 def jax_us(fn, args, calls, rounds):
     """Microseconds per call of `fn(*args)` (host time to block_until_ready)."""
     jax.block_until_ready(fn(*args))
-    samples = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        for _ in range(calls):
-            out = fn(*args)
-        jax.block_until_ready(out)
-        samples.append((time.perf_counter() - t) * 1e6 / calls)
-    return statistics.median(samples)
+    return statistics.median(jax_round_us(fn, args, calls) for _ in range(rounds))
+
+
+def jax_round_us(fn, args, calls):
+    """One round: microseconds per call over `calls` back-to-back calls of `fn(*args)`, to
+    block_until_ready (warm `fn` up first)."""
+    t = time.perf_counter()
+    for _ in range(calls):
+        out = fn(*args)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - t) * 1e6 / calls
 
 
 def copy_gbps(nbytes, calls, rounds):

@@ -18,6 +18,7 @@ set(OPGEN_PACKAGE_OPS
     simple_add
     softmax
     softmax_backward
+    topk_softmax
 )
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
 set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
@@ -33,6 +34,7 @@ set(OPGEN_OP_rotary_embedding_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
 set(OPGEN_OP_softmax_PLATFORMS cuda cpu)
 set(OPGEN_OP_softmax_backward_PLATFORMS cuda cpu)
+set(OPGEN_OP_topk_softmax_PLATFORMS cuda cpu)
 # compiled into the module _C
 set(OPGEN_FILES_XLA
     src/flip_xla.cc
@@ -49,6 +51,7 @@ set(OPGEN_FILES_XLA
     src/simple_add_xla.cc
     src/softmax_xla.cc
     src/softmax_backward_xla.cc
+    src/topk_softmax_xla.cc
 )
 # compiled into the PyTorch kernels
 set(OPGEN_FILES_TORCH
@@ -66,6 +69,7 @@ set(OPGEN_FILES_TORCH
     src/simple_add_torch.cc
     src/softmax_torch.cc
     src/softmax_backward_torch.cc
+    src/topk_softmax_torch.cc
 )
 # the CPU bodies (kernels/<op>.cc) as compiled
 set(OPGEN_FILES_BODY_CPU
@@ -83,6 +87,7 @@ set(OPGEN_FILES_BODY_CPU
     src/simple_add_body_cpu.cc
     src/softmax_body_cpu.cc
     src/softmax_backward_body_cpu.cc
+    src/topk_softmax_body_cpu.cc
 )
 # the CUDA bodies (kernels/<op>.cu) as compiled
 set(OPGEN_FILES_BODY_CUDA
@@ -100,6 +105,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/simple_add_body_cuda.cu
     src/softmax_body_cuda.cu
     src/softmax_backward_body_cuda.cu
+    src/topk_softmax_body_cuda.cu
 )
 # staged into the Python package
 set(OPGEN_FILES_PYTHON
@@ -123,6 +129,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/simple_add.py
     python/opgen_ops/_ops/softmax.py
     python/opgen_ops/_ops/softmax_backward.py
+    python/opgen_ops/_ops/topk_softmax.py
 )
 # included by the bodies and bindings
 set(OPGEN_FILES_HEADER
@@ -154,6 +161,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/softmax_rules.h
     include/opgen_ops/softmax_backward.h
     include/opgen_ops/softmax_backward_rules.h
+    include/opgen_ops/topk_softmax.h
+    include/opgen_ops/topk_softmax_rules.h
 )
 # documentation
 set(OPGEN_FILES_DOC
@@ -172,6 +181,7 @@ set(OPGEN_FILES_DOC
     docs/simple_add.md
     docs/softmax.md
     docs/softmax_backward.md
+    docs/topk_softmax.md
 )
 # read by the build
 set(OPGEN_FILES_BUILD

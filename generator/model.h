@@ -298,6 +298,11 @@ struct Op {
   std::vector<Constraint> constraints;  // in spec order
   std::vector<Split> splits;            // in spec order
   std::optional<Backward> backward;
+  // `differentiable: false`: no output depends differentiably on an input
+  // (indices, a router's choice), so under autograd and jax.grad the op runs
+  // and its outputs are constants. True (the default) without a backward:
+  // differentiating through the op is an error that names it.
+  bool differentiable = true;
 
   bool has_batch() const;
   // The inputs up to the first optional one (optional inputs come last).

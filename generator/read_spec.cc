@@ -207,7 +207,7 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   const auto top = f.entries(
       root, "the spec",
       {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "split", "platforms",
-       "xla", "backward"});
+       "xla", "backward", "differentiable"});
   f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
   // Type variables first: tensors refer to them wherever `types:` stands.
@@ -275,7 +275,18 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
     } else if (key == "backward") {
       op.backward = read_backward(f, value);
       ok = op.backward.has_value() && ok;
+    } else if (key == "differentiable") {
+      std::optional<bool> b = f.boolean(value, "'differentiable'");
+      if (b) op.differentiable = *b;
+      else ok = false;
     }
+  }
+  // `differentiable: false` says the outputs are constants of the inputs; a
+  // backward op would say how they vary with them.
+  if (!op.differentiable && root["backward"]) {
+    f.error(f.at(root["differentiable"]), "the spec declares 'differentiable: false' and a 'backward' op: an op "
+                                          "that is not differentiable has no gradients; drop one of them");
+    ok = false;
   }
   if (!ok || op.name.empty() || op.inputs.empty() || op.outputs.empty()) return std::nullopt;
   if (!resolve(f, op, root["xla"] ? f.at(root["xla"]) : f.at(root))) return std::nullopt;

@@ -13,9 +13,10 @@ namespace opgen::gen {
 namespace {
 
 // Binds every shape symbol to its first required input dimension, gives each
-// aliasing output its input's dtype and shape, and checks that outputs use
-// only bound symbols, that `...` in an output has an input to take its batch
-// dimensions from, and that every type variable is bound by an input.
+// aliasing output its input's dtype and shape, and checks that `...` in an
+// output has an input to take its batch dimensions from, and that every type
+// variable is bound by an input. (What an output's dimensions may name is
+// resolve_sizes'.)
 bool resolve_symbols(SpecFile& f, Op& op) {
   bool ok = true;
   std::map<std::string, bool> bound;
@@ -102,19 +103,6 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     if (t.batch && !input_batch) {
       f.error(t.where, "output '" + t.name + "' has batch dimensions ('...') but no input has any to take them from");
       ok = false;
-    }
-    for (const Dim& d : t.shape) {
-      std::vector<std::string> used;
-      if (d.expr) expr_symbols(*d.expr, used);
-      else if (!d.symbol.empty()) used.push_back(d.symbol);
-      for (const std::string& s : used) {
-        if (bound.count(s) || (!t.alias.empty() && optional_only.count(s))) continue;
-        f.error(d.where, optional_only.count(s)
-                             ? "output '" + t.name + "' uses shape symbol '" + s + "', which only optional input '" +
-                                   optional_only[s] + "' gives (a call may omit it)"
-                             : "shape symbol '" + s + "' of output '" + t.name + "' is not bound by any input's shape");
-        ok = false;
-      }
     }
   }
   for (const TypeVar& v : op.type_vars) {
@@ -234,22 +222,36 @@ bool check_names(SpecFile& f, const Op& op, const std::vector<std::string>& name
   return true;
 }
 
-// A workspace's sizes come from what every call has; `...` stands for the
-// batch of the inputs.
-bool resolve_workspaces(SpecFile& f, const Op& op) {
+// The names in the dimensions of `t`, an output or a workspace: what every
+// call has, a shape symbol of a required input or an integer attribute
+// (`[N, topk]`, `[N * k + E * (b - 1)]`).
+bool check_shape_names(SpecFile& f, const Op& op, const Tensor& t, const std::string& role) {
   bool ok = true;
+  for (const Dim& d : t.shape) {
+    std::vector<std::string> names;
+    if (d.expr) expr_symbols(*d.expr, names);
+    else if (!d.symbol.empty()) names.push_back(d.symbol);
+    ok = check_names(f, op, names, d.where, "the shape of " + role + " '" + t.name + "'") && ok;
+  }
+  return ok;
+}
+
+// Output and workspace sizes come from what every call has; a workspace's
+// `...` stands for the batch of the inputs. (An output that updates an input
+// in place has that input's shape, which may use a symbol only an optional
+// input gives: it is left out with that input.)
+bool resolve_sizes(SpecFile& f, const Op& op) {
+  bool ok = true;
+  for (const Tensor& t : op.outputs) {
+    if (t.alias.empty()) ok = check_shape_names(f, op, t, "output") && ok;
+  }
   const bool input_batch = std::any_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.batch; });
   for (const Tensor& w : op.workspaces) {
     if (w.batch && !input_batch) {
       f.error(w.where, "workspace '" + w.name + "' has batch dimensions ('...') but no input has any to take them from");
       ok = false;
     }
-    for (const Dim& d : w.shape) {
-      std::vector<std::string> names;
-      if (d.expr) expr_symbols(*d.expr, names);
-      else if (!d.symbol.empty()) names.push_back(d.symbol);
-      ok = check_names(f, op, names, d.where, "the shape of workspace '" + w.name + "'") && ok;
-    }
+    ok = check_shape_names(f, op, w, "workspace") && ok;
   }
   return ok;
 }
@@ -386,7 +388,7 @@ bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   if (!check_unique_names(f, op)) return false;
   if (!resolve_constraints(f, op)) return false;
   if (!resolve_value_ranges(f, op)) return false;
-  if (!resolve_workspaces(f, op)) return false;
+  if (!resolve_sizes(f, op)) return false;
   if (!resolve_splits(f, op)) return false;
   // vmap by expand_dims/broadcast_all adds leading dimensions to every
   // operand and result: each must take them in its '...'.

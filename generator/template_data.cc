@@ -263,6 +263,7 @@ json op_facts(const Op& op, const std::string& package) {
   }
   out["splits"] = std::move(splits);
   out["opaque"] = opaque_facts(op.opaque_layout(package));
+  out["differentiable"] = op.differentiable;
   if (op.backward) {
     // {op, inputs: [[kind, name]], gradients: [[backward output, forward input]]}
     json b;

@@ -5,7 +5,7 @@
 // x. 16-byte vectors where the rows allow them.
 #include <cstdint>
 
-#include "opgen/block_sum.h"
+#include "opgen/block_reduce.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/fused_add_rms_norm.h"

@@ -20,9 +20,8 @@
 #include <cstdint>
 #include <string>
 
-#include <cuda_pipeline.h>
-
 #include "opgen/cuda_status.h"
+#include "opgen/dynamic_shared.h"
 #include "opgen/elementwise.h"
 #include "opgen/cp_async.h"
 #include "opgen/warp_mma.h"
@@ -316,6 +315,7 @@ __device__ __forceinline__ float row_sum(float v) {
 // Partitions of kPartition tokens, kGroup <= 8 query heads per block.
 template <typename T, int Dh, int kGroup>
 __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
+  using namespace opgen::kernels;
   using Tiling = RowTiling<T, Dh>;
   constexpr int kE = Tiling::kE, kL = Tiling::kL, kRows = Tiling::kRows;
   // Rows each lane has in flight: fewer where the query heads and the sums
@@ -419,20 +419,20 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
           if (i >= n) continue;
 #pragma unroll
           for (int c = 0; c < kPieces; ++c) {
-            __pipeline_memcpy_async(&staged[sweep % kStages][warp][0][u][lane * kPieces + c],
-                                    reinterpret_cast<const uint4*>(row(args.key_cache, i)) + c, 16);
-            __pipeline_memcpy_async(&staged[sweep % kStages][warp][1][u][lane * kPieces + c],
-                                    reinterpret_cast<const uint4*>(row(args.value_cache, i)) + c, 16);
+            cp_async_16(&staged[sweep % kStages][warp][0][u][lane * kPieces + c],
+                        reinterpret_cast<const uint4*>(row(args.key_cache, i)) + c, true);
+            cp_async_16(&staged[sweep % kStages][warp][1][u][lane * kPieces + c],
+                        reinterpret_cast<const uint4*>(row(args.value_cache, i)) + c, true);
           }
         }
       }
-      __pipeline_commit();  // an empty group past the last sweep keeps the count of groups regular
+      cp_async_commit();  // an empty group past the last sweep keeps the count of groups regular
     };
 #pragma unroll
     for (int sweep = 0; sweep < kStages - 1; ++sweep) issue(sweep);
     for (int sweep = 0; sweep < sweeps; ++sweep) {
       issue(sweep + kStages - 1);
-      __pipeline_wait_prior(kStages - 1);
+      cp_async_wait<kStages - 1>();
       float k[kUnroll][kE], v[kUnroll][kE];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -565,8 +565,10 @@ opgen::Status launch_mma(cudaStream_t stream, const Args<T>& args, int* partitio
   const int64_t chunks = (args.H / args.KVH + kMmaGroup - 1) / kMmaGroup, blocks = args.S * args.KVH * chunks;
   constexpr int kBytes = mma_shared_bytes<Dh>();
   const auto kernel = attend_partition_mma<T, Dh>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes); e != cudaSuccess) {
-    return opgen::cuda_status(e, "paged_attention_decode: shared memory of attend_partition_mma");
+  if (opgen::Status s = opgen::allow_dynamic_shared<attend_partition_mma<T, Dh>, kBytes>(
+          "paged_attention_decode attend_partition_mma");
+      !s.ok()) {
+    return s;
   }
   static const int per_sm = [&] {  // blocks an SM holds at once (shared memory bounds them)
     int n = 0;

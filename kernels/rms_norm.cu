@@ -4,7 +4,7 @@
 // enough to stay in L2 for the widths LLMs use).
 #include <cstdint>
 
-#include "opgen/block_sum.h"
+#include "opgen/block_reduce.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/rms_norm.h"

@@ -1,13 +1,12 @@
 // CUDA body of softmax: one block per row. The block finds the row's maximum
-// (opgen/block_max.h), then the sum of exp(x - max) (opgen/block_sum.h), each
+// (opgen/block_reduce.h), then the sum of exp(x - max), each
 // thread over a strided slice in f32 (f64 for f64), and a third pass writes
 // exp(x - max) / sum. Rows are read three times (they are small enough to stay
 // in L2 for the widths models use). A row that is all -inf gives NaN, as
 // torch.softmax does.
 #include <cstdint>
 
-#include "opgen/block_max.h"
-#include "opgen/block_sum.h"
+#include "opgen/block_reduce.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/softmax.h"

@@ -1,10 +1,10 @@
 // CUDA body of softmax_backward: one block per row. The block sums
-// grad_out * out over the row (opgen/block_sum.h) in f32 (f64 for f64), then
+// grad_out * out over the row (opgen/block_reduce.h) in f32 (f64 for f64), then
 // writes grad_x = out * (grad_out - sum). grad_out may have any strides (a
 // broadcast gradient has stride 0).
 #include <cstdint>
 
-#include "opgen/block_sum.h"
+#include "opgen/block_reduce.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen_ops/softmax_backward.h"

@@ -2,8 +2,9 @@
 on the CPU and the GPU, its weights, and the state decoding starts from (random
 caches standing for an already-processed context, block tables, context lengths,
 a first token per sequence), all as seeded numpy arrays, so that the two frameworks
-decode the same problem; and the check of a decode against the reference, and the
-timing line, that both print."""
+decode the same problem; the weights' layout for tensor parallelism; and the checks of
+a decode against the reference and against one device, and the timing line, that
+both print."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ class Config(NamedTuple):
     tol: float  # f32 check: max |logits - reference| / max |reference|
 
 
-# Tiny, so that both frameworks check and time it in a few seconds on two CPU cores.
-CPU = Config(L=2, d=256, H=4, KVH=2, Dh=64, F=512, V=512, BS=16, NB=40, MB=8, S=4, T=4, min_context=16, tol=1e-4)
+# Tiny, so that both frameworks check and time it in a few seconds on two CPU cores; 4 kv heads, so that
+# it splits over the 4 host devices of tests/multi_device (tensor parallelism cuts whole kv heads).
+CPU = Config(L=2, d=512, H=8, KVH=4, Dh=64, F=512, V=512, BS=16, NB=40, MB=8, S=4, T=4, min_context=16, tol=1e-4)
 # Llama-3-8B's layer shapes, 8 layers and a 32000-token vocabulary: 2.0 G parameters (3.7 GiB in bf16,
 # 7.5 GiB in f32 for the check), caches of 1024 tokens per sequence (1 GiB in bf16 for the 8 layers).
 GPU = Config(L=8, d=4096, H=32, KVH=8, Dh=128, F=14336, V=32000, BS=16, NB=2048, MB=64, S=32, T=16,
@@ -103,6 +105,23 @@ def make_model(c: Config, seed: int = 0):
     return weights, state
 
 
+def by_shard(weights, c: Config, shards: int):
+    """The weights with the columns of the packed projections laid out for `shards` devices, each of
+    which holds one contiguous block of columns (column-parallel): block i of qkv is device i's query
+    heads, then its kv heads' keys, then their values (Wq_i | Wk_i | Wv_i), and block i of up_gate is
+    W_up_i | W_gate_i, so that each device projects, rotates, caches and attends its own heads, and
+    gates its own part of the MLP, alone. One shard is make_model's layout. A new dict; the arrays
+    that do not change are shared."""
+    def blocks(w, widths):
+        parts = [np.split(p, shards, axis=-1) for p in np.split(w, np.cumsum(widths)[:-1], axis=-1)]
+        return np.concatenate([part[i] for i in range(shards) for part in parts], axis=-1)
+
+    kvd = c.KVH * c.Dh
+    layers = [{**lw, "qkv": blocks(lw["qkv"], [c.d, kvd, kvd]), "up_gate": blocks(lw["up_gate"], [c.F, c.F])}
+              for lw in weights["layers"]]
+    return {**weights, "layers": layers}
+
+
 def check(name, device, tokens, logits, ref_logits, tol):
     """Compares a decode's tokens [T, S] and logits [T, S, V] (numpy, float32) with the reference's
     logits, computed from the same input tokens (teacher-forced). Every token must be the reference's
@@ -118,6 +137,19 @@ def check(name, device, tokens, logits, ref_logits, tol):
     print(f"  {name:<26} {device} f32: logits max rel. error {err:.2e} (tolerance {tol:.0e}), "
           f"tokens {int(equal.sum())}/{equal.size} = reference argmax, {int(ties.sum())} near-ties"
           f"{'' if ok else '  MISMATCH'}")
+    return ok
+
+
+def check_same(name, device, tokens, logits, one_tokens, one_logits, tol):
+    """Compares a decode split over devices (tokens [T, S], logits [T, S, V]) with the one-device
+    decoder's from the same start: in f32 the tokens must be the same (the split only reorders the
+    sums of the row-parallel projections) and the logits within the tolerance, relative to their
+    largest. Prints one line; returns whether both hold."""
+    err = np.abs(logits - one_logits).max() / np.abs(one_logits).max()
+    same = tokens == one_tokens
+    ok = err <= tol and bool(same.all())
+    print(f"  {name:<26} {device} f32: logits max rel. difference from one device {err:.2e} (tolerance "
+          f"{tol:.0e}), tokens {int(same.sum())}/{same.size} = one device's{'' if ok else '  MISMATCH'}")
     return ok
 
 

@@ -5,7 +5,12 @@ updated arrays, and the caches are donated, so XLA writes them in place. The dec
 is checked in f32 against the same model written with jax.numpy alone, both eager and
 jitted; on the GPU it then times both in bf16.
 
-  python examples/decode_step/llama_jax.py [cpu|cuda]
+  python examples/decode_step/llama_jax.py [cpu|cuda] [--devices N]
+
+With --devices N it also decodes tensor-parallel over the first N devices (tensor_parallel():
+attention's heads, the caches' kv heads and the MLP's width split, Megatron-style projections),
+checks that it picks the one-device decoder's tokens with logits within the tolerance, and times
+it against one device (on the CPU: N host devices, which share the CPU's cores).
 
 Eager means the step function called as it is: every operation dispatches on its own,
 except reshape_and_cache, which is jitted alone with the caches donated (called
@@ -16,22 +21,30 @@ Sizes, weights and the starting state come from llama_inputs.py, shared with lla
 
 from __future__ import annotations
 
+import argparse
+import functools
 import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import opgen_ops.jax as ops
-from llama_inputs import CPU, EPS, GPU, check, make_model, print_timing  # beside this file
+from llama_inputs import CPU, EPS, GPU, by_shard, check, check_same, make_model, print_timing  # beside this file
 
 write_cache = jax.jit(ops.reshape_and_cache, donate_argnums=(2, 3))  # inside a jitted step: inlined
 
 
-def step(w, st):
+def step(w, st, shards=1):
     """One greedy decode step with the generated ops. Returns the logits [S, V] and the next state:
-    the caches with each sequence's new key and value, the chosen tokens, the context lengths + 1."""
+    the caches with each sequence's new key and value, the chosen tokens, the context lengths + 1.
+    The packed projections' columns are laid out in `shards` blocks (llama_inputs.by_shard), each
+    holding whole heads and its own part of the MLP: under jit with the arrays placed by
+    tensor_parallel() every op runs on one device's block, and XLA adds only the sums of the row-parallel
+    projections (o, down)."""
     tokens, ctx, block_tables = st["tokens"], st["context_lens"], st["block_tables"]
     _, bs, kvh, dh = st["key_caches"][0].shape
     s, (_, d) = tokens.shape[0], w["embed"].shape
@@ -46,8 +59,10 @@ def step(w, st):
             h, _rstd = ops.rms_norm(residual, lw["norm1"])
         else:  # residual + out, and its rms_norm
             h, residual = ops.fused_add_rms_norm(out, residual, lw["norm1"])
-        q, k, v = jnp.split(h @ lw["qkv"], [d, d + kvh * dh], axis=-1)
-        q, k = ops.rotary_embedding(ctx, q, w["cos_sin"], k, head_size=dh, is_neox=True)
+        # Block i of the projection: shard i's query heads, then its kv heads' keys and values.
+        q, k, v = jnp.split((h @ lw["qkv"]).reshape(s, shards, -1), [d // shards, (d + kvh * dh) // shards], axis=-1)
+        q, k = ops.rotary_embedding(ctx, q.reshape(s, d), w["cos_sin"], k.reshape(s, kvh * dh), head_size=dh,
+                                    is_neox=True)
         key_cache, value_cache = write_cache(k.reshape(s, kvh, dh), v.reshape(s, kvh, dh), key_cache, value_cache,
                                              slots)
         key_caches.append(key_cache)
@@ -55,8 +70,8 @@ def step(w, st):
         attn = ops.paged_attention_decode(q.reshape(s, -1, dh), key_cache, value_cache, block_tables, lens,
                                           scale=dh**-0.5)
         h, residual = ops.fused_add_rms_norm(attn.reshape(s, d) @ lw["o"], residual, lw["norm2"])
-        # SwiGLU: up_gate's first half (up) times silu of its second half (gate).
-        out = ops.glu(h @ lw["up_gate"], activation="silu") @ lw["down"]
+        # SwiGLU: in each shard's block of up_gate, its first half (up) times silu of its second half (gate).
+        out = ops.glu((h @ lw["up_gate"]).reshape(s, shards, -1), activation="silu").reshape(s, -1) @ lw["down"]
     h, _residual = ops.fused_add_rms_norm(out, residual, w["norm"])
     logits = h @ w["lm_head"]
     return logits, {"key_caches": key_caches, "value_caches": value_caches, "block_tables": block_tables,
@@ -109,6 +124,43 @@ def reference_step(w, st):
                     "context_lens": ctx + 1, "tokens": jnp.argmax(logits, -1).astype(tokens.dtype)}
 
 
+def to_dtype(tree, dtype):
+    """The tree's floating-point arrays cast to `dtype` (where they are: a sharded array stays sharded)."""
+    return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+
+
+MESH_AXIS = "tp"  # the mesh axis that tensor parallelism cuts heads and the MLP's width along
+# Megatron's layout: qkv and up_gate column-parallel (each device projects onto its own heads and its part
+# of the MLP: by_shard's blocks), o and down row-parallel (each device's product is a partial sum, which
+# XLA all-reduces: the only collectives of a layer), the caches cut by kv heads. Everything else (the
+# embeddings, norms, lm_head, block tables, tokens, context lengths) is whole on every device.
+PLACEMENT = {"qkv": P(None, MESH_AXIS), "up_gate": P(None, MESH_AXIS), "o": P(MESH_AXIS), "down": P(MESH_AXIS),
+             "key_caches": P(None, None, MESH_AXIS), "value_caches": P(None, None, MESH_AXIS)}
+
+
+def shardings(tree, mesh):
+    """The NamedSharding of each array of a weights or state tree on `mesh`: PLACEMENT's, by the dict key
+    on its path (a layer's "qkv", a cache of the list "key_caches"), else whole."""
+    def of(path, _):
+        key = next((k.key for k in path if isinstance(k, jax.tree_util.DictKey) and k.key in PLACEMENT), None)
+        return NamedSharding(mesh, PLACEMENT.get(key, P()))
+    return jax.tree_util.tree_map_with_path(of, tree)
+
+
+def tensor_parallel(c, weights, state, mesh):
+    """The decoder split over the devices of `mesh` (one axis, MESH_AXIS): the weights (make_model's)
+    in by_shard's layout and the state, placed as PLACEMENT says (new arrays: the step donates the
+    state), and the step jitted for them, which keeps the state where it is. Every op of the step then
+    runs on each device's heads or rows (their specs' `split: heads` and batch), and each layer adds
+    two all-reduces. On a mesh of one device it is the plain jitted step."""
+    n = mesh.devices.size
+    w = jax.device_put(by_shard(weights, c, n), shardings(weights, mesh))
+    st = jax.device_put(jax.tree.map(np.copy, state), shardings(state, mesh))
+    jitted = jax.jit(functools.partial(step, shards=n), donate_argnums=1,
+                     out_shardings=(NamedSharding(mesh, P()), shardings(state, mesh)))
+    return w, st, jitted
+
+
 def at_start(st, state):
     """The state back at the first step: the first tokens and the initial context lengths, new arrays
     (a jitted step donates the ones it is given). The caches need no reset: a step writes the slot at
@@ -146,19 +198,23 @@ def seconds_per_step(step_fn, w, st, state, steps, repeats=3):
     return min(times[1:]), st
 
 
-def main(device: str | None = None) -> int:
+def main(device: str | None = None, devices: int = 1) -> int:
     """Checks the decoder against the reference on `device` ('cpu' or 'cuda'; None: the GPU when JAX
-    has one), eager and jitted; on the GPU also times both in bf16. Returns 0 when every check passes."""
+    has one), eager and jitted, and with devices > 1 split over that many devices (tensor-parallel,
+    jitted); on the GPU also times them in bf16. Returns 0 when every check passes."""
     if device is None:
         try:
             device = "cuda" if jax.devices("gpu") else "cpu"
         except RuntimeError:
             device = "cpu"
     with jax.default_device(jax.devices(device)[0]):
-        return run(device)
+        return run(device, devices)
 
 
-def run(device):
+def run(device, devices):
+    if devices > len(jax.devices(device)):
+        print(f"llama jax {device}: {devices} devices asked for, {len(jax.devices(device))} found")
+        return 1
     cuda = device != "cpu"
     c = GPU if cuda else CPU
     weights, state = make_model(c)
@@ -173,6 +229,9 @@ def run(device):
     jitted = jax.jit(step, donate_argnums=1)
     reference = jax.jit(reference_step, donate_argnums=1)
     st, ref_st = fresh_state(), fresh_state()
+    if devices > 1:
+        mesh = jax.sharding.Mesh(jax.devices(device)[:devices], (MESH_AXIS,))
+        tp_w, tp_st, tp_step = tensor_parallel(c, weights, state, mesh)
     ok = True
     # f32 matmuls in f32 (on the GPU XLA would otherwise use TF32), so that the check sees the ops' errors.
     with jax.default_matmul_precision("highest"):
@@ -182,21 +241,35 @@ def run(device):
             inputs = np.concatenate([state["tokens"][None], tokens[:-1]])
             _, ref_logits, ref_st = decode(reference, w, at_start(ref_st, state), c.T, inputs)
             ok &= check(f"jax {name}", device, tokens, logits, ref_logits, c.tol)
+        if devices > 1:
+            tp_tokens, tp_logits, tp_st = decode(tp_step, tp_w, at_start(tp_st, state), c.T)
+            ok &= check_same(f"jax jit, {devices} devices", device, tp_tokens, tp_logits, tokens, logits, c.tol)
     print(f"  tokens of sequence 0: {tokens[:, 0].tolist()}")
     del ref_st
 
     # Timing in bf16 on the GPU (f32 on the CPU).
     dtype = jnp.bfloat16 if cuda else jnp.float32
     if cuda:
-        w = jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, w)
-        st = jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, st)
+        w, st = to_dtype(w, dtype), to_dtype(st, dtype)
     name = jnp.dtype(dtype).name
     t_eager, st = seconds_per_step(step, w, st, state, c.T)
     print_timing(f"jax eager {name}", t_eager, c.S)
     t_jit, st = seconds_per_step(jitted, w, st, state, c.T)
     print_timing(f"jax jit {name}", t_jit, c.S)
+    if devices > 1:
+        del w, st  # room for the split model on the first device
+        t_tp, _ = seconds_per_step(tp_step, to_dtype(tp_w, dtype), to_dtype(tp_st, dtype), state, c.T)
+        print_timing(f"jax jit {name}, {devices} devices", t_tp, c.S)
+        print(f"  jax jit {devices} devices / 1 device: {t_jit / t_tp:.2f}x the tokens per second")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else None))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("device", nargs="?", choices=["cpu", "cuda"], help="default: the GPU when JAX has one")
+    parser.add_argument("--devices", type=int, default=1,
+                        help="also decode split over this many devices (tensor-parallel) and compare")
+    args = parser.parse_args()
+    if args.device == "cpu" and args.devices > 1:
+        jax.config.update("jax_num_cpu_devices", args.devices)  # before JAX makes its CPU devices
+    sys.exit(main(args.device, args.devices))

@@ -5,31 +5,46 @@ torch alone, eager and (on the GPU) replayed from a CUDA graph; on the GPU it th
 times both in bf16.
 
   python examples/decode_step/llama_torch.py [cpu|cuda]
+  torchrun --nproc-per-node N examples/decode_step/llama_torch.py [cpu|cuda]
+
+Under torchrun every rank also decodes tensor-parallel (tensor_parallel(): its own heads, kv heads
+of the caches and part of the MLP, two all-reduces a layer), checks it against the one-device
+decoder and times it against one device; rank 0 prints. One GPU a rank (NCCL), or gloo on the CPU.
 
 Sizes, weights and the starting state come from llama_inputs.py, shared with llama_jax.py.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import functools
+import io
+import os
 import sys
 import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import opgen_ops.torch as tops
-from llama_inputs import CPU, EPS, GPU, check, make_model, print_timing  # beside this file
+from llama_inputs import CPU, EPS, GPU, by_shard, check, check_same, make_model, print_timing  # beside this file
 
 
-def step(w, st):
+def step(w, st, all_reduce=None):
     """One greedy decode step with the generated ops. Updates the state in place (the caches at each
     sequence's new position, the tokens, the context lengths) and returns the logits [S, V]. It
-    launches everything on the current stream and never synchronises: a CUDA graph can capture it."""
+    launches everything on the current stream and never synchronises: a CUDA graph can capture it.
+    On one rank of a tensor-parallel group, w and st are the rank's shards (tensor_parallel()): its
+    block of qkv's and up_gate's columns, its rows of o and down, its kv heads of the caches; the
+    step is the same, on fewer heads, and `all_reduce` (in place) sums the row-parallel products."""
     tokens, ctx, block_tables = st["tokens"], st["context_lens"], st["block_tables"]
     _, bs, kvh, dh = st["key_caches"][0].shape
-    s, (_, d) = tokens.shape[0], w["embed"].shape
+    s = tokens.shape[0]
     # The new token's slot: row ctx % BS of the sequence's block block_tables[s, ctx // BS].
     slots = block_tables.gather(1, (ctx // bs).long()[:, None])[:, 0] * bs + ctx % bs
     lens = ctx + 1  # each sequence attends to its context and the new token
@@ -43,15 +58,19 @@ def step(w, st):
             h = out
         qkv = h @ lw["qkv"]
         # Column views of qkv, whose rows are strided by its width: every op below takes them as they are.
-        q, k, v = qkv.split([d, kvh * dh, kvh * dh], dim=-1)
+        q, k, v = qkv.split([qkv.shape[-1] - 2 * kvh * dh, kvh * dh, kvh * dh], dim=-1)
         tops.rotary_embedding(ctx, q, w["cos_sin"], k, head_size=dh, is_neox=True)  # rotates q, k inside qkv
         tops.reshape_and_cache(k.view(s, kvh, dh), v.view(s, kvh, dh), key_cache, value_cache, slots)
         attn = tops.paged_attention_decode(q.view(s, -1, dh), key_cache, value_cache, block_tables, lens,
                                            scale=dh**-0.5)
-        out = attn.view(s, d) @ lw["o"]
+        out = attn.view(s, -1) @ lw["o"]
+        if all_reduce:
+            all_reduce(out)
         tops.fused_add_rms_norm(out, residual, lw["norm2"])
-        # SwiGLU: up_gate's first half (up) times silu of its second half (gate).
+        # SwiGLU: up_gate's first half (up) times silu of its second half (gate); on a rank, its block's halves.
         out = tops.glu(out @ lw["up_gate"], activation="silu") @ lw["down"]
+        if all_reduce:
+            all_reduce(out)
     tops.fused_add_rms_norm(out, residual, w["norm"])
     logits = out @ w["lm_head"]
     tokens.copy_(logits.argmax(-1))
@@ -129,6 +148,12 @@ def fresh_state(state, device, dtype):
     return st
 
 
+def start_of(state, device):
+    """What reset() puts back: the first tokens (int64, as argmax gives) and the initial context lengths."""
+    return {"tokens": torch.from_numpy(state["tokens"]).long().to(device),
+            "context_lens": torch.from_numpy(state["context_lens"]).to(device)}
+
+
 def reset(st, start):
     """Back to the first step: the first tokens and the initial context lengths. The caches need no
     reset: a step writes the slot at each sequence's position before it attends to it, so what earlier
@@ -150,19 +175,20 @@ def decode(run_step, st, steps, inputs=None):
     return np.stack(tokens), np.stack(logits)
 
 
-def capture(w, st, start):
-    """Records one step into a CUDA graph, as torch's docs say: warm up on a side stream first (cuBLAS
-    picks its kernels and allocates its workspace there, not during the capture). Returns a function that
-    replays the graph and returns its logits (a static buffer). Leaves the state at the first step."""
+def capture(run_step, st, start):
+    """Records one step (run_step(), which returns the logits) into a CUDA graph, as torch's docs say:
+    warm up on a side stream first (cuBLAS picks its kernels and allocates its workspace there, not
+    during the capture). Returns a function that replays the graph and returns its logits (a static
+    buffer). Leaves the state st at the first step."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            step(w, st)
+            run_step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        logits = step(w, st)  # recorded, not run
+        logits = run_step()  # recorded, not run
     reset(st, start)
 
     def replay():
@@ -187,41 +213,83 @@ def seconds_per_step(run_step, st, start, steps, sync, repeats=3):
     return min(times[1:])
 
 
-def main(device: str | None = None) -> int:
-    """Checks the decoder against the reference on `device` ('cpu' or 'cuda'; None: the GPU when torch
-    has one), eager and, on the GPU, from a CUDA graph; on the GPU also times both in bf16. Returns 0
-    when every check passes."""
+# Megatron's layout, as llama_jax.PLACEMENT's: qkv and up_gate column-parallel (each rank projects onto
+# its own heads and its part of the MLP: by_shard's blocks), o and down row-parallel (each rank's product is
+# a partial sum: the step's all_reduce), the caches cut by kv heads; everything else whole on every rank.
+PLACEMENT = {"qkv": Shard(1), "up_gate": Shard(1), "o": Shard(0), "down": Shard(0), "key_caches": Shard(2),
+             "value_caches": Shard(2)}
+
+
+def tensor_parallel(c, weights, state, mesh, dtype):
+    """This rank's part of the decoder split over `mesh` (one dimension, a rank a device): the weights
+    in by_shard's layout and the state, distributed as DTensors placed as PLACEMENT says (rank 0's
+    values), of which the step takes the local tensors. It cannot take the DTensors: DTensor does not
+    run ops that update an input in place (rotary_embedding, reshape_and_cache, fused_add_rms_norm),
+    and its dispatch would cost more host time per op than the GPU's work at this size; on local
+    tensors the step is the one-device step, on fewer heads, and a CUDA graph can capture it."""
+    def local(tree, key=None):
+        if isinstance(tree, dict):
+            return {k: local(v, k) for k, v in tree.items()}
+        if isinstance(tree, list):
+            return [local(v, key) for v in tree]
+        return distribute_tensor(tree, mesh, [PLACEMENT.get(key, Replicate())]).to_local()
+
+    device = torch.device(mesh.device_type, torch.cuda.current_device() if mesh.device_type == "cuda" else None)
+    return (local(to_device(by_shard(weights, c, mesh.size()), device, dtype)),
+            local(fresh_state(state, device, dtype)))
+
+
+def runs(w, st, start, cuda, all_reduce=None):
+    """The ways to run a step, by name: eager and, on the GPU, replayed from a CUDA graph."""
+    found = {"eager": functools.partial(step, w, st, all_reduce)}
+    if cuda:
+        found["CUDA graph"] = capture(found["eager"], st, start)
+    return found
+
+
+def main(device: str | None = None, seed: int = 0) -> int:
+    """Checks the decoder (make_model's of `seed`) against the reference on `device` ('cpu' or 'cuda';
+    None: the GPU when torch has one), eager and, on the GPU, from a CUDA graph; on the GPU also times both in bf16. Returns 0
+    when every check passes. Started by torchrun with several ranks (WORLD_SIZE), each rank on its own
+    device (GPU LOCAL_RANK; NCCL, or gloo on the CPU) does the same and also decodes tensor-parallel
+    across the ranks, checks that it picks the one-device decoder's tokens, and times it; rank 0
+    prints."""
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        if cuda:
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            device = torch.device("cuda", torch.cuda.current_device())
+        dist.init_process_group("nccl" if cuda else "gloo")
     threads = torch.get_num_threads()
     if not cuda:  # the CPU model's matmuls are too small to split: more threads only wait for each other
         torch.set_num_threads(1)
     try:
-        return run(device, cuda)
+        with contextlib.redirect_stdout(sys.stdout if int(os.environ.get("RANK", "0")) == 0 else io.StringIO()):
+            return run(device, cuda, world, seed)
     finally:
         torch.set_num_threads(threads)
         if cuda:  # hand the cached blocks back, for what runs next in this process (JAX, in run_examples.py)
             torch.cuda.empty_cache()
+        if world > 1:
+            dist.destroy_process_group()
 
 
-def run(device, cuda):
+def run(device, cuda, world, seed):
     c = GPU if cuda else CPU
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    weights, state = make_model(c)
+    weights, state = make_model(c, seed)
     print(f"llama torch {device.type}: L={c.L} d={c.d} H={c.H} KVH={c.KVH} Dh={c.Dh} F={c.F} V={c.V} "
           f"S={c.S}, {c.T} greedy steps from contexts of {state['context_lens'].min()}-"
-          f"{state['context_lens'].max()} tokens")
+          f"{state['context_lens'].max()} tokens" + (f"; tensor-parallel over {world} ranks" if world > 1 else ""))
     # float32 matmuls stay float32 (torch's default: no TF32), so that the check sees the ops' errors.
     w = to_device(weights, device)
-    start = {"tokens": torch.from_numpy(state["tokens"]).long().to(device),
-             "context_lens": torch.from_numpy(state["context_lens"]).to(device)}
+    start = start_of(state, device)
     st, ref_st = fresh_state(state, device, torch.float32), fresh_state(state, device, torch.float32)
 
-    runs = {"eager": functools.partial(step, w, st)}
-    if cuda:
-        runs["CUDA graph"] = capture(w, st, start)
     ok = True
-    for name, run_step in runs.items():
+    for name, run_step in runs(w, st, start, cuda).items():
         reset(st, start)
         tokens, logits = decode(run_step, st, c.T)
         # The reference decodes from the same tokens: its logits are comparable at every step.
@@ -230,22 +298,43 @@ def run(device, cuda):
         _, ref_logits = decode(functools.partial(reference_step, w, ref_st), ref_st, c.T, inputs)
         ok &= check(f"torch {name}", device.type, tokens, logits, ref_logits, c.tol)
     print(f"  tokens of sequence 0: {tokens[:, 0].tolist()}")
-    del runs, run_step, ref_st  # the f32 graph and reference state
+    del run_step, ref_st  # the f32 graph and reference state
+    if world > 1:
+        mesh = init_device_mesh(device.type, (world,))
+        all_reduce = functools.partial(dist.all_reduce, group=mesh.get_group())
+        tp_w, tp_st = tensor_parallel(c, weights, state, mesh, torch.float32)
+        for name, run_step in runs(tp_w, tp_st, start, cuda, all_reduce).items():
+            reset(tp_st, start)
+            ok &= check_same(f"torch {name}, {world} ranks", device.type, *decode(run_step, tp_st, c.T), tokens,
+                             logits, c.tol)
+        del run_step, tp_w, tp_st
 
     # Timing in bf16 on the GPU (f32 on the CPU, eager only: no graphs there).
     dtype = torch.bfloat16 if cuda else torch.float32
+    name = str(dtype).removeprefix("torch.")
     if cuda:
         w = tree_map(lambda t: t.to(dtype) if t.is_floating_point() else t, w)
         st = fresh_state(state, device, dtype)
         torch.cuda.empty_cache()
-    t_eager = seconds_per_step(functools.partial(step, w, st), st, start, c.T, sync)
-    print_timing(f"torch eager {str(dtype).removeprefix('torch.')}", t_eager, c.S)
+    one = {}
+    for how, run_step in runs(w, st, start, cuda).items():
+        one[how] = seconds_per_step(run_step, st, start, c.T, sync)
+        print_timing(f"torch {how} {name}", one[how], c.S)
     if cuda:
-        t_graph = seconds_per_step(capture(w, st, start), st, start, c.T, sync)
-        print_timing("torch CUDA graph bf16", t_graph, c.S)
-        print(f"  torch eager / CUDA graph: {t_eager / t_graph:.2f} (goal <= 1.5 at S=32 on an H100)")
+        print(f"  torch eager / CUDA graph: {one['eager'] / one['CUDA graph']:.2f} (goal <= 1.5 at S=32 on an H100)")
+    if world > 1:
+        del w, st, run_step
+        tp_w, tp_st = tensor_parallel(c, weights, state, mesh, dtype)
+        for how, run_step in runs(tp_w, tp_st, start, cuda, all_reduce).items():
+            t = seconds_per_step(run_step, tp_st, start, c.T, sync)
+            print_timing(f"torch {how} {name}, {world} ranks", t, c.S)
+            print(f"  torch {how} {world} ranks / 1 rank: {one[how] / t:.2f}x the tokens per second")
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else None))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("device", nargs="?", choices=["cpu", "cuda"], help="default: the GPU when torch has one")
+    parser.add_argument("--seed", type=int, default=0, help="of the model's weights and starting state")
+    args = parser.parse_args()
+    sys.exit(main(args.device, args.seed))

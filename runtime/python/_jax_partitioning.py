@@ -101,6 +101,8 @@ def partitioned(op: _spec.Op, checked: _spec.Call, whole_call: Callable, local_c
         cuts = kept
 
         def of(t):
+            # An output dimension an attribute sizes ([N, topk]) is in no
+            # split (a split names input symbols): whole on every device.
             lead = batch if t.batch else ()
             own = tuple(cuts.get(split_of.get(d)) if isinstance(d, str) else None for d in t.shape)
             return NamedSharding(mesh, PartitionSpec(*lead, *own))
@@ -137,7 +139,9 @@ def _sharding_rule(operands, outputs, cut: set) -> tuple[str, tuple]:
     """Shardy's rule for the call, as einsum-like text: '...' for the batch,
     one factor per shape symbol (a dimension of the same symbol is the same
     factor) and one per other dimension (a size, an expression); and the
-    factors that stay whole on each device (all but the splits' symbols)."""
+    factors that stay whole on each device (all but the splits' symbols). An
+    output dimension that an integer attribute sizes (topk) gets a factor of
+    its own, found in no operand, which stays whole."""
     factors: dict[str, str] = {}
     whole = []
 

@@ -154,8 +154,23 @@ def _custom_call(checked: _spec.Call, api_version: int):
 
 def _derivative(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):
     """`f` (the custom call over the given inputs' operands) with the op's
-    differentiation rule: the spec's backward op, or a refusal."""
+    differentiation rule: the spec's backward op, constant outputs (an op
+    declared not differentiable), or a refusal."""
+    if not op.differentiable:
+        return _constant(f)
     return _without_derivative(op, f) if op.backward is None else _with_backward(op, checked, given, api_version, f)
+
+
+def _constant(f):
+    """`f` whose outputs are constants under differentiation: the gradient
+    stops at its operands, so jax.grad, jvp and vjp give the inputs zero
+    cotangents and the custom call itself is never differentiated.
+    stop_gradient rather than a custom_jvp with zero tangents: it is an
+    identity to jit, vmap and the partitioner (applied to the operands outside
+    the partitioned call, it leaves the call and its sharding rule as they
+    are), and it needs no zero tangent of each output's dtype (float0 for the
+    integer indices)."""
+    return lambda *xs: f(*[jax.lax.stop_gradient(x) for x in xs])
 
 
 def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):

@@ -172,6 +172,9 @@ class Op:
     opaque: Opaque | None = None
     doc: str = ""
     backward: Backward | None = None
+    # False: the outputs are constants of the inputs (the spec's
+    # `differentiable: false`); autograd and jax.grad pass no gradient through.
+    differentiable: bool = True
 
     @property
     def required_inputs(self) -> tuple:
@@ -267,15 +270,17 @@ class Call:
         return attr.values.index(self.attrs[name])
 
 
-def check(op: Op, inputs: Sequence, attrs: Mapping | None, *, hint: str = "jax",
-          dtype_name: Callable = lambda x: x.dtype.name, require: Callable = _require) -> Call:
+def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
+          dtype_name: Callable = lambda x: x.dtype.name, require: Callable = _require,
+          unchecked: Sequence = ()) -> Call:
     """Checks a call against every rule of `op` and returns it bound.
 
     ``inputs`` holds, per input of the spec, an array (anything with
     ``.shape`` and ``.dtype``) or None (an absent optional input);
     ``dtype_name(x)`` is its dtype's numpy/torch name. ``attrs`` maps each
-    attribute to its value, or is None to leave the attributes unchecked (a
-    fake kernel whose attributes were checked where they were lowered).
+    attribute to its value, but for those named in ``unchecked``, which are
+    left out (a fake kernel's enums and arrays, checked where they were
+    lowered; output sizes and constraints name only integer attributes).
     ``hint`` names the framework whose conversion a dtype message suggests.
     ``require(condition, message)`` asserts a condition on sizes (PyTorch
     passes torch._check, for symbolic sizes).
@@ -288,15 +293,16 @@ def check(op: Op, inputs: Sequence, attrs: Mapping | None, *, hint: str = "jax",
     described = [None if x is None else (tuple(x.shape), dtype_name(x)) for x in inputs]
     dtypes = _bind_dtypes(op, described, hint)
     symbols, batch = _bind_shapes(op, described, require)
-    checked = {} if attrs is None else check_attrs(op, attrs)
+    checked = check_attrs(op, attrs, unchecked)
+    # Output and workspace dimensions name shape symbols and integer attributes.
+    sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v) or _is_symbolic(v)}}
     # An output that updates an optional input the call omits is left out (None).
     given = {t.name for t, x in zip(op.inputs, inputs) if x is not None}
     kept = [not t.alias or t.alias in given for t in op.outputs]
     out_dtypes = tuple(_result_dtype(op, t, dtypes) if k else None for t, k in zip(op.outputs, kept))
-    shapes = tuple(_output_shape(op, t, d, symbols, batch, require) if k else None
+    shapes = tuple(_output_shape(op, t, d, sizes, batch, require) if k else None
                    for t, d, k in zip(op.outputs, out_dtypes, kept))
     _check_constraints(op, symbols, checked, require)
-    sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v)}}
     workspace_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.workspaces)
     workspace_shapes = tuple(_output_shape(op, t, d, sizes, batch, require, "workspace")
                              for t, d in zip(op.workspaces, workspace_dtypes))
@@ -546,15 +552,15 @@ def _output_shape(op: Op, t: Tensor, dtype: str, symbols: Mapping, batch: tuple,
         elif isinstance(d, int):
             dims.append(d)
         else:
-            v = symbols[d]  # a shape symbol, or an integer attribute (a workspace's), which may be negative
+            v = symbols[d]  # a shape symbol, or an integer attribute, which may be negative
             require(v >= 0, lambda: f"{op.name}: {role} '{t.name}' has a dimension {d} = {v} < 0")
             dims.append(v)
     shape = (tuple(batch) if t.batch else ()) + tuple(dims)
     # XLA sizes a buffer in bytes as an int64 (and aborts the process past
     # it); so does torch's allocator.
     size = math.prod(shape) * _itemsize(dtype)
-    message = lambda: (f"{op.name}: {role} '{t.name}' of shape {shape} and dtype {dtype} would take "  # noqa: E731
-                       f"{size} bytes, more than 2^63 - 1")
+    message = lambda: (f"{op.name}: {role} '{t.name}' {t.declared} of shape {shape} and dtype {dtype} "  # noqa: E731
+                       f"would take {size} bytes, more than 2^63 - 1")
     if all(_is_static(v) for v in shape):
         if size > INT64_MAX:
             raise OpValueError(message())
@@ -569,14 +575,16 @@ _INT_RANGES = {"i32": (-(2**31), 2**31 - 1), "i64": (INT64_MIN, INT64_MAX)}
 _F32_MAX = 3.4028234663852886e38
 
 
-def check_attrs(op: Op, attrs: Mapping) -> dict:
+def check_attrs(op: Op, attrs: Mapping, unchecked: Sequence = ()) -> dict:
     """Each attribute's value checked (type, range, size, enum values); the
-    defaults fill in the ones not given."""
+    defaults fill in the ones not given. Those named in `unchecked` are left out."""
     unknown = set(attrs) - {a.name for a in op.attrs}
     if unknown:
         raise OpTypeError(f"{op.name}: no attribute named {', '.join(sorted(unknown))}")
     out = {}
     for a in op.attrs:
+        if a.name in unchecked:
+            continue
         if a.name in attrs:
             value = attrs[a.name]
         elif a.default is not REQUIRED:

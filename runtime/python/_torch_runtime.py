@@ -48,12 +48,13 @@ def _require(condition, message) -> None:
     torch._check(condition, message)
 
 
-def check(op: Op, inputs: Sequence, attrs: Mapping | None) -> _spec.Call:
+def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = ()) -> _spec.Call:
     """``_spec.check`` for torch tensors."""
     for t, x in zip(op.inputs, inputs):
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
-    return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, require=_require)
+    return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, require=_require,
+                       unchecked=unchecked)
 
 
 def _check_devices(op: Op, inputs: Sequence, lowered_attrs: Mapping) -> None:
@@ -136,12 +137,15 @@ def register(op: Op, capsules: Mapping) -> None:
     with the spec's schema, lowered to them (CompositeImplicitAutograd)."""
     namespace = op.torch_namespace
     kernel = op.torch_kernel
+    lowered = tuple(a.name for a in op.attrs if a.type == "enum" or a.is_array) if op.torch_lowered else ()
 
     def fake(*args, **kwargs):
         inputs, attrs = split_arguments(op, args, kwargs)
         _check_devices(op, inputs, attrs)
-        # A lowered op's attributes were checked where they were lowered.
-        checked = check(op, inputs, None if op.torch_lowered else attrs)
+        # A lowered op's enums and arrays were checked where they were lowered
+        # (here they are an index and a tensor); its other attributes are the
+        # spec's values, which may size outputs.
+        checked = check(op, inputs, attrs, lowered)
         first = next(x for x in inputs if x is not None)
         return schema_result(op, [None if o.alias else first.new_empty(shape, dtype=_DTYPES[d])
                            for o, shape, d in zip(op.outputs, checked.output_shapes, checked.output_dtypes)])
@@ -166,6 +170,8 @@ def register(op: Op, capsules: Mapping) -> None:
         _library(namespace, "IMPL", "XLA").impl(kernel, xla)
     if op.backward is not None:
         _register_backward(op)
+    elif not op.differentiable and not op.aliased_outputs:
+        _register_constant(op)
     _torch_sharding.register(op, getattr(getattr(torch.ops, namespace), kernel).default)
     _DIRECT[op.name] = _Direct(op)
 
@@ -190,6 +196,23 @@ def _register_backward(op: Op) -> None:
 
     def backward(ctx, *grads):
         return gradients(ctx, grads)
+
+    torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel}", backward,
+                                    setup_context=setup_context, lib=_library(op.torch_namespace, "FRAGMENT"))
+
+
+def _register_constant(op: Op) -> None:
+    """The autograd formula of an op declared not differentiable: its outputs
+    are constants (requires_grad False, no grad_fn) whatever its inputs, in
+    eager mode, under torch.compile and opcheck alike. (An op that updates an
+    input in place has no outputs in its schema to mark: `call` runs it under
+    torch.no_grad() instead.)"""
+    def setup_context(ctx, inputs, output, keyword_only_inputs=None):
+        outs = output if isinstance(output, tuple) else (output,)
+        ctx.mark_non_differentiable(*[o for o in outs if o is not None])
+
+    def backward(ctx, *grads):  # never called: no output carries a gradient
+        return (None,) * len(op.inputs)
 
     torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel}", backward,
                                     setup_context=setup_context, lib=_library(op.torch_namespace, "FRAGMENT"))
@@ -455,8 +478,9 @@ class _Direct:
         # The overload's C++ callable (OpOverload.__call__ is a Python frame around it).
         self.kernel = getattr(getattr(torch.ops, op.torch_namespace), op.torch_kernel).default._op
         # The kernel has torch.library's Python autograd kernel where the spec
-        # has a backward and nothing is updated in place (_register_backward).
-        self.below_autograd = op.backward is not None and not op.aliased_outputs
+        # has a backward or says the op is not differentiable, and nothing is
+        # updated in place (_register_backward, _register_constant).
+        self.below_autograd = (op.backward is not None or not op.differentiable) and not op.aliased_outputs
         self.required = tuple(not t.optional for t in op.inputs)
         self.order = _spec_order(op) if op.aliased_outputs else None
         self.single = len(op.outputs) == 1
@@ -533,7 +557,10 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
             if k >= 0 and values[i] is not None:
                 values[i] = _write_back(inputs[k], values[i])
         return values[0] if len(values) == 1 else tuple(values)
-    needs_grad = needs_grad and op.backward is None
+    if needs_grad and not op.differentiable and op.aliased_outputs:
+        with torch.no_grad():  # constants, as _register_constant makes the other ops' outputs
+            return call(op, inputs, attrs, capsules)
+    needs_grad = needs_grad and op.backward is None and op.differentiable
     if needs_grad and op.aliased_outputs:
         raise RuntimeError(_no_backward_message(op))
     if op.aliased_outputs and inputs[0].device.type == "xla":

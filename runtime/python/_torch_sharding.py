@@ -66,6 +66,7 @@ def register(op: _spec.Op, kernel) -> None:
                 continue
 
             def cut(t, name=name):
+                # A dimension an attribute sizes ([N, topk]) is in no split: never cut.
                 at = [i for i, d in enumerate(t.shape) if isinstance(d, str) and split_of.get(d) == name]
                 return (batch_rank if t.batch else 0) + at[0] if at else None
 

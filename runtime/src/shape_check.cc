@@ -157,8 +157,10 @@ std::string constraint_failed(const char* op, const char* constraint,
   return out;
 }
 
-std::string too_many_elements(const char* op, const char* tensor) {
-  return std::string(op) + ": " + tensor + " would have more than 2^63 - 1 elements";
+std::string too_many_elements(const char* op, const char* tensor, const char* declared, const int64_t* dims,
+                              size_t rank) {
+  return std::string(op) + ": " + tensor + " " + declared + " = " + shape_text(dims, rank) +
+         " would have more than 2^63 - 1 elements";
 }
 
 }  // namespace opgen

@@ -358,7 +358,7 @@ int main() {
             "[grow: output 'less' has a dimension D-5 = -1 < 0]\n"
             "[grow: output 'half' is declared [(D+1)/(D-4)], but 7 is not divisible by 2]\n"
             "[grow: output 'huge' has a dimension D*D*D*D*D that overflows int64]\n"
-            "[grow: output 'wide' would have more than 2^63 - 1 elements]\n");
+            "[grow: output 'wide' [..., 2*D] = [4611686018427387904, 16] would have more than 2^63 - 1 elements]\n");
 }
 
 // `//` rounds down, as Python's (C++'s `/` rounds toward zero), in the
@@ -385,6 +385,39 @@ int main() {
             "[floors: output 'c' is declared [D//(D-4)], but 4 is not divisible by 0] -2 1\n"
             "[floors: output 'b' has a dimension (D-7) // 2 = -1 < 0] -1 2\n"
             "[] 0 2\n");
+}
+
+// An output sized by integer attributes, alone or in an expression with shape
+// symbols ([N, k], [N * k + E * (b - 1)]): the attributes are checked as an
+// expression's symbols are, a negative size and an overflow refused by the
+// output they would size, in the Python runtime's words.
+TEST(Golden, GeneratedOutputShapesFromAttributesAreChecked) {
+  opgen_test::TempDir dir;
+  const std::string spec =
+      "opgen: 1\nname: routes\ninputs:\n  x: {dtype: f32, shape: [N, E]}\noutputs:\n"
+      "  w: {dtype: f32, shape: [N, k]}\n  flat: {dtype: i32, shape: [\"N * k + E * (b - 1)\"]}\n"
+      "attrs:\n  k: {type: i64}\n  b: {type: i64, default: 1}\n";
+  const CommandResult run = generate_build_and_run(dir, "rt", "routes", spec, R"(#include <cstdint>
+#include <cstdio>
+#include "rt/routes_rules.h"
+int main() {
+  const struct { int64_t k, b; } cases[] = {{2, 3}, {-1, 1}, {1, 0}, {2, int64_t{1} << 62}, {int64_t{1} << 62, 1}};
+  for (const auto& c : cases) {
+    rt::routes::Args a{};
+    a.N = 3;
+    a.E = 5;
+    a.k = c.k;
+    a.b = c.b;
+    std::printf("[%s]\n", rt::routes::checks::output_dims(a).c_str());
+  }
+})", "-fsanitize=undefined -fno-sanitize-recover=all");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "[]\n"
+            "[routes: output 'w' has a dimension k = -1 < 0]\n"
+            "[routes: output 'flat' has a dimension N * k + E * (b - 1) = -2 < 0]\n"
+            "[routes: output 'flat' has a dimension N * k + E * (b - 1) that overflows int64]\n"
+            "[routes: output 'w' [N, k] = [3, 4611686018427387904] would have more than 2^63 - 1 elements]\n");
 }
 
 // Every binding numbers an op's instantiations the same way (the first type

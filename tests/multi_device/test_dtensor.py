@@ -4,9 +4,6 @@ DTensor cut along their batch or one of their splits, with no communication,
 and the full results equal the op on whole tensors on the same device
 (dtensor_rank.py does the checking in each process)."""
 
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,15 +11,9 @@ import torch
 import torch.distributed
 
 import pytest
+from ranks import run_ranks
 
 RANKS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 BACKENDS = [
     pytest.param("gloo", id="cpu-gloo"),
@@ -36,13 +27,7 @@ BACKENDS = [
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dtensor_shards_run_locally(rng, backend):
     seed = int(rng.integers(0, 2**31))
-    env = {**os.environ, "WORLD_SIZE": str(RANKS), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "OPGEN_TEST_SEED": str(seed), "OPGEN_TEST_BACKEND": backend}
-    env.pop("XLA_FLAGS", None)
-    ranks = [subprocess.Popen([sys.executable, str(Path(__file__).with_name("dtensor_rank.py"))],
-                              env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(RANKS)]
-    outputs = [r.communicate(timeout=300)[0] for r in ranks]
-    for r, (process, out) in enumerate(zip(ranks, outputs)):
-        assert process.returncode == 0, f"rank {r} (OPGEN_TEST_SEED={seed}):\n{out[-4000:]}"
+    outputs = run_ranks([sys.executable, str(Path(__file__).with_name("dtensor_rank.py"))], RANKS,
+                        {"OPGEN_TEST_SEED": str(seed), "OPGEN_TEST_BACKEND": backend})
+    for out in outputs:
         assert "calls and a backward checked" in out, out[-2000:]

@@ -45,6 +45,18 @@ def softmax(x):
         return e / e.sum(-1, keepdims=True)
 
 
+def topk_softmax(x, topk, renormalize=False):
+    """vLLM's router in float64: each row's softmax, its topk largest
+    probabilities, descending, the lower index first among equals (a stable
+    sort), and the weights divided by their sum with renormalize."""
+    p = softmax(x)
+    indices = np.argsort(-p, axis=-1, kind="stable")[..., :topk]
+    weights = np.take_along_axis(p, indices, -1)
+    if renormalize:
+        weights = weights / weights.sum(-1, keepdims=True)
+    return weights, indices
+
+
 def rotary_embedding(positions, query, key, cos_sin_cache, head_size, is_neox=True):
     """vLLM's rotary embedding, in float64: the rotated (query, key)."""
     cache = np.asarray(cos_sin_cache, np.float64)

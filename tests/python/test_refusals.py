@@ -186,7 +186,8 @@ def test_floor_division_rounds_down_as_python_does():
 def test_an_output_of_more_than_2_63_elements_is_refused():
     op = expr_op(_spec.Expr("2*D", ("*", 2, "D")))
     assert _spec.check(op, [Shaped(2**20, 2**30)], {}).output_shapes == ((2**20, 2**31),)
-    with pytest.raises(ValueError, match=r"output 'o0' of shape .* would take \d+ bytes, more than 2\^63 - 1"):
+    with pytest.raises(ValueError, match=r"output 'o0' \[\.\.\., 2\*D\] of shape .* would take \d+ bytes, "
+                                         r"more than 2\^63 - 1"):
         _spec.check(op, [Shaped(2**40, 2**30)], {})
 
 
@@ -253,8 +254,8 @@ def test_jax_refuses_an_output_of_more_than_2_63_bytes_at_trace_time():
     # 2^62 f32 elements fit int64, their 2^64 bytes do not: XLA would abort
     # the process ("overflow in static extent product").
     x = jax.ShapeDtypeStruct((2**62,), jnp.float32)
-    with pytest.raises(ValueError, match=r"simple_add: output 'out' of shape \(4611686018427387904,\) and dtype "
-                                         r"float32 would take 18446744073709551616 bytes, more than 2\^63 - 1"):
+    with pytest.raises(ValueError, match=r"simple_add: output 'out' \[N\] of shape \(4611686018427387904,\) and "
+                                         r"dtype float32 would take 18446744073709551616 bytes, more than 2\^63 - 1"):
         jax.jit(lambda a, b: jops.simple_add(a, b)).trace(x, x)
 
 
@@ -267,6 +268,31 @@ def test_a_negative_attribute_sized_workspace_is_refused_by_name():
     assert _spec.check(op, [Shaped(8)], {"n": 3}).workspace_shapes == ((3, 8),)
     with pytest.raises(ValueError, match=r"scratchy: workspace 'partial' has a dimension n = -1 < 0"):
         _spec.check(op, [Shaped(8)], {"n": -1})
+
+
+def test_an_attribute_sized_output_is_checked_by_name():
+    # [N * k + E * (b - 1)]: attributes in an expression with shape symbols,
+    # each refused by the output it would size.
+    op = _spec.Op(
+        package="t", name="routes", inputs=(_spec.Tensor("x", "float32", ("N", "E")),),
+        outputs=(_spec.Tensor("w", "float32", ("N", "k")),
+                 _spec.Tensor("flat", "int32", (_spec.Expr("N * k + E * (b - 1)", ("+", ("*", "N", "k"),
+                                                                                   ("*", "E", ("-", "b", 1)))),))),
+        attrs=(_spec.Attr("k", "i64"), _spec.Attr("b", "i64", default=1)))
+    x = Shaped(3, 5)
+    assert _spec.check(op, [x], {"k": 2, "b": 3}).output_shapes == ((3, 2), (3 * 2 + 5 * 2,))
+    with pytest.raises(ValueError, match=r"routes: output 'w' has a dimension k = -1 < 0"):
+        _spec.check(op, [x], {"k": -1})
+    with pytest.raises(ValueError, match=r"routes: output 'flat' has a dimension N \* k \+ E \* \(b - 1\) = -2 < 0"):
+        _spec.check(op, [x], {"k": 1, "b": 0})
+    with pytest.raises(ValueError, match=r"routes: output 'flat' has a dimension N \* k \+ E \* \(b - 1\) that "
+                                         r"overflows int64"):
+        _spec.check(op, [x], {"k": 2, "b": 2**62})
+    with pytest.raises(ValueError, match=r"routes: output 'w' \[N, k\] of shape \(3, 4611686018427387904\) and dtype "
+                                         r"float32 would take \d+ bytes, more than 2\^63 - 1"):
+        _spec.check(op, [x], {"k": 2**62})
+    with pytest.raises(TypeError, match=r"routes: attribute 'k' is required"):
+        _spec.check(op, [x], {})
 
 
 def test_an_allocation_torch_refuses_is_named_by_op_and_buffer():

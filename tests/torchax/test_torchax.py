@@ -157,3 +157,19 @@ with env:
 """], capture_output=True, text=True, env=dict(os.environ), timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[-2] == "[0.0, 1.5, 3.0, 4.5]"
+
+
+def test_an_op_declared_not_differentiable_gives_constants_under_autograd(rng):
+    """topk_softmax (differentiable: false) on a torchax tensor that requires
+    grad: it runs, its outputs need no gradient, and a loss through it and
+    through the input gets the input's own gradient alone."""
+    x = rng.standard_normal((6, 16)).astype(np.float32)
+    want_w, want_i = tops.topk_softmax(torch.from_numpy(x), topk=3, renormalize=True)
+    with torchax.default_env():
+        t = torch.from_numpy(x).to("jax").requires_grad_()
+        weights, indices = tops.topk_softmax(t, topk=3, renormalize=True)
+        assert not weights.requires_grad and not indices.requires_grad
+        np.testing.assert_allclose(np.asarray(interop.jax_view(weights)), want_w.numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(interop.jax_view(indices)), want_i.numpy())
+        (weights.sum() + (t * 2).sum()).backward()
+        np.testing.assert_array_equal(np.asarray(interop.jax_view(t.grad)), np.full(x.shape, 2.0, np.float32))

@@ -30,13 +30,14 @@ std::string attrs(const A& args) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   if (std::string e_ = opgen::dim_error("glu", "output 'out'", "[..., D/2]", "D/2", (opgen::CheckedDim(args.D) / 2)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.batch, (args.D / 2)};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("glu", "output 'out'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("glu", "output 'out'", "[..., D/2]", dims_, 2);
   }
   (void)args;
   return {};

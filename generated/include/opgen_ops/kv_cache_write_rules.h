@@ -27,12 +27,13 @@ std::string attrs(const A& args) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.B, args.S, args.H};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("kv_cache_write", "output 'cache_out'");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("kv_cache_write", "output 'cache_out'", "[B, S, H]", dims_, 3);
   }
   (void)args;
   return {};

@@ -47,12 +47,13 @@ std::string constraints(const A& args, opgen::Binder& b) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.S, args.H, args.Dh};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("paged_attention_decode", "output 'out'");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("paged_attention_decode", "output 'out'", "[S, H, Dh]", dims_, 3);
   }
   (void)args;
   return {};
@@ -64,17 +65,17 @@ std::string workspace_dims(const A& args) {
   if (std::string e_ = opgen::dim_error("paged_attention_decode", "workspace 'partial_out'", "[S, H, (MB*BS+255)//256, Dh]", "(MB*BS+255)//256", opgen::floor_div(((opgen::CheckedDim(args.MB) * opgen::CheckedDim(args.BS)) + 255), 256)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256), args.Dh};
-    if (opgen::element_count(dims_, 4) < 0) return opgen::too_many_elements("paged_attention_decode", "workspace 'partial_out'");
+    if (opgen::element_count(dims_, 4) < 0) return opgen::too_many_elements("paged_attention_decode", "workspace 'partial_out'", "[S, H, (MB*BS+255)//256, Dh]", dims_, 4);
   }
   if (std::string e_ = opgen::dim_error("paged_attention_decode", "workspace 'partial_max'", "[S, H, (MB*BS+255)//256]", "(MB*BS+255)//256", opgen::floor_div(((opgen::CheckedDim(args.MB) * opgen::CheckedDim(args.BS)) + 255), 256)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256)};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("paged_attention_decode", "workspace 'partial_max'");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("paged_attention_decode", "workspace 'partial_max'", "[S, H, (MB*BS+255)//256]", dims_, 3);
   }
   if (std::string e_ = opgen::dim_error("paged_attention_decode", "workspace 'partial_sum'", "[S, H, (MB*BS+255)//256]", "(MB*BS+255)//256", opgen::floor_div(((opgen::CheckedDim(args.MB) * opgen::CheckedDim(args.BS)) + 255), 256)); !e_.empty()) return e_;
   {
     const int64_t dims_[] = {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256)};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("paged_attention_decode", "workspace 'partial_sum'");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("paged_attention_decode", "workspace 'partial_sum'", "[S, H, (MB*BS+255)//256]", dims_, 3);
   }
   (void)args;
   return {};

@@ -27,16 +27,17 @@ std::string attrs(const A& args) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.NB, args.BS, args.KVH, args.Dh};
-    if (opgen::element_count(dims_, 4) < 0) return opgen::too_many_elements("reshape_and_cache", "output 'key_cache_out'");
+    if (opgen::element_count(dims_, 4) < 0) return opgen::too_many_elements("reshape_and_cache", "output 'key_cache_out'", "[NB, BS, KVH, Dh]", dims_, 4);
   }
   {
     const int64_t dims_[] = {args.NB, args.BS, args.KVH, args.Dh};
-    if (opgen::element_count(dims_, 4) < 0) return opgen::too_many_elements("reshape_and_cache", "output 'value_cache_out'");
+    if (opgen::element_count(dims_, 4) < 0) return opgen::too_many_elements("reshape_and_cache", "output 'value_cache_out'", "[NB, BS, KVH, Dh]", dims_, 4);
   }
   (void)args;
   return {};

@@ -30,12 +30,13 @@ std::string attrs(const A& args) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.batch, args.D};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rms_norm_backward", "output 'grad_x'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rms_norm_backward", "output 'grad_x'", "[..., D]", dims_, 2);
   }
   (void)args;
   return {};
@@ -46,7 +47,7 @@ template <typename A>
 std::string workspace_dims(const A& args) {
   {
     const int64_t dims_[] = {2, 256, args.D};
-    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("rms_norm_backward", "workspace 'column_sums'");
+    if (opgen::element_count(dims_, 3) < 0) return opgen::too_many_elements("rms_norm_backward", "workspace 'column_sums'", "[2, 256, D]", dims_, 3);
   }
   (void)args;
   return {};

@@ -50,16 +50,17 @@ std::string constraints(const A& args, opgen::Binder& b) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.N, args.QD};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding_backward", "output 'query_out'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding_backward", "output 'query_out'", "[N, QD]", dims_, 2);
   }
   {
     const int64_t dims_[] = {args.N, args.KD};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding_backward", "output 'key_out'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("rotary_embedding_backward", "output 'key_out'", "[N, KD]", dims_, 2);
   }
   (void)args;
   return {};

@@ -27,7 +27,8 @@ std::string attrs(const A& args) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   (void)args;

@@ -27,12 +27,13 @@ std::string attrs(const A& args) {
 }
 
 // The output shapes: each dimension an expression computes divides exactly,
-// fits int64 and is not negative, and each output's element count fits int64.
+// fits int64 and is not negative (an attribute's too), and each output's
+// element count fits int64.
 template <typename A>
 std::string output_dims(const A& args) {
   {
     const int64_t dims_[] = {args.batch, args.D};
-    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("softmax_backward", "output 'grad_x'");
+    if (opgen::element_count(dims_, 2) < 0) return opgen::too_many_elements("softmax_backward", "output 'grad_x'", "[..., D]", dims_, 2);
   }
   (void)args;
   return {};

@@ -37,6 +37,7 @@ __all__ = [
     'simple_add',
     'softmax',
     'softmax_backward',
+    'topk_softmax',
     "unpartitioned",
 ]
 
@@ -109,3 +110,8 @@ def softmax(x, *, api_version=4):
 def softmax_backward(grad_out, out, *, api_version=4):
     "grad_x = out * (grad_out - sum(grad_out * out)) over the last axis, computed in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of softmax's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  out: T[..., D] softmax's output\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  grad_x: T[..., D]"
     return _call(_ops.softmax_backward.OP, (grad_out, out), {}, api_version)
+
+
+def topk_softmax(gating_output, *, topk, renormalize=False, api_version=4):
+    "For each token (row), the softmax of its expert logits over the last axis, computed in f32, and the topk largest probabilities in descending order with their experts' indices (ties: the lower index first; a NaN logit orders as -inf and makes the row's weights NaN). With renormalize, the weights are divided by their sum, so each row of topk_weights sums to 1. As vLLM's topk_softmax (torch.softmax then torch.topk, without its token_expert_indices). Not differentiable: under autograd and jax.grad its outputs are constants.\n\nArgs:\n  gating_output: T[N, E] the router's logits: one row per token, one column per expert\n  topk: i64 how many experts each token is routed to\n  renormalize: bool = False divide the chosen weights by their sum\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  topk_weights: f32[N, topk] the topk largest probabilities of each row, descending\n  topk_indices: i32[N, topk] the experts they belong to"
+    return _call(_ops.topk_softmax.OP, (gating_output,), {'topk': topk, 'renormalize': renormalize}, api_version)

@@ -22,6 +22,7 @@ __all__ = [
     'simple_add',
     'softmax',
     'softmax_backward',
+    'topk_softmax',
     "unpartitioned",
 ]
 
@@ -134,3 +135,10 @@ def softmax_backward(
     *,
     api_version: int = 4,
 ) -> _jax.Array: ...
+def topk_softmax(
+    gating_output: _jax.typing.ArrayLike,
+    *,
+    topk: int,
+    renormalize: bool = False,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array]: ...

@@ -22,6 +22,7 @@ __all__ = [
     'simple_add',
     'softmax',
     'softmax_backward',
+    'topk_softmax',
     "xla_graph_only",
 ]
 
@@ -116,3 +117,9 @@ def softmax_backward(
     grad_out: _torch.Tensor,
     out: _torch.Tensor,
 ) -> _torch.Tensor: ...
+def topk_softmax(
+    gating_output: _torch.Tensor,
+    *,
+    topk: int,
+    renormalize: bool = False,
+) -> tuple[_torch.Tensor, _torch.Tensor]: ...

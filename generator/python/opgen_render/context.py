@@ -34,6 +34,17 @@ def op_data(op, package, dtypes, attr_types):
     for t in inputs:
         t['aliased_by'] = next((o['name'] for o in op['outputs'] if o['alias'] == t['name']), None)
     attrs = [_attr(a, attr_types) for a in op['attrs']]
+    # The integer attributes an output's shape names: every binding reads
+    # them before it sizes the outputs (the others after, so that a legacy
+    # call refused for one of them still poisons its outputs).
+    named = set()
+    for t in outputs:
+        for d in t['dims']:
+            if 'tree' in d:
+                _tree_names(d['tree'], named)
+    for k, a in enumerate(attrs):
+        a['index'] = k
+        a['sizes_outputs'] = a['name'] in named
     required = [t for t in inputs if not t['optional']]
     type_vars = []
     for v in op['type_vars']:
@@ -60,6 +71,7 @@ def op_data(op, package, dtypes, attr_types):
         'workspaces': workspaces,
         'attrs': attrs,
         'backward': op['backward'],
+        'differentiable': op['differentiable'],
         # Each constraint with the optional inputs it needs (those that bind a
         # symbol it names, which no required input gives): checked when given.
         'constraints': [dict(c, needs_inputs=sorted({s['input'] for s in op['symbols'] if s['name'] in c['names']
@@ -107,9 +119,11 @@ def _tensor(op, t, index, is_input, dtypes):
             dim['rule'] = d['text']
             dim['tree'] = d['tree']
         elif not any(s['name'] == d['symbol'] for s in op['symbols']):
-            # A workspace sized by an integer attribute.
+            # An output or workspace sized by an integer attribute: a size the
+            # bindings check as they check an expression's (it may be negative).
             dim['kind'] = 'symbol'
             dim['rule'] = 'attribute ' + d['symbol']
+            dim['tree'] = {'kind': 'symbol', 'symbol': d['symbol']}
         else:
             binding, s = next((k, s) for k, s in enumerate(op['symbols']) if s['name'] == d['symbol'])
             binds = is_input and s['input'] == index and s['axis'] == axis
@@ -149,6 +163,15 @@ def _tensor(op, t, index, is_input, dtypes):
         'declared': sp.declared_shape(t),
         'dims': dims,
     }
+
+
+def _tree_names(tree, out):
+    """Adds each name an expression tree (template_data.cc's) uses to `out`."""
+    if tree['kind'] == 'symbol':
+        out.add(tree['symbol'])
+    elif tree['kind'] != 'int':
+        _tree_names(tree['lhs'], out)
+        _tree_names(tree['rhs'], out)
 
 
 def _attr(a, attr_types):

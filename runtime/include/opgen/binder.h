@@ -16,9 +16,11 @@
 //   b.attr(0, "eps", &args.eps);
 //   b.check(checks::attrs(args));
 //
-// (rms_norm's, abridged) and a Binder runs it over a Source: what one
-// framework gives the call (the typed XLA FFI, a legacy custom call, a
-// PyTorch boxed kernel; see xla_ffi_binding.h, xla_legacy_binding.h,
+// (rms_norm's, abridged; an attribute that an output's shape names, topk in
+// [N, topk], is read and its range checked before output_dims, so that the
+// outputs are sized from a checked value) and a Binder runs it over a Source:
+// what one framework gives the call (the typed XLA FFI, a legacy custom call,
+// a PyTorch boxed kernel; see xla_ffi_binding.h, xla_legacy_binding.h,
 // torch_stable.h). So every entry
 // point checks the same rules in the same order with the same messages, by
 // construction. The first failure is kept and every later step does nothing.

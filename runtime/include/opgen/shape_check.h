@@ -83,8 +83,11 @@ size_t present_count(int64_t present);
 std::string dim_error(const char* op, const char* tensor, const char* declared, const char* expression,
                       const CheckedDim& d);
 
-// "glu: output 'out' would have more than 2^63 - 1 elements" (`tensor`: "output 'out'")
-std::string too_many_elements(const char* op, const char* tensor);
+// "topk_softmax: output 'w' [N, topk] = [4, 4611686018427387904] would have more than
+// 2^63 - 1 elements" (`tensor`: "output 'w'"; `declared`: its shape as the spec
+// writes it, which names the symbols and attributes that size it)
+std::string too_many_elements(const char* op, const char* tensor, const char* declared, const int64_t* dims,
+                              size_t rank);
 
 // "rotary: the spec requires QD % head_size == 0, but QD = 100, head_size = 64"
 std::string constraint_failed(const char* op, const char* constraint,

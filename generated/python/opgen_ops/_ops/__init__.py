@@ -16,6 +16,7 @@ from . import (
     simple_add,
     softmax,
     softmax_backward,
+    topk_softmax,
 )
 
 OPS = (
@@ -33,4 +34,5 @@ OPS = (
     simple_add.OP,
     softmax.OP,
     softmax_backward.OP,
+    topk_softmax.OP,
 )
