@@ -24,7 +24,7 @@ api_versions and platforms) plus a package.yaml into a temporary folder, then:
   [5] scaling: first generation of 10 / 100 / 1,000 specs, and with --quiet;
       with --profile (or when [1] misses the target) also `perf stat`, the
       time of every template's renders and of the template lookups, measured
-      inside the embedded Python through a sitecustomize on PYTHONPATH (no
+      inside the renderer's Python through a sitecustomize on PYTHONPATH (no
       generator change), and a cProfile of that Python.
 
   python bench/bench_generator.py [--opgen build/generator/opgen] [--templates DIR]
@@ -370,7 +370,7 @@ def first_generation(opgen, spec_dir, work, runs, quiet=False, env=None):
     return walls, internals, out, cpus
 
 
-# Loaded by the embedded interpreter (PYTHONPATH), so the generator is
+# Loaded by the renderer's interpreter (PYTHONPATH), so the generator is
 # measured as it is: times every Template.render by template name, the
 # template lookups (get_template: load, compile, up-to-date checks) and the
 # interpreter's life; optionally also a cProfile. Written out at exit.
@@ -421,7 +421,7 @@ atexit.register(_dump)
 
 def profile_python(opgen, spec_dir, work, cprofile=False):
     """Where the time of one first generation goes, measured inside the
-    embedded interpreter (see SITECUSTOMIZE); no generator change."""
+    renderer's interpreter (see SITECUSTOMIZE); no generator change."""
     import json
     import pstats
 
@@ -437,17 +437,18 @@ def profile_python(opgen, spec_dir, work, cprofile=False):
         env["OPGEN_BENCH_CPROFILE"] = stats_path
     out = os.path.join(work, "out_prof")
     shutil.rmtree(out, ignore_errors=True)
-    # One process: the forked render workers would leave their share out of the profile.
+    # One process: forked render workers would leave their share out of the profile.
     wall, _ = run_opgen(opgen, ["generate", spec_dir, "-o", out, "--quiet", "--jobs", "1"], env=env)
     user, sys_ = CPU[-1]
     if not os.path.exists(times_path):
-        print("  (the embedded Python did not load sitecustomize; no profile)")
+        print("  (the renderer's Python did not load sitecustomize; no profile)")
         return
     times = json.load(open(times_path))
     alive = times.pop("python alive (after site)")[0]
     print(f"  one run (--jobs 1): {wall:.3f} s wall, {user:.3f} s user + {sys_:.3f} s sys CPU; "
-          f"embedded Python alive {alive:.3f} s of it")
-    print(f"  {'in the embedded Python':36} {'seconds':>8} {'calls':>6} {'ms/call':>8}")
+          f"renderer's Python alive {alive:.3f} s of it")
+    label = "in the renderer's Python"
+    print(f"  {label:36} {'seconds':>8} {'calls':>6} {'ms/call':>8}")
     rendered = 0.0
     for k, (t, n) in sorted(times.items(), key=lambda kv: -kv[1][0]):
         rendered += t if k.startswith("render") else 0.0
@@ -455,7 +456,7 @@ def profile_python(opgen, spec_dir, work, cprofile=False):
     print(f"  {'all renders':36} {rendered:8.3f}")
     if cprofile and os.path.exists(stats_path):
         st = pstats.Stats(stats_path)
-        print(f"  cProfile of the embedded Python ({st.total_tt:.2f} s with profiling overhead):")
+        print(f"  cProfile of the renderer's Python ({st.total_tt:.2f} s with profiling overhead):")
         st.sort_stats("tottime").print_stats(12)
 
 
@@ -477,7 +478,7 @@ def main():
     ap.add_argument("--ops", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--profile", action="store_true", help="also profile (templates, embedded Python)")
+    ap.add_argument("--profile", action="store_true", help="also profile (templates, the renderer's Python)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = ap.parse_args()
     global TEMPLATES

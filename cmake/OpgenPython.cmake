@@ -1,11 +1,9 @@
-# Python and pybind11, which opgen (it embeds Python to render with Jinja2)
-# and every package build (its modules are pybind11 extensions) both need.
-# The generator alone needs no jaxlib, torch or CUDA: OpgenToolchain.cmake
-# looks for those when a package is built.
+# Python and pybind11, which every package build needs (its modules are
+# pybind11 extensions); included by OpgenToolchain.cmake. opgen itself needs
+# neither: it runs the environment's Python to render, as a child process.
 include_guard(GLOBAL)
 
-find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module
-             OPTIONAL_COMPONENTS Development.Embed)
+find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module)
 execute_process(COMMAND "${Python_EXECUTABLE}" -m pybind11 --cmakedir
                 OUTPUT_VARIABLE pybind11_DIR OUTPUT_STRIP_TRAILING_WHITESPACE
                 RESULT_VARIABLE opgen_pybind11_found)

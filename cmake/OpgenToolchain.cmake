@@ -1,5 +1,5 @@
 # What every opgen package build needs, found once: Python and pybind11, the
-# XLA FFI headers (from jaxlib), CUDA (optional), PyTorch >= 2.9 (optional),
+# XLA FFI headers (from jaxlib), CUDA (optional), PyTorch >= OPGEN_MIN_TORCH (optional),
 # and the opgen_runtime library. Used by opgen's own build and, installed, by
 # find_package(opgen) in other projects.
 #
@@ -19,6 +19,7 @@ option(OPGEN_LTO "Link-time optimisation of the package's modules" OFF)
 set(CMAKE_INTERPROCEDURAL_OPTIMIZATION ${OPGEN_LTO})
 
 include("${CMAKE_CURRENT_LIST_DIR}/OpgenPython.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/OpgenVersions.cmake")
 
 # --- XLA FFI headers, from jaxlib ------------------------------------------
 if(NOT OPGEN_XLA_FFI_INCLUDE_DIR)
@@ -60,7 +61,7 @@ set(OPGEN_WITH_TORCH OFF)
 if(NOT OPGEN_TORCH STREQUAL "OFF")
   execute_process(
     COMMAND "${Python_EXECUTABLE}" -c
-      "import os, torch; v = tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]); assert v >= (2, 9), torch.__version__; print(os.path.dirname(torch.__file__))"
+      "import os, torch; v = tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]); assert v >= tuple(int(x) for x in '${OPGEN_MIN_TORCH}'.split('.')), torch.__version__; print(os.path.dirname(torch.__file__))"
     OUTPUT_VARIABLE opgen_torch_dir OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE opgen_torch_found ERROR_QUIET)
   if(opgen_torch_found EQUAL 0)
@@ -68,7 +69,7 @@ if(NOT OPGEN_TORCH STREQUAL "OFF")
     set(OPGEN_TORCH_INCLUDE_DIR "${opgen_torch_dir}/include")
     set(OPGEN_TORCH_LIB_DIR "${opgen_torch_dir}/lib")
   elseif(OPGEN_TORCH STREQUAL "ON")
-    message(FATAL_ERROR "OPGEN_TORCH=ON but ${Python_EXECUTABLE} cannot import torch >= 2.9")
+    message(FATAL_ERROR "OPGEN_TORCH=ON but ${Python_EXECUTABLE} cannot import torch >= ${OPGEN_MIN_TORCH}")
   endif()
 endif()
 message(STATUS "opgen: PyTorch kernels ${OPGEN_WITH_TORCH}")

@@ -13,7 +13,6 @@
 
 #include "commands.h"
 #include "diagnostics.h"
-#include "file_workers.h"
 #include "output_writer.h"
 #include "read_backward.h"
 #include "outputs.h"
@@ -73,10 +72,17 @@ int check_or_generate(const GenerateOptions& o) {
     Diagnostics diags;
   };
   std::vector<Read> read(spec_files.size());
-  // Starting Python and loading Jinja2 takes as long as reading a few hundred
-  // specs, so `generate` does it on this thread while the others read.
+  // The renderer starts first: its Python loads Jinja2 and the templates
+  // while these threads read the specs.
   std::optional<Renderer> renderer;
   std::string renderer_error;
+  if (generating) {
+    try {
+      renderer.emplace(o.templates_dir);
+    } catch (const std::exception& e) {
+      renderer_error = e.what();
+    }
+  }
   std::atomic<size_t> next{0};
   auto read_some = [&] {
     for (size_t i; (i = next++) < spec_files.size();) {
@@ -90,15 +96,8 @@ int check_or_generate(const GenerateOptions& o) {
   };
   {
     std::vector<std::thread> threads;
-    const size_t readers = std::max<size_t>(generating ? 2 : 1, std::min(o.jobs, spec_files.size() / 64 + 1));
+    const size_t readers = std::min(o.jobs, spec_files.size() / 64 + 1);
     for (size_t t = 1; t < readers; ++t) threads.emplace_back(read_some);
-    if (generating) {
-      try {
-        renderer.emplace(o.templates_dir);
-      } catch (const std::exception& e) {
-        renderer_error = e.what();
-      }
-    }
     read_some();
     for (std::thread& t : threads) t.join();
   }
@@ -168,29 +167,30 @@ int check_or_generate(const GenerateOptions& o) {
   };
   const double read_s = seconds_since(start);
   double plan_s = 0, render_s = 0;
-  size_t workers = 1;
-  std::vector<FileOutcome> outcomes;
-  // Opened (locked for this run), checked and listed before the workers fork.
+  std::vector<bool> written;  // by plan index
+  // Opened (locked for this run), checked and listed once the plan is known.
   std::optional<OutputFolder> output;
   std::set<std::string> produced;
   error = renderer_error;
   if (error.empty()) {
     try {
       auto phase = std::chrono::steady_clock::now();
-      renderer->plan(packages.front(), ops);
+      renderer->plan(packages.front(), ops, o.jobs);
       std::vector<std::string> planned;
       for (size_t i = 0; i < renderer->file_count(); ++i) planned.push_back(renderer->path(i));
       produced.insert(planned.begin(), planned.end());
       plan_s = seconds_since(phase);
       output.emplace(o.output_dir, packages.front().name, planned);
       error = output->error();
-      if (error.empty()) {
-        phase = std::chrono::steady_clock::now();
-        // A fork costs more than a few renders: small packages render in-process.
-        workers = renderer->file_count() < 200 ? 1 : o.jobs;
-        error = render_and_write(*renderer, *output, workers, outcomes);
-        render_s = seconds_since(phase);
+      // Each file is written as it arrives, while the renderer renders the next ones.
+      phase = std::chrono::steady_clock::now();
+      written.assign(planned.size(), false);
+      for (size_t n = 0; error.empty() && n < planned.size(); ++n) {
+        size_t i = 0;
+        const std::string text = renderer->next_file(i);
+        written[i] = output->write_if_changed(planned[i], text, error) == WriteResult::kWritten;
       }
+      render_s = seconds_since(phase);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -199,14 +199,11 @@ int check_or_generate(const GenerateOptions& o) {
     std::cerr << "opgen: error: " << error << "\n";
     return 1;
   }
-  int written = 0, unchanged = 0;
-  for (const FileOutcome& f : outcomes) {
-    if (f.written) {
-      ++written;
-      if (!o.quiet) std::cout << "opgen: wrote " << f.path << "\n";
-    } else {
-      ++unchanged;
-    }
+  size_t written_count = 0;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i]) continue;
+    ++written_count;
+    if (!o.quiet) std::cout << "opgen: wrote " << output->shown(renderer->path(i)) << "\n";
   }
   // Only files that the last run's manifest lists, and this run no longer writes.
   const std::vector<std::string> stale = output->remove_stale(produced);
@@ -219,10 +216,11 @@ int check_or_generate(const GenerateOptions& o) {
   const size_t removed = stale.size();
   const double seconds = seconds_since(start);
   if (!o.quiet) {
-    std::printf("opgen: %zu op(s), %zu files: %d written, %d unchanged, %zu removed (%.2f s: read (and start "
-                "Python) %.2f, plan %.2f, render and write %.2f in %zu process%s)\n",
-                ops.size(), outcomes.size(), written, unchanged, removed, seconds, read_s, plan_s, render_s,
-                workers, workers == 1 ? "" : "es");
+    const size_t workers = renderer->workers();
+    std::printf("opgen: %zu op(s), %zu files: %zu written, %zu unchanged, %zu removed (%.2f s: read %.2f, plan "
+                "%.2f, render and write %.2f; rendered in %zu process%s)\n",
+                ops.size(), written.size(), written_count, written.size() - written_count, removed, seconds, read_s, plan_s,
+                render_s, workers, workers == 1 ? "" : "es");
   }
   return 0;
 }

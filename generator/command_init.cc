@@ -70,9 +70,9 @@ int init_project(const InitOptions& o) {
     return 1;
   }
   const std::string op = example_op(name);
-  const RenderVars vars = {{"name", op}, {"package", name}, {"version", OPGEN_VERSION}};
+  const RenderVars vars = {{"name", op}, {"package", name}, {"version", OPGEN_VERSION}, {"min_jaxlib", OPGEN_MIN_JAXLIB}};
   const fs::path shown = o.dir;  // paths as the user gave them, in messages
-  // One call: the embedded Python that renders them starts once per process.
+  // One request: the renderer starts once.
   std::vector<TemplateFile> files = {
       {"init_project/pyproject.toml.j2", shown / "pyproject.toml"},
       {"init_project/CMakeLists.txt.j2", shown / "CMakeLists.txt"},

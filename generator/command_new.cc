@@ -77,8 +77,9 @@ int write_from_templates(const std::string& templates_dir, const std::vector<Tem
   }
   std::vector<std::string> texts;
   try {
-    Renderer renderer(templates_dir);
-    for (const auto& file : files) texts.push_back(renderer.render_one(file.template_name, vars));
+    std::vector<std::string> names;
+    for (const auto& file : files) names.push_back(file.template_name);
+    texts = Renderer(templates_dir).render_each(names, vars);
   } catch (const std::exception& e) {
     std::cerr << "opgen: error: " << e.what() << "\n";
     return 1;

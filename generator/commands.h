@@ -52,7 +52,7 @@ std::vector<TemplateFile> new_op_files(const std::string& op, const std::string&
 // exists (opgen never overwrites a file) and that each folder on the way is
 // one or can be made; every check and render comes before the first write,
 // so a failure leaves nothing behind. 0 on success, else 1 with the reason
-// on stderr. Once per process: it starts the embedded Python.
+// on stderr. One request to one renderer process (renderer.h).
 int write_from_templates(const std::string& templates_dir, const std::vector<TemplateFile>& files,
                          const RenderVars& vars);
 

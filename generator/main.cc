@@ -8,13 +8,15 @@
 //
 // Exit status: 0 success, 1 spec (or generation) errors, 2 usage errors.
 #include <CLI/CLI.hpp>
+#include <sched.h>
 
+#include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <string>
 
 #include "commands.h"
-#include "file_workers.h"
 #include "install_prefix.h"
 
 namespace {
@@ -25,9 +27,28 @@ constexpr const char* kDescription =
     "opgen turns YAML specs of GPU ops into the glue that calls hand-written kernel bodies from\n"
     "JAX (XLA custom calls, typed FFI and legacy), PyTorch and torch_xla. SPEC is an op spec\n"
     "(<op>.yaml) or the package settings (package.yaml); a folder stands for every *.yaml in it.\n"
-    "Environment: OPGEN_PYTHON names the Python (with Jinja2) that opgen embeds (default: that of\n"
-    "the virtualenv opgen is installed in, else the active virtualenv's, else the one opgen was built\n"
-    "with); OPGEN_CACHE_DIR where compiled templates are kept (default ~/.cache/opgen; empty: none).";
+    "Environment: OPGEN_PYTHON names the Python (3.10 or later, with Jinja2) that renders the\n"
+    "templates (default: that of the installation or virtualenv opgen is installed in, else the active\n"
+    "virtualenv's, else the one opgen was built with, else python3 on PATH); OPGEN_CACHE_DIR where\n"
+    "compiled templates are kept (default ~/.cache/opgen; empty: none).";
+
+// What `opgen --version` says: opgen's version and the versions of the
+// frameworks that the code it generates targets (cmake/OpgenVersions.cmake
+// states them once).
+constexpr const char* kVersionText =
+    "opgen " OPGEN_VERSION "\n"
+    "targets jaxlib >= " OPGEN_MIN_JAXLIB ": the XLA FFI (typed FFI, api_version 4; legacy custom calls, 1-3), "
+    "compiled against the FFI headers of the jaxlib a package is built with\n"
+    "targets torch >= " OPGEN_MIN_TORCH ": the LibTorch stable ABI (a package built against one torch is meant "
+    "to load in later ones)";
+
+// The threads (and render processes) to use by default: the CPUs this process
+// may run on, at most 8.
+size_t default_jobs() {
+  cpu_set_t set;
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return static_cast<size_t>(std::clamp(cpus, 1, 8));
+}
 
 // The templates beside an installed opgen (<prefix>/share/opgen/templates),
 // else those of the source tree it was built from.
@@ -73,12 +94,15 @@ int usage_error(const std::string& message) {
 }  // namespace opgen::gen
 
 int main(int argc, char** argv) {
+  // A write to a renderer that has stopped reading fails with EPIPE, and the
+  // renderer's own message says why, instead of the signal ending opgen.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app(kDescription, "opgen");
   app.require_subcommand(0, 1);
   bool print_cmake_dir = false;
   app.add_flag("--cmake-dir", print_cmake_dir,
                "print the folder of opgen's CMake package (find_package(opgen): -Dopgen_DIR=...)");
-  app.set_version_flag("--version", std::string("opgen ") + OPGEN_VERSION);
+  app.set_version_flag("--version", kVersionText);
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return std::string(e.what()); });
 
   opgen::gen::GenerateOptions check_options, generate_options;
@@ -87,7 +111,7 @@ int main(int argc, char** argv) {
   const std::string templates = default_templates_dir();
   for (opgen::gen::GenerateOptions* o : {&check_options, &generate_options}) {
     o->templates_dir = templates;
-    o->jobs = opgen::gen::default_workers();
+    o->jobs = default_jobs();
   }
   new_options.templates_dir = templates;
   init_options.templates_dir = templates;

@@ -9,8 +9,7 @@
 
 namespace opgen::gen {
 
-// ASCII classes, whatever the C locale is (it changes while Python starts,
-// beside the threads that read specs): spec names are ASCII.
+// ASCII classes, whatever the C locale is: spec names are ASCII.
 inline bool is_ascii_lower(char c) { return c >= 'a' && c <= 'z'; }
 inline bool is_ascii_upper(char c) { return c >= 'A' && c <= 'Z'; }
 inline bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }

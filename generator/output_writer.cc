@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // The permissions of a new file: what a plain open would give (0666 less the
-// umask). mkstemp creates 0600. Read once, before any worker forks.
+// umask). mkstemp creates 0600. Read once (reading the umask sets it for a
+// moment), when the folder is opened, before the first write.
 mode_t new_file_mode() {
   static const mode_t mode = [] {
     const mode_t mask = ::umask(022);
@@ -210,7 +211,7 @@ std::string manifest_package(const std::string& text) {
 
 OutputFolder::OutputFolder(const std::string& root, const std::string& package, const std::vector<std::string>& planned)
     : root_(root) {
-  new_file_mode();  // read the umask now, before any worker forks
+  new_file_mode();  // read the umask now, before the first write
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) {

@@ -1,28 +1,25 @@
 #include "template_data.h"
 
-#include <pybind11/stl.h>
-
 #include <algorithm>
+#include <utility>
 
 #include "names.h"
 #include "shape_expr.h"
 
-namespace py = pybind11;
-
 namespace opgen::gen {
 namespace {
 
-py::object text_or_none(const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); }
+json text_or_none(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
 
-py::object value(const std::optional<AttrValue>& v) {
-  if (!v) return py::none();
-  return std::visit([](const auto& x) -> py::object { return py::cast(x); }, *v);
+json value(const std::optional<AttrValue>& v) {
+  if (!v) return nullptr;
+  return std::visit([](const auto& x) { return json(x); }, *v);
 }
 
 // {kind: int, value}, {kind: symbol, symbol}, or {kind: + - * / // %, lhs, rhs,
 // symbolic: whether a symbol occurs below}.
-py::dict expr_tree(const Expr& e, bool* symbolic) {
-  py::dict node;
+json expr_tree(const Expr& e, bool* symbolic) {
+  json node;
   if (e.kind == Expr::Kind::kInt) {
     node["kind"] = "int";
     node["value"] = e.value;
@@ -49,42 +46,42 @@ py::dict expr_tree(const Expr& e, bool* symbolic) {
   return node;
 }
 
-py::dict tensor_facts(const Tensor& t) {
-  py::dict out;
+json tensor_facts(const Tensor& t) {
+  json out;
   out["name"] = t.name;
   out["doc"] = t.doc;
-  out["dtype"] = t.type_var.empty() ? py::object(py::str(info(t.dtype).name)) : py::object(py::none());
+  out["dtype"] = t.type_var.empty() ? json(info(t.dtype).name) : json(nullptr);
   out["type_var"] = text_or_none(t.type_var);
   out["batch"] = t.batch;
   out["optional"] = t.optional;
   out["layout"] = layout_names()[static_cast<size_t>(t.layout)];
   bool symbolic = false;
-  out["values_min"] = t.values_min ? py::object(expr_tree(*t.values_min, &symbolic)) : py::object(py::none());
-  out["values_max"] = t.values_max ? py::object(expr_tree(*t.values_max, &symbolic)) : py::object(py::none());
+  out["values_min"] = t.values_min ? expr_tree(*t.values_min, &symbolic) : json(nullptr);
+  out["values_max"] = t.values_max ? expr_tree(*t.values_max, &symbolic) : json(nullptr);
   out["values_min_exclusive"] = t.values_min_exclusive;
   out["values_max_exclusive"] = t.values_max_exclusive;
   out["values_range_text"] = values_range_text(t);
   out["values_unique"] = t.values_unique;
   out["alias"] = text_or_none(t.alias);
-  py::list dims;
+  json dims = json::array();
   for (const Dim& d : t.shape) {
-    py::dict dim;
+    json dim;
     dim["text"] = d.text;
-    dim["size"] = d.fixed ? py::object(py::int_(*d.fixed)) : py::object(py::none());
+    dim["size"] = d.fixed ? json(*d.fixed) : json(nullptr);
     dim["symbol"] = text_or_none(d.symbol);
     dim["kind"] = d.fixed ? "fixed" : d.expr ? "expr" : "symbol";
     if (d.expr) {
       bool symbolic = false;
       dim["tree"] = expr_tree(*d.expr, &symbolic);
     }
-    dims.append(dim);
+    dims.push_back(std::move(dim));
   }
-  out["dims"] = dims;
+  out["dims"] = std::move(dims);
   return out;
 }
 
-py::dict attr_facts(const Attr& a) {
-  py::dict out;
+json attr_facts(const Attr& a) {
+  json out;
   out["name"] = a.name;
   out["doc"] = a.doc;
   out["type"] = info(a.type).name;
@@ -99,7 +96,7 @@ py::dict attr_facts(const Attr& a) {
   out["max_exclusive"] = a.max_exclusive;
   out["range_text"] = range_text(a);
   out["values"] = a.values;
-  out["size"] = a.size ? py::object(py::int_(*a.size)) : py::object(py::none());
+  out["size"] = a.size ? json(*a.size) : json(nullptr);
   out["unique"] = a.unique;
   return out;
 }
@@ -117,11 +114,11 @@ const char* kind_name(OpaqueField::Kind k) {
   return "attr";
 }
 
-py::dict opaque_facts(const OpaqueLayout& layout) {
-  py::list fields, tail;
+json opaque_facts(const OpaqueLayout& layout) {
+  json fields = json::array(), tail = json::array();
   std::string format = "<4sHHQ";
   for (const OpaqueField& f : layout.fields) {
-    py::dict d;
+    json d;
     d["name"] = f.name;
     d["kind"] = kind_name(f.kind);
     d["cpp"] = f.cpp;
@@ -135,12 +132,12 @@ py::dict opaque_facts(const OpaqueLayout& layout) {
       d["element_cpp"] = e.cpp;
       d["element_size"] = e.size;
       d["element_format"] = e.struct_format;
-      tail.append(d);
+      tail.push_back(d);
     }
-    fields.append(d);
+    fields.push_back(std::move(d));
   }
-  py::dict out;
-  out["fields"] = fields;
+  json out;
+  out["fields"] = std::move(fields);
   out["tail"] = tail;  // the array fields, whose elements follow the fixed fields
   out["size"] = layout.size;
   out["header_size"] = OpaqueLayout::kHeaderSize;
@@ -154,8 +151,8 @@ const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "
 
 }  // namespace
 
-py::dict package_facts(const Package& package) {
-  py::dict out;
+json package_facts(const Package& package) {
+  json out;
   out["name"] = package.name;
   out["torch_namespace"] = package.torch_namespace;
   out["spec_path"] = package.spec_path;
@@ -163,10 +160,10 @@ py::dict package_facts(const Package& package) {
   return out;
 }
 
-py::list dtype_facts() {
-  py::list out;
+json dtype_facts() {
+  json out = json::array();
   for (const DTypeInfo& i : all_dtypes()) {
-    py::dict d;
+    json d;
     d["code"] = static_cast<int>(out.size());  // its index in the table: the code descriptors carry
     d["name"] = i.name;
     d["cpp"] = i.cpp;
@@ -175,15 +172,15 @@ py::list dtype_facts() {
     d["torch"] = i.torch;
     d["torch_scalar"] = i.torch_scalar;
     d["size"] = i.size;
-    out.append(d);
+    out.push_back(std::move(d));
   }
   return out;
 }
 
-py::dict attr_type_facts() {
-  py::dict out;
+json attr_type_facts() {
+  json out;
   for (const AttrTypeInfo& i : all_attr_types()) {
-    py::dict d;
+    json d;
     d["name"] = i.name;
     d["cpp"] = i.cpp;
     d["numpy"] = i.numpy;
@@ -191,19 +188,19 @@ py::dict attr_type_facts() {
     d["torch_schema"] = i.torch_schema;
     d["py_type"] = i.py_type;
     d["size"] = i.size;
-    out[i.name] = d;
+    out[i.name] = std::move(d);
   }
   return out;
 }
 
 // {text, operator, lhs, rhs (None for 'in'), set, names: each name it uses, once, in order}.
-py::dict constraint_facts(const Constraint& c) {
-  py::dict out;
+json constraint_facts(const Constraint& c) {
+  json out;
   bool symbolic = false;
   out["text"] = c.text;
   out["operator"] = constraint_operator(c.kind);
   out["lhs"] = expr_tree(*c.lhs, &symbolic);
-  out["rhs"] = c.rhs ? py::object(expr_tree(*c.rhs, &symbolic)) : py::object(py::none());
+  out["rhs"] = c.rhs ? expr_tree(*c.rhs, &symbolic) : json(nullptr);
   out["set"] = c.set;
   std::vector<std::string> names, once;
   expr_symbols(*c.lhs, names);
@@ -211,78 +208,79 @@ py::dict constraint_facts(const Constraint& c) {
   for (const std::string& n : names) {
     if (std::find(once.begin(), once.end(), n) == once.end()) once.push_back(n);
   }
-  out["names"] = once;
+  out["names"] = std::move(once);
   return out;
 }
 
-py::dict op_facts(const Op& op, const std::string& package) {
-  py::dict out;
+json op_facts(const Op& op, const std::string& package) {
+  json out;
   out["name"] = op.name;
   out["doc"] = op.doc;
   out["spec_path"] = op.spec_path;
-  py::list inputs, outputs, attrs, symbols, type_vars, platforms;
-  for (const Tensor& t : op.inputs) inputs.append(tensor_facts(t));
-  for (const Tensor& t : op.outputs) outputs.append(tensor_facts(t));
-  py::list workspaces;
-  for (const Tensor& t : op.workspaces) workspaces.append(tensor_facts(t));
-  for (const Attr& a : op.attrs) attrs.append(attr_facts(a));
+  json inputs = json::array(), outputs = json::array(), attrs = json::array(), symbols = json::array(),
+       type_vars = json::array(), platforms = json::array();
+  for (const Tensor& t : op.inputs) inputs.push_back(tensor_facts(t));
+  for (const Tensor& t : op.outputs) outputs.push_back(tensor_facts(t));
+  json workspaces = json::array();
+  for (const Tensor& t : op.workspaces) workspaces.push_back(tensor_facts(t));
+  for (const Attr& a : op.attrs) attrs.push_back(attr_facts(a));
   for (const SymbolBinding& s : op.symbols) {
-    py::dict d;
+    json d;
     d["name"] = s.symbol;
     d["input"] = s.input;
     d["axis"] = s.axis;
-    symbols.append(d);
+    symbols.push_back(std::move(d));
   }
   for (const TypeVar& v : op.type_vars) {
-    py::dict d;
+    json d;
     d["name"] = v.name;
-    py::list dtypes;
-    for (DType t : v.dtypes) dtypes.append(info(t).name);
-    d["dtypes"] = dtypes;
-    type_vars.append(d);
+    json dtypes = json::array();
+    for (DType t : v.dtypes) dtypes.push_back(info(t).name);
+    d["dtypes"] = std::move(dtypes);
+    type_vars.push_back(std::move(d));
   }
-  for (Platform p : op.platforms) platforms.append(platform_name(p));
-  out["inputs"] = inputs;
-  out["outputs"] = outputs;
-  out["workspaces"] = workspaces;
-  out["attrs"] = attrs;
+  for (Platform p : op.platforms) platforms.push_back(platform_name(p));
+  out["inputs"] = std::move(inputs);
+  out["outputs"] = std::move(outputs);
+  out["workspaces"] = std::move(workspaces);
+  out["attrs"] = std::move(attrs);
   out["symbols"] = symbols;  // in binding order
-  py::list constraints;
-  for (const Constraint& c : op.constraints) constraints.append(constraint_facts(c));
-  out["constraints"] = constraints;
-  out["type_vars"] = type_vars;
-  out["platforms"] = platforms;
+  json constraints = json::array();
+  for (const Constraint& c : op.constraints) constraints.push_back(constraint_facts(c));
+  out["constraints"] = std::move(constraints);
+  out["type_vars"] = std::move(type_vars);
+  out["platforms"] = std::move(platforms);
   out["api_versions"] = op.api_versions;
   out["command_buffer_compatible"] = op.cmd_buffer_compatible();
   out["vmap_method"] = op.vmap_method;
   out["batch_partitionable"] = op.batch_partitioned();
-  py::list splits;
+  json splits = json::array();
   for (const Split& s : op.splits) {
-    py::dict d;
+    json d;
     d["name"] = s.name;
     d["symbols"] = s.symbols;
-    splits.append(d);
+    splits.push_back(std::move(d));
   }
-  out["splits"] = splits;
+  out["splits"] = std::move(splits);
   out["opaque"] = opaque_facts(op.opaque_layout(package));
   out["differentiable"] = op.differentiable;
   if (op.backward) {
     // {op, inputs: [[kind, name]], gradients: [[backward output, forward input]]}
-    py::dict b;
+    json b;
     b["op"] = op.backward->op;
-    py::list args, gradients;
+    json args = json::array(), gradients = json::array();
     for (const BackwardArg& a : op.backward->inputs) {
       const char* kind = a.kind == BackwardArg::Kind::kInput    ? "input"
                          : a.kind == BackwardArg::Kind::kOutput ? "output"
                                                                 : "cotangent";
-      args.append(py::make_tuple(kind, a.name));
+      args.push_back(json::array({kind, a.name}));
     }
-    for (const auto& [out_name, in_name] : op.backward->gradients) gradients.append(py::make_tuple(out_name, in_name));
-    b["inputs"] = args;
-    b["gradients"] = gradients;
-    out["backward"] = b;
+    for (const auto& [out_name, in_name] : op.backward->gradients) gradients.push_back(json::array({out_name, in_name}));
+    b["inputs"] = std::move(args);
+    b["gradients"] = std::move(gradients);
+    out["backward"] = std::move(b);
   } else {
-    out["backward"] = py::none();
+    out["backward"] = nullptr;
   }
   return out;
 }

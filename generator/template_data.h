@@ -1,12 +1,12 @@
-// The checked model as plain Python data -- dicts, lists, str, int, float,
-// bool, None -- for the templates: the facts of each op (names, dtypes,
-// shapes, symbol bindings, attributes, the descriptor layout) and of the
-// type tables, with no spelling of any language. The Python side
+// The checked model as plain JSON data -- objects, arrays, strings, integers,
+// floating numbers, booleans, null -- for the templates: the facts of each op
+// (names, dtypes, shapes, symbol bindings, attributes, the descriptor layout)
+// and of the type tables, with no spelling of any language. The renderer
 // (generator/python/opgen_render/context.py) derives the views and spellings
-// the templates read.
+// the templates read. Objects keep their keys in the order written here.
 #pragma once
 
-#include <pybind11/pybind11.h>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -14,14 +14,16 @@
 
 namespace opgen::gen {
 
-pybind11::dict package_facts(const Package& package);
+using json = nlohmann::ordered_json;
+
+json package_facts(const Package& package);
 
 // The dtype table, in the order whose index is a dtype's code in descriptors.
-pybind11::list dtype_facts();
+json dtype_facts();
 
 // The attribute types by name.
-pybind11::dict attr_type_facts();
+json attr_type_facts();
 
-pybind11::dict op_facts(const Op& op, const std::string& package);
+json op_facts(const Op& op, const std::string& package);
 
 }  // namespace opgen::gen

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian machine for opgen: the system packages (yaml-cpp,
-# CLI11, GoogleTest, Python headers) and a virtualenv in .venv with requirements-dev.txt.
+# CLI11, nlohmann_json, GoogleTest, Python headers) and a virtualenv in .venv with requirements-dev.txt.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for pkg in libyaml-cpp-dev libcli11-dev libgtest-dev clang-14 libclang-rt-14-dev; do
+for pkg in libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libgtest-dev clang-14 libclang-rt-14-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if ! python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then

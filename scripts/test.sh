@@ -25,14 +25,16 @@ cmake --build build/tests
 # OPGEN_FUZZ_SECONDS (30) each, from the seed corpora in tests/fuzz/corpus.
 bash tests/fuzz/run_fuzzers.sh
 
-python -m pip install -q --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OFF .
+# -v: CMake's configure and ninja's [n/N] lines, not minutes of silence.
+python -m pip install -v --no-build-isolation -Ccmake.define.OPGEN_REGENERATE=OFF .
 # Run from tests/ so that `import opgen_ops` is the installed package; the
 # tests that run opgen itself use the one built above.
 export OPGEN_BINARY="$PWD/build/tests/generator/opgen" OPGEN_BUILD_DIR="$PWD/build/tests"
 (cd tests/python && python -m pytest -q -rs .)
 (cd tests/torchax && python -m pytest -q -rs .)
 (cd tests/multi_device && python -m pytest -q -rs .)
-# The opgen wheel in a fresh virtualenv: opgen init, pip install, the project's own tests.
+# The opgen wheel (built once, tagged manylinux) in fresh virtualenvs of this Python and of
+# another version (pyenv's): opgen init, pip install, the project's own tests; a table of times.
 (cd tests/tool && python -m pytest -q -rs .)
 # A table, not a test: the host's cost of an eager call of each wrapper against the native op.
 python bench/bench_torch_calls.py --device cpu --calls 500 --rounds 5

@@ -161,8 +161,8 @@ int live_processes_in_group(pid_t group) {
   return count;
 }
 
-// Killed, the parent takes its render workers with it: none goes on writing
-// into the folder (they would hold its lock, too).
+// Killed, opgen takes its renderer and the renderer's workers with it: none
+// goes on rendering for nobody.
 TEST(Golden, WorkersDieWithTheirParent) {
   opgen_test::TempDir dir;
   const fs::path specs = many_ops(dir, 60);
@@ -177,17 +177,17 @@ TEST(Golden, WorkersDieWithTheirParent) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    ::setpgid(0, 0);  // a group of its own, which its workers join
+    ::setpgid(0, 0);  // a group of its own, which the renderer and its workers join
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // (whichever of the two runs first)
-  // A written file means the workers have forked (the parent writes only after).
+  // A written file means the workers have forked (the renderer forks before it renders).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!fs::exists(out / "python" / "opgen_ops" / "jax.py") && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(live_processes_in_group(pid), 3) << "the parent and two workers";
+  EXPECT_EQ(live_processes_in_group(pid), 4) << "opgen, the renderer and the two workers it forked";
   ::kill(pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -197,7 +197,7 @@ TEST(Golden, WorkersDieWithTheirParent) {
     left = live_processes_in_group(pid);
   }
   ::kill(-pid, SIGKILL);  // whatever is left: the test leaves no process behind
-  EXPECT_EQ(left, 0) << "render workers outlived their parent";
+  EXPECT_EQ(left, 0) << "the renderer or its workers outlived opgen";
 }
 
 // Generates a package of one op (spec `spec_text` named `op`) into

@@ -1,5 +1,6 @@
-"""opgen's renderer: the Python that opgen embeds to render its Jinja2
-templates from the checked model (generator/renderer.cc drives it).
+"""opgen's renderer: the Python that renders opgen's Jinja2 templates from the
+checked model, run by opgen as `python -m opgen_render` (generator/renderer.cc
+starts it and speaks its protocol, __main__.py).
 
 - environment.py: the Jinja2 environment
 - escaping.py: the filters through which spec text reaches generated code
