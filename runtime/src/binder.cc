@@ -44,6 +44,13 @@ size_t dtype_size(DType d) {
 bool Source::symbol(size_t, int64_t*) { return false; }
 bool Source::batch(int64_t*) { return false; }
 bool Source::type_var(size_t, DType*) { return false; }
+
+Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
+  for (size_t i = 0; i < n; ++i) {
+    if (Status s = workspace(i, names[i], bytes[i], &data[i]); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
 std::string Source::spell(DType d) const { return dtype_name(d); }
 std::string Source::dtype_hint(DType) const { return {}; }
 
@@ -419,15 +426,32 @@ void* Binder::output_buffer(size_t i, const char* name, const char* declared, DT
   return data;
 }
 
-void* Binder::scratch(size_t i, const char* name, DType dtype, int64_t count) {
-  if (!ok()) return nullptr;
+void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
+                             void (*assign)(void* slot, void* data)) {
+  if (!ok()) return;
   if (count < 0 || static_cast<uint64_t>(count) > std::numeric_limits<size_t>::max() / 16) {
     fail(Status::InvalidArgument(who("workspace", name) + " would have " + std::to_string(count) + " elements"));
-    return nullptr;
+    return;
   }
-  void* data = nullptr;
-  fail(source_.workspace(i, name, static_cast<size_t>(count) * dtype_size(dtype), &data));
-  return ok() ? data : nullptr;
+  if (i != scratch_count_ || i >= kMaxOutputs) {
+    fail(Status::Internal(who("workspace", name) + " was requested out of order"));
+    return;
+  }
+  scratch_[scratch_count_++] = {name, static_cast<size_t>(count) * dtype_size(dtype), slot, assign};
+}
+
+void Binder::allocate_workspaces() {
+  if (!ok() || scratch_count_ == 0) return;
+  const char* names[kMaxOutputs];
+  size_t bytes[kMaxOutputs];
+  void* data[kMaxOutputs] = {};
+  for (size_t i = 0; i < scratch_count_; ++i) {
+    names[i] = scratch_[i].name;
+    bytes[i] = scratch_[i].bytes;
+  }
+  fail(source_.workspaces(scratch_count_, names, bytes, data));
+  if (!ok()) return;
+  for (size_t i = 0; i < scratch_count_; ++i) scratch_[i].assign(scratch_[i].slot, data[i]);
 }
 
 }  // namespace opgen

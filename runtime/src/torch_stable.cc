@@ -1,6 +1,8 @@
 #include "opgen/torch_stable.h"
 
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "opgen/footprint.h"
 
@@ -211,6 +213,28 @@ Status TorchSource::output(size_t, const char* name, const char*, DType dtype, c
 Status TorchSource::workspace(size_t, const char* name, size_t bytes, void** data) {
   const int64_t size = static_cast<int64_t>(bytes);
   keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspace", name}, data));
+  return Status::Ok();
+}
+
+Status TorchSource::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
+  if (n == 1) return workspace(0, names[0], bytes[0], &data[0]);
+  // Each workspace starts on 256 bytes, as torch's allocator aligns a tensor.
+  constexpr size_t kAlign = 256;
+  size_t offsets[Binder::kMaxOutputs];
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offsets[i] = total;
+    if (__builtin_add_overflow(total, (bytes[i] + kAlign - 1) / kAlign * kAlign, &total) ||
+        total > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+      return Status::InvalidArgument(std::string(op_) + ": the workspaces would take more than 2^63 - 1 bytes");
+    }
+  }
+  std::string listed;  // the names, for the message of a refused allocation
+  for (size_t i = 0; i < n; ++i) listed += (i ? ", " : "") + std::string(names[i]);
+  const int64_t size = static_cast<int64_t>(total);
+  void* base = nullptr;
+  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspaces", listed.c_str()}, &base));
+  for (size_t i = 0; i < n; ++i) data[i] = bytes[i] == 0 ? nullptr : static_cast<char*>(base) + offsets[i];
   return Status::Ok();
 }
 

@@ -159,6 +159,7 @@ struct Rules {
     b.workspace(0, "partial_out", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256) * args.Dh, &args.partial_out);
     b.workspace(1, "partial_max", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_max);
     b.workspace(2, "partial_sum", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_sum);
+    b.allocate_workspaces();
   }
 };
 

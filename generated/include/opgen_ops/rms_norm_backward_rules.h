@@ -117,6 +117,7 @@ struct Rules {
     if (!b.ok()) return;
     b.workspace(0, "row_rstd", args.batch, &args.row_rstd);
     b.workspace(1, "column_sums", 2 * 256 * args.D, &args.column_sums);
+    b.allocate_workspaces();
   }
 };
 

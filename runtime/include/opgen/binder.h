@@ -91,6 +91,9 @@ class Source {
                         size_t rank, int alias, void** data) = 0;
   // Scratch memory of `bytes` for workspace `i` (`name`), valid until the call returns.
   virtual Status workspace(size_t i, const char* name, size_t bytes, void** data) = 0;
+  // Every workspace of the call at once, `n` of them in spec order: workspace(i)
+  // for each by default; a framework that allocates them may make them one buffer.
+  virtual Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data);
   // How the framework's users spell a dtype in messages (the spec's f32 by
   // default, PyTorch's float32), and what a dtype message suggests.
   virtual std::string spell(DType d) const;
@@ -223,11 +226,15 @@ class Binder {
     if (ok() && *data != in) copies_[copy_count_++] = {*data, in, bytes_[i]};
     *input_data = *data;
   }
-  // Workspace `i`: scratch memory of `count` elements for the call.
+  // Workspace `i`: scratch memory of `count` elements for the call, at *data
+  // once allocate_workspaces() has run.
   template <typename T>
   void workspace(size_t i, const char* name, int64_t count, T** data) {
-    *data = static_cast<T*>(scratch(i, name, dtype_of<T>, count));
+    request_scratch(i, name, dtype_of<T>, count, data, [](void* slot, void* p) { *static_cast<T**>(slot) = static_cast<T*>(p); });
   }
+  // Asks the framework for the workspaces requested so far, all at once (one
+  // allocation where torch makes them).
+  void allocate_workspaces();
 
   // --- for the bindings -----------------------------------------------------
   // Every output has no elements (then the body does not run).
@@ -249,7 +256,8 @@ class Binder {
   const TensorRef* given(size_t i, const char* name, unsigned flags);
   void* output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
                       std::initializer_list<int64_t> dims, int alias);
-  void* scratch(size_t i, const char* name, DType dtype, int64_t count);
+  void request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
+                       void (*assign)(void* slot, void* data));
   void enum_index(size_t i, const char* name, std::initializer_list<const char*> values, const char* listed,
                   int32_t* index);
   bool read_attr(size_t i, const char* name, AttrKind kind, AttrValue* value);
@@ -282,6 +290,15 @@ class Binder {
   size_t bytes_[kMaxOutputs] = {};
   Copy copies_[kMaxOutputs] = {};
   size_t copy_count_ = 0;
+  // The workspaces requested: where each one's pointer goes, set by `assign`.
+  struct Scratch {
+    const char* name;
+    size_t bytes;
+    void* slot;
+    void (*assign)(void* slot, void* data);
+  };
+  Scratch scratch_[kMaxOutputs] = {};
+  size_t scratch_count_ = 0;
 };
 
 }  // namespace opgen

@@ -73,7 +73,7 @@ struct TensorView {
 // "rms_norm: output 'out'".
 struct Buffer {
   const char* op;
-  const char* role;  // "output" or "workspace"
+  const char* role;  // "output", "workspace" or "workspaces" (then name lists them)
   const char* name;
 };
 
@@ -109,6 +109,8 @@ class TorchSource : public Source {
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
                 int alias, void** data) override;
   Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
+  // One allocation for all of them (a call of paged_attention_decode has three).
+  Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override;
   std::string spell(DType d) const override { return torch_name(d); }
   std::string dtype_hint(DType declared) const override;
 
