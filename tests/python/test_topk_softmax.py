@@ -267,6 +267,18 @@ def test_torch_cuda_matches_softmax_then_topk(rng, dtype):
 
 
 @requires_torch_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_cuda_many_tokens_take_groups_of_eight_lanes(rng, dtype):
+    # From 16384 rows the CUDA body routes four rows a warp: every row width it does so for.
+    for e in (9, 16, 17, 32, 33, 64, 100, 128, 200, 256):
+        x = logits(rng, 16384 + int(rng.integers(0, 100)), e, dtype)
+        topk = int(rng.integers(1, min(8, e) + 1))
+        renormalize = bool(rng.integers(2))
+        got = tops.topk_softmax(to_torch(x, "cuda"), topk=topk, renormalize=renormalize)
+        assert_routes(got, x, topk, renormalize, f"E={e} topk={topk}")
+
+
+@requires_torch_cuda
 def test_torch_cuda_many_tokens_and_cuda_graphs(rng):
     x = logits(rng, 65536, 64, "bfloat16")
     t = to_torch(x, "cuda")
