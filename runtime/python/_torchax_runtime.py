@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ._spec import Op, OpTypeError, OpValueError
-from ._torch_runtime import schema_result, split_arguments
+from ._torch_values import schema_result, split_arguments
 
 
 def register_when_imported(ops: Sequence[Op], package: str) -> None:

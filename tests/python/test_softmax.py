@@ -7,7 +7,7 @@ and vmap, both api_versions; torch .backward(), eager and torch.compile, with
 a broadcast gradient; gradcheck in float64; opcheck's autograd tests). GPU
 variants skip without a GPU.
 
-The torch autograd tests need runtime/python/_torch_runtime.py's
+The torch autograd tests need runtime/python/_torch_autograd.py's
 setup_context to take an op whose schema has no keyword-only arguments
 (torch then passes no keyword_only_inputs)."""
 

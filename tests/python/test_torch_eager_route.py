@@ -1,4 +1,4 @@
-"""The direct route of a plain eager PyTorch call (`_torch_runtime._Direct`):
+"""The direct route of a plain eager PyTorch call (`_torch_direct.Direct`):
 on plain CPU (or CUDA) tensors of which none needs a gradient, with no mode,
 subclass, transform or compiler in the way, `opgen_ops.torch.<op>` runs the
 C++ kernel alone; anything else takes the full route, which every mode and

@@ -14,7 +14,7 @@ torch_xla = pytest.importorskip("torch_xla")
 
 import opgen_ops.torch as ops
 from opgen_ops import _opaque, _ops
-from opgen_ops import _torch_runtime
+from opgen_ops import _torch_xla
 
 
 def xla_device():
@@ -89,11 +89,11 @@ def test_attributes_are_checked_before_the_graph_is_built(rng, call, match):
 def test_torch_xla_2_9_refuses_registration_with_a_plain_reason(monkeypatch):
     # As if torch_xla ran on CUDA: 2.9's registration entry point is a stub
     # that raises, and the op must report that, not crash.
-    monkeypatch.setattr(_torch_runtime, "_torch_xla_device_type", lambda: "CUDA")
-    monkeypatch.setattr(_torch_runtime, "_xla_registration", {})
+    monkeypatch.setattr(_torch_xla, "_torch_xla_device_type", lambda: "CUDA")
+    monkeypatch.setattr(_torch_xla, "_xla_registration", {})
     from opgen_ops import _C
 
-    reason = _torch_runtime.register_xla_target("opgen_ops_simple_add_legacy_v3", _C.targets(), 3)
+    reason = _torch_xla.register_xla_target("opgen_ops_simple_add_legacy_v3", _C.targets(), 3)
     if not _C.built_with_cuda:
         assert "built without CUDA" in reason
     elif torch_xla.__version__.startswith("2.9"):

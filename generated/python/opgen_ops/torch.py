@@ -22,7 +22,7 @@ from . import _C, _ops
 from ._torch_runtime import call as _call
 from ._torch_runtime import load_library as _load_library
 from ._torch_runtime import register as _register
-from ._torch_runtime import xla_graph_only
+from ._torch_xla import xla_graph_only
 from ._torchax_runtime import register_when_imported as _register_torchax_lowerings
 
 _load_library()

@@ -1,0 +1,91 @@
+"""How an op's values cross between its spec and its torch kernels: attributes
+lowered to what a C++ kernel takes (an enum as its index, an array as a CPU
+tensor) and lifted back, the arguments torch hands a kernel, outputs in the
+spec's order (an output updated in place is its input), dtypes by name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from ._spec import Op, OpValueError
+
+
+def lift(op: Op, attrs: Mapping) -> dict:
+    """The spec's attribute values from what the lowered kernel takes (an enum
+    as its index, an array as a 1-D CPU tensor)."""
+    out = dict(attrs)
+    for a in op.attrs:
+        if a.name not in attrs:
+            continue
+        v = attrs[a.name]
+        if a.type == "enum":
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(a.values):
+                raise OpValueError(f"{op.name}: attribute '{a.name}' has index {v}; it has {len(a.values)} values "
+                                   f"({', '.join(a.values)})")
+            out[a.name] = a.values[v]
+        elif a.is_array:
+            want = torch.int32 if a.type == "i32[]" else torch.int64
+            if not isinstance(v, torch.Tensor) or v.dim() != 1 or v.dtype != want or v.device.type != "cpu":
+                raise OpValueError(f"{op.name}: attribute '{a.name}' must arrive as a contiguous 1-D CPU tensor of "
+                                   f"{str(want).removeprefix('torch.')} (call the op with a list of ints)")
+            out[a.name] = v.tolist()
+    return out
+
+
+def lower(op: Op, attrs: Mapping) -> dict:
+    """What the lowered kernel takes for checked attribute values."""
+    out = {}
+    for a in op.attrs:
+        v = attrs[a.name]
+        if a.type == "enum":
+            out[a.name] = a.values.index(v)
+        elif a.is_array:
+            out[a.name] = torch.tensor(v, dtype=torch.int32 if a.type == "i32[]" else torch.int64)
+        else:
+            out[a.name] = v
+    return out
+
+
+def split_arguments(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
+    """A kernel's arguments as (inputs, attributes): torch leaves out trailing
+    optional inputs that are None, and may pass inputs by name."""
+    inputs = list(args) + [None] * (len(op.inputs) - len(args))
+    attrs = dict(kwargs)
+    for i, t in enumerate(op.inputs):
+        if t.name in attrs:
+            inputs[i] = attrs.pop(t.name)
+    return inputs, attrs
+
+
+def schema_result(op: Op, values: Sequence):
+    """The schema's return value: the outputs that alias no input."""
+    fresh = [v for o, v in zip(op.outputs, values) if not o.alias]
+    return None if not fresh else fresh[0] if len(fresh) == 1 else tuple(fresh)
+
+
+def spec_order(op: Op) -> tuple:
+    """For each output of `op`: the index of the input it updates in place, or -1."""
+    names = [t.name for t in op.inputs]
+    return tuple(names.index(o.alias) if o.alias else -1 for o in op.outputs)
+
+
+def fresh(result) -> list:
+    """The outputs in a schema's result: those that alias no input."""
+    return [] if result is None else list(result) if isinstance(result, tuple) else [result]
+
+
+def in_spec_order(order: tuple, inputs: Sequence, fresh: list) -> list:
+    """An op's outputs in spec order (`spec_order`), from the outputs that
+    alias no input: an output updated in place is its input."""
+    fresh = list(reversed(fresh))
+    return [inputs[k] if k >= 0 else fresh.pop() for k in order]
+
+
+DTYPES = {
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+    "float64": torch.float64, "int32": torch.int32, "int64": torch.int64,
+    "uint8": torch.uint8, "bool": torch.bool, "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+}
