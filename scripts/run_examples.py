@@ -23,6 +23,7 @@ import numpy as np
 
 import opgen_ops
 import opgen_ops.jax as ops
+from opgen_ops import _ops
 
 
 def platform() -> str:
@@ -32,9 +33,9 @@ def platform() -> str:
         return "cpu"
 
 
-def api_versions(spec_versions, where):
-    # XLA:CPU runs only the typed FFI (4) and legacy version 3.
-    return [v for v in spec_versions if where == "cuda" or v in (3, 4)]
+def api_versions(op_name, where):
+    """The api_versions the op has a handler for on `where` (its generated description says)."""
+    return getattr(_ops, op_name).OP.handlers[where]
 
 
 def example_simple_add(rng, where):
@@ -44,7 +45,7 @@ def example_simple_add(rng, where):
     alpha = float(rng.uniform(-2, 2))
     ref = a.astype(np.float64) + alpha * b.astype(np.float64)
     rows = []
-    for v in api_versions((4, 3, 2, 1), where):
+    for v in api_versions("simple_add", where):
         f = jax.jit(lambda a, b, v=v: ops.simple_add(a, b, alpha=alpha, api_version=v))
         da, db = jax.device_put(a), jax.device_put(b)
         f(da, db).block_until_ready()  # compile
@@ -75,7 +76,7 @@ def example_rms_norm(rng, where):
         x = rng.standard_normal((rows, d)).astype(dtype)
         w = rng.standard_normal(d).astype(dtype)
         ref = x.astype(np.float64) / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w.astype(np.float64)
-        for v in api_versions((4, 3), where):
+        for v in api_versions("rms_norm", where):
             f = jax.jit(lambda x, w, v=v: ops.rms_norm(x, w, api_version=v)[0])
             out, elapsed = timed(f, jax.device_put(x), jax.device_put(w))
             rows_out.append((f"rms_norm {np.dtype(dtype).name}", v, f"[{rows}, {d}]", relative(out, ref), elapsed, tol))
@@ -89,7 +90,7 @@ def example_glu(rng, where):
     gates = {"sigmoid": 1 / (1 + np.exp(-b)), "silu": b / (1 + np.exp(-b))}
     out_rows = []
     for activation, gate in gates.items():
-        for v in api_versions((4, 3), where):
+        for v in api_versions("glu", where):
             f = jax.jit(lambda x, v=v, act=activation: ops.glu(x, activation=act, api_version=v))
             out, elapsed = timed(f, jax.device_put(x))
             out_rows.append((f"glu {activation} f32", v, f"[{rows}, {d}]", relative(out, a * gate), elapsed, 1e-6))
@@ -100,7 +101,7 @@ def example_flip(rng, where):
     batch, m, n = (64, 512, 512) if where == "cuda" else (8, 64, 64)
     x = rng.standard_normal((batch, m, n)).astype(np.float32)
     out_rows = []
-    for v in api_versions((4, 3), where):
+    for v in api_versions("flip", where):
         out, elapsed = timed(jax.jit(lambda x, v=v: ops.flip(x, dims=(-2, -1), api_version=v)), jax.device_put(x))
         # A flip is exact: any difference is a wrong element.
         out_rows.append(("flip rows+cols f32", v, f"[{batch}, {m}, {n}]", relative(out, x[:, ::-1, ::-1]), elapsed, 1e-30))
@@ -115,7 +116,7 @@ def example_kv_cache_write(rng, where):
     want = cache.copy()
     want[np.arange(b), pos] = values
     out_rows = []
-    for v in api_versions((4, 3), where):
+    for v in api_versions("kv_cache_write", where):
         # The cache is donated: XLA updates it in place, with no copy.
         f = jax.jit(lambda c, x, p, v=v: ops.kv_cache_write(c, x, p, api_version=v), donate_argnums=0)
         x, p = jax.device_put(values), jax.device_put(pos)
@@ -136,7 +137,7 @@ def example_softmax(rng, where):
         x64 = x.astype(np.float64)
         e = np.exp(x64 - x64.max(-1, keepdims=True))
         ref = e / e.sum(-1, keepdims=True)
-        for v in api_versions((4, 3), where):
+        for v in api_versions("softmax", where):
             out, elapsed = timed(jax.jit(lambda x, v=v: ops.softmax(x, api_version=v)), jax.device_put(x))
             out_rows.append((f"softmax {np.dtype(dtype).name}", v, f"[{rows}, {d}]", relative(out, ref), elapsed, tol))
     return out_rows
@@ -154,7 +155,7 @@ def example_topk_softmax(rng, where):
     want_i = np.argsort(-p, axis=-1, kind="stable")[:, :k]
     want_w = np.take_along_axis(p, want_i, -1)
     out_rows = []
-    for v in api_versions((4, 3), where):
+    for v in api_versions("topk_softmax", where):
         (w, i), elapsed = timed(jax.jit(lambda x, v=v: ops.topk_softmax(x, topk=k, api_version=v)), jax.device_put(x))
         err = relative(w, want_w) if np.array_equal(np.asarray(i), want_i) else np.inf
         out_rows.append(("topk_softmax bf16", v, f"[{n}, {e}]", err, elapsed, 1e-5))

@@ -163,6 +163,9 @@ class Op:
     type_vars: Mapping = field(default_factory=dict)  # name -> the dtypes it ranges over
     api_versions: tuple = (4,)
     platforms: tuple = ("cuda", "cpu")
+    # platform -> the api_versions it has a handler for (XLA:CPU runs 4 and 3 of
+    # the spec's, opgen_render.context's _targets says; XLA:GPU all of them).
+    handlers: Mapping = field(default_factory=dict)
     vmap_method: str = "sequential"
     batch_partitionable: bool = False
     splits: Mapping = field(default_factory=dict)  # split name -> the shape symbols devices may cut together

@@ -185,10 +185,6 @@ def test_torch_takes_views_where_the_spec_gives_a_layout(rng, op, dtypes):
 # --- JAX -------------------------------------------------------------------------------------
 
 
-def cpu_api_versions(op):
-    return [v for v in op.api_versions if v in (4, 3)]
-
-
 @pytest.mark.parametrize("op, dtypes", CPU_CASES)
 def test_jax_eager_jit_and_vmap_agree(rng, op, dtypes):
     for p in problems(op, dtypes, rng):
@@ -197,7 +193,7 @@ def test_jax_eager_jit_and_vmap_agree(rng, op, dtypes):
 
 def check_eager_jit_and_vmap(p, rng):
     op = p.op
-    for v in cpu_api_versions(op):
+    for v in op.handlers["cpu"]:
         jitted = jax_call(p, p.inputs, v)
         eager = jax_call(p, p.inputs, v, jit=False)
         for a, b, t, shape in zip(jitted, eager, op.outputs, p.call.output_shapes):
@@ -209,11 +205,11 @@ def check_eager_jit_and_vmap(p, rng):
     # vmap over two calls of the same sizes (the first api_version).
     q = op_problems.redraw(p, rng)
     stacked = [None if x is None else jax.device_put(np.stack([x, y]), CPU) for x, y in zip(p.inputs, q.inputs)]
-    f = lambda *xs: getattr(jops, op.name)(*xs, **p.attrs, api_version=cpu_api_versions(op)[0])  # noqa: E731
+    f = lambda *xs: getattr(jops, op.name)(*xs, **p.attrs, api_version=op.handlers["cpu"][0])  # noqa: E731
     in_axes = [None if x is None else 0 for x in stacked]
     mapped = outputs(jax.vmap(f, in_axes=in_axes)(*stacked))
     for k, single in enumerate((p, q)):
-        one = jax_call(single, single.inputs, cpu_api_versions(op)[0])
+        one = jax_call(single, single.inputs, op.handlers["cpu"][0])
         for m, o, t in zip(mapped, one, op.outputs):
             if o is None:
                 assert m is None, t.name
@@ -272,7 +268,7 @@ def check_jax_cuda_body(p):
     for v in op.api_versions:
         on_gpu = jax_call(p, p.inputs, v, device=gpu_devices()[0])
         if v not in (4, 3):
-            on_cpu = jax_call(p, p.inputs, cpu_api_versions(op)[0])
+            on_cpu = jax_call(p, p.inputs, op.handlers["cpu"][0])
         else:
             on_cpu = jax_call(p, p.inputs, v)
         for g, c, t, dtype in zip(on_gpu, on_cpu, op.outputs, p.call.output_dtypes):

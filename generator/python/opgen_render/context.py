@@ -221,7 +221,8 @@ def _opaque(op):
 def _targets(op, package):
     """Every (platform, api_version) pair that gets a handler. XLA:CPU runs
     only api_version 3 of the legacy ABI (1 and 2 are refused there), so a CPU
-    handler exists for 4 and 3 alone."""
+    handler exists for 4 and 3 alone. This is the fact's home: each op's
+    description carries the pairs (`handlers`), which the examples and tests read."""
     out = []
     for p in op['platforms']:
         for v in op['api_versions']:

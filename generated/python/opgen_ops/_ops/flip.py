@@ -15,6 +15,7 @@ OP = Op(
     attrs=(Attr('dims', 'i64[]', default=(-1,), min=-2, max=-1, range='in [-2, -1]', unique=True, doc='the axes to reverse'),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3), 'cpu': (4, 3)},
     vmap_method='broadcast_all',
     batch_partitionable=True,
     torch_namespace='opgen_ops',

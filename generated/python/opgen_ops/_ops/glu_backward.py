@@ -19,6 +19,7 @@ OP = Op(
     constraints=(Constraint('H == D / 2', '==', 'H', ('/', 'D', 2)),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3), 'cpu': (4, 3)},
     vmap_method='sequential',
     batch_partitionable=True,
     torch_namespace='opgen_ops',

@@ -18,6 +18,7 @@ OP = Op(
     outputs=(Tensor('cache_out', 'T', alias='cache', doc='the cache with the new entries (the same buffer)'),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3), 'cpu': (4, 3)},
     vmap_method='sequential',
     batch_partitionable=False,
     splits={'sequences': ('B',)},

@@ -23,6 +23,7 @@ OP = Op(
     ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3), 'cpu': (4, 3)},
     vmap_method='sequential',
     batch_partitionable=False,
     splits={'heads': ('KVH',)},

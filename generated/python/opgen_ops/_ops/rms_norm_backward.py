@@ -28,6 +28,7 @@ OP = Op(
     attrs=(Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc="rms_norm's eps"),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3), 'cpu': (4, 3)},
     vmap_method='sequential',
     batch_partitionable=False,
     torch_namespace='opgen_ops',

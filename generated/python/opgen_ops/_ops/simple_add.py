@@ -18,6 +18,7 @@ OP = Op(
     attrs=(Attr('alpha', 'f32', default=1.0, doc='scale applied to b'),),
     api_versions=(4, 3, 2, 1),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3, 2, 1), 'cpu': (4, 3)},
     vmap_method='sequential',
     batch_partitionable=False,
     torch_namespace='opgen_ops',

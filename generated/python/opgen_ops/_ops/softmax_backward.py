@@ -17,6 +17,7 @@ OP = Op(
     outputs=(Tensor('grad_x', 'T', ('D',), batch=True),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3), 'cpu': (4, 3)},
     vmap_method='broadcast_all',
     batch_partitionable=True,
     torch_namespace='opgen_ops',

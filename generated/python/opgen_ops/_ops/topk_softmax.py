@@ -26,6 +26,7 @@ OP = Op(
     differentiable=False,
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
+    handlers={'cuda': (4, 3), 'cpu': (4, 3)},
     vmap_method='sequential',
     batch_partitionable=False,
     splits={'tokens': ('N',)},
