@@ -30,16 +30,19 @@
 namespace opgen_ops::paged_attention_decode {
 namespace {
 
-constexpr int kPartition = 256;  // tokens per partition of the spec's workspace shapes
+// Tokens per partition, the shortest: the spec's workspaces hold one partition
+// per 256 tokens of the longest context (launch checks that they agree).
+constexpr int kPartition = 256;
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 __device__ __forceinline__ float nan_value() { return __int_as_float(0x7fc00000); }
 
-// Partitions per head in the workspace (its third dimension), at least one: a
-// cache of no tokens still has a partition that writes zeros or NaN.
+// Partitions per head in the workspace (its third dimension, as the spec
+// sizes it), at least one: a cache of no tokens still has a partition that
+// writes zeros or NaN.
 template <typename T>
 __host__ __device__ int64_t workspace_partitions(const Args<T>& args) {
-  const int64_t p = (args.MB * args.BS + kPartition - 1) / kPartition;
+  const int64_t p = args.partial_max_dim(2);
   return p > 0 ? p : 1;
 }
 
@@ -594,6 +597,12 @@ opgen::Status launch_cuda_cores(cudaStream_t stream, const Args<T>& args, int64_
 template <typename T, int Dh>
 opgen::Status launch(cudaStream_t stream, const Args<T>& args) {
   const int64_t P = workspace_partitions(args);
+  if (P * kPartition < args.MB * args.BS) {
+    return opgen::Status::Internal("paged_attention_decode: the spec's workspaces hold " + std::to_string(P) +
+                                   " partitions a head, too few for " + std::to_string(args.MB * args.BS) +
+                                   " tokens in partitions of " + std::to_string(kPartition) +
+                                   " (kPartition and the spec's workspace shapes disagree)");
+  }
   const bool aligned = (reinterpret_cast<uintptr_t>(args.key_cache) | reinterpret_cast<uintptr_t>(args.value_cache)) % 16 == 0;
   int partition_tokens = kPartition;
   const opgen::Status attended = [&] {

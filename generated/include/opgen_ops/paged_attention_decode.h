@@ -56,6 +56,24 @@ struct Args {
   // Attributes.
   float scale;  // > 0.0
 
+  // The dimensions of each workspace, computed as the bindings sized it, so
+  // that a body takes its sizes from the spec rather than restating them.
+  OPGEN_HD int64_t partial_out_dim(int i) const {  // [S, H, (MB*BS+255)//256, Dh]
+    const Args& args = *this;
+    const int64_t dims[] = {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256), args.Dh};
+    return dims[i];
+  }
+  OPGEN_HD int64_t partial_max_dim(int i) const {  // [S, H, (MB*BS+255)//256]
+    const Args& args = *this;
+    const int64_t dims[] = {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256)};
+    return dims[i];
+  }
+  OPGEN_HD int64_t partial_sum_dim(int i) const {  // [S, H, (MB*BS+255)//256]
+    const Args& args = *this;
+    const int64_t dims[] = {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256)};
+    return dims[i];
+  }
+
   // Whether a value of an index input lies in the spec's range for it. The
   // bindings cannot check the values (they live on the device): the body
   // guards what it reads with them.

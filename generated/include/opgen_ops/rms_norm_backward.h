@@ -49,6 +49,19 @@ struct Args {
   int64_t D;
   // Attributes.
   float eps;  // > 0.0
+
+  // The dimensions of each workspace, computed as the bindings sized it, so
+  // that a body takes its sizes from the spec rather than restating them.
+  OPGEN_HD int64_t row_rstd_dim(int i) const {  // [...]
+    const Args& args = *this;
+    const int64_t dims[] = {args.batch};
+    return dims[i];
+  }
+  OPGEN_HD int64_t column_sums_dim(int i) const {  // [2, 256, D]
+    const Args& args = *this;
+    const int64_t dims[] = {2, 256, args.D};
+    return dims[i];
+  }
 };
 
 // Every Args the bindings run, in the order they number them (the first type
