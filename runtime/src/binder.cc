@@ -437,21 +437,19 @@ void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t co
     fail(Status::Internal(who("workspace", name) + " was requested out of order"));
     return;
   }
-  scratch_[scratch_count_++] = {name, static_cast<size_t>(count) * dtype_size(dtype), slot, assign};
+  scratch_names_[i] = name;
+  scratch_bytes_[i] = static_cast<size_t>(count) * dtype_size(dtype);
+  scratch_slots_[i] = slot;
+  scratch_assign_[i] = assign;
+  ++scratch_count_;
 }
 
 void Binder::allocate_workspaces() {
   if (!ok() || scratch_count_ == 0) return;
-  const char* names[kMaxOutputs];
-  size_t bytes[kMaxOutputs];
   void* data[kMaxOutputs] = {};
-  for (size_t i = 0; i < scratch_count_; ++i) {
-    names[i] = scratch_[i].name;
-    bytes[i] = scratch_[i].bytes;
-  }
-  fail(source_.workspaces(scratch_count_, names, bytes, data));
+  fail(source_.workspaces(scratch_count_, scratch_names_, scratch_bytes_, data));
   if (!ok()) return;
-  for (size_t i = 0; i < scratch_count_; ++i) scratch_[i].assign(scratch_[i].slot, data[i]);
+  for (size_t i = 0; i < scratch_count_; ++i) scratch_assign_[i](scratch_slots_[i], data[i]);
 }
 
 }  // namespace opgen

@@ -101,7 +101,11 @@ std::string TensorView::device_text() const {
 Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t dtype, const Buffer& buffer,
              void** data) {
   // The message is made only on a failure: this runs for every output of every call.
-  auto what = [&] { return std::string(buffer.op) + ": " + buffer.role + " '" + buffer.name + "'"; };
+  auto what = [&] {
+    std::string listed;
+    for (size_t i = 0; i < buffer.count; ++i) listed += (i ? ", " : "") + std::string(buffer.names[i]);
+    return std::string(buffer.op) + ": " + buffer.role + " '" + listed + "'";
+  };
   int64_t strides[Binder::kMaxRank * 2];
   if (rank > static_cast<int64_t>(std::size(strides))) fail("opgen: outputs of more than 64 dimensions");
   int64_t n = 1;
@@ -206,13 +210,13 @@ Status TorchSource::output(size_t, const char* name, const char*, DType dtype, c
     *data = a.data;
     return Status::Ok();
   }
-  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), {op_, "output", name}, data));
+  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), {op_, "output", &name}, data));
   return Status::Ok();
 }
 
 Status TorchSource::workspace(size_t, const char* name, size_t bytes, void** data) {
   const int64_t size = static_cast<int64_t>(bytes);
-  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspace", name}, data));
+  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspace", &name}, data));
   return Status::Ok();
 }
 
@@ -229,11 +233,9 @@ Status TorchSource::workspaces(size_t n, const char* const* names, const size_t*
       return Status::InvalidArgument(std::string(op_) + ": the workspaces would take more than 2^63 - 1 bytes");
     }
   }
-  std::string listed;  // the names, for the message of a refused allocation
-  for (size_t i = 0; i < n; ++i) listed += (i ? ", " : "") + std::string(names[i]);
   const int64_t size = static_cast<int64_t>(total);
   void* base = nullptr;
-  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspaces", listed.c_str()}, &base));
+  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspaces", names, n}, &base));
   for (size_t i = 0; i < n; ++i) data[i] = bytes[i] == 0 ? nullptr : static_cast<char*>(base) + offsets[i];
   return Status::Ok();
 }

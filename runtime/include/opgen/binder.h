@@ -230,7 +230,8 @@ class Binder {
   // once allocate_workspaces() has run.
   template <typename T>
   void workspace(size_t i, const char* name, int64_t count, T** data) {
-    request_scratch(i, name, dtype_of<T>, count, data, [](void* slot, void* p) { *static_cast<T**>(slot) = static_cast<T*>(p); });
+    request_scratch(i, name, dtype_of<T>, count, data,
+                    [](void* slot, void* p) { *static_cast<T**>(slot) = static_cast<T*>(p); });
   }
   // Asks the framework for the workspaces requested so far, all at once (one
   // allocation where torch makes them).
@@ -290,14 +291,12 @@ class Binder {
   size_t bytes_[kMaxOutputs] = {};
   Copy copies_[kMaxOutputs] = {};
   size_t copy_count_ = 0;
-  // The workspaces requested: where each one's pointer goes, set by `assign`.
-  struct Scratch {
-    const char* name;
-    size_t bytes;
-    void* slot;
-    void (*assign)(void* slot, void* data);
-  };
-  Scratch scratch_[kMaxOutputs] = {};
+  // The workspaces requested, as Source::workspaces takes them, and where
+  // each one's pointer goes (set by its `assign`).
+  const char* scratch_names_[kMaxOutputs] = {};
+  size_t scratch_bytes_[kMaxOutputs] = {};
+  void* scratch_slots_[kMaxOutputs] = {};
+  void (*scratch_assign_[kMaxOutputs])(void* slot, void* data) = {};
   size_t scratch_count_ = 0;
 };
 

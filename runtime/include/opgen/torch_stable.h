@@ -18,6 +18,7 @@
 #include <torch/csrc/stable/tensor.h>
 #endif
 
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -70,11 +71,12 @@ struct TensorView {
 
 
 // What a new tensor is, for the error a refused allocation earns:
-// "rms_norm: output 'out'".
+// "rms_norm: output 'out'", "paged_attention_decode: workspaces 'a, b, c'".
 struct Buffer {
   const char* op;
-  const char* role;  // "output", "workspace" or "workspaces" (then name lists them)
-  const char* name;
+  const char* role;  // "output", "workspace" or "workspaces"
+  const char* const* names;  // `count` of them
+  size_t count = 1;
 };
 
 // A new dense tensor on the device of `like`.
