@@ -10,7 +10,7 @@ frameworks' own ops, in one process. Prints, per op and size:
     bandwidth of the bytes it must move (grad_out and x read, grad_x
     written; the per-column sums are small) over a device copy's.
 
-  rms_norm (with weight and bias): bf16 [N, 4096]; glu (silu): bf16 [N, 8192].
+  rms_norm and layer_norm (with weight and bias): bf16 [N, 4096]; glu (silu): bf16 [N, 8192].
 
   python bench/bench_backward.py [--calls 20] [--rounds 7] [--rows 4096,16384]
 """
@@ -43,6 +43,13 @@ def rms_norm_jnp(x, w, b):
     return out.astype(x.dtype)
 
 
+def layer_norm_jnp(x, w, b):
+    x32 = x.astype(jnp.float32)
+    centred = x32 - jnp.mean(x32, -1, keepdims=True)
+    out = centred * jax.lax.rsqrt(jnp.mean(centred * centred, -1, keepdims=True) + EPS) * w.astype(jnp.float32) + b
+    return out.astype(x.dtype)
+
+
 def glu_torch(x):
     a, b = x.float().chunk(2, dim=-1)
     return (a * F.silu(b)).to(x.dtype)
@@ -60,6 +67,11 @@ CASES = {
                  lambda x, w, b: jops.rms_norm(x, w, b, eps=EPS)[0], rms_norm_jnp,
                  lambda n: [(n, 4096), (4096,), (4096,)],
                  lambda g, x, w, b: tops.rms_norm_backward(g, x, w, eps=EPS), lambda n: 3 * n * 4096 * 2),
+    "layer_norm": (lambda x, w, b: tops.layer_norm(x, w, b, eps=EPS)[0],
+                   lambda x, w, b: F.layer_norm(x, [x.shape[-1]], w, b, EPS),
+                   lambda x, w, b: jops.layer_norm(x, w, b, eps=EPS)[0], layer_norm_jnp,
+                   lambda n: [(n, 4096), (4096,), (4096,)],
+                   lambda g, x, w, b: tops.layer_norm_backward(g, x, w, eps=EPS), lambda n: 3 * n * 4096 * 2),
     "glu": (lambda x: tops.glu(x, activation="silu"), glu_torch, lambda x: jops.glu(x, activation="silu"), glu_jnp,
             lambda n: [(n, 8192)], lambda g, x: tops.glu_backward(g, x, activation="silu"),
             lambda n: (n * 4096 + 2 * n * 8192) * 2),
@@ -120,6 +132,7 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--rows", default="4096,16384")
+    ap.add_argument("--ops", default=",".join(CASES), help="which of " + ", ".join(CASES))
     args = ap.parse_args()
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, jax {jax.__version__}")
     copy = copy_gbps(512 * 2**20, args.calls, args.rounds)
@@ -129,7 +142,7 @@ def main():
     print("| op [x] | x MiB | opgen (torch) | torch eager | torch.compile | opgen (jax) | jnp (jit) "
           "| torch.compile / opgen | jnp / opgen | backward op alone |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name in CASES:
+    for name in args.ops.split(","):
         for rows in (int(r) for r in args.rows.split(",")):
             bench(name, rows, args, copy)
             torch.cuda.empty_cache()

@@ -9,6 +9,8 @@ set(OPGEN_PACKAGE_OPS
     glu
     glu_backward
     kv_cache_write
+    layer_norm
+    layer_norm_backward
     paged_attention_decode
     reshape_and_cache
     rms_norm
@@ -25,6 +27,8 @@ set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
+set(OPGEN_OP_layer_norm_PLATFORMS cuda cpu)
+set(OPGEN_OP_layer_norm_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_reshape_and_cache_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
@@ -42,6 +46,8 @@ set(OPGEN_FILES_XLA
     src/glu_xla.cc
     src/glu_backward_xla.cc
     src/kv_cache_write_xla.cc
+    src/layer_norm_xla.cc
+    src/layer_norm_backward_xla.cc
     src/paged_attention_decode_xla.cc
     src/reshape_and_cache_xla.cc
     src/rms_norm_xla.cc
@@ -60,6 +66,8 @@ set(OPGEN_FILES_TORCH
     src/glu_torch.cc
     src/glu_backward_torch.cc
     src/kv_cache_write_torch.cc
+    src/layer_norm_torch.cc
+    src/layer_norm_backward_torch.cc
     src/paged_attention_decode_torch.cc
     src/reshape_and_cache_torch.cc
     src/rms_norm_torch.cc
@@ -78,6 +86,8 @@ set(OPGEN_FILES_BODY_CPU
     src/glu_body_cpu.cc
     src/glu_backward_body_cpu.cc
     src/kv_cache_write_body_cpu.cc
+    src/layer_norm_body_cpu.cc
+    src/layer_norm_backward_body_cpu.cc
     src/paged_attention_decode_body_cpu.cc
     src/reshape_and_cache_body_cpu.cc
     src/rms_norm_body_cpu.cc
@@ -96,6 +106,8 @@ set(OPGEN_FILES_BODY_CUDA
     src/glu_body_cuda.cu
     src/glu_backward_body_cuda.cu
     src/kv_cache_write_body_cuda.cu
+    src/layer_norm_body_cuda.cu
+    src/layer_norm_backward_body_cuda.cu
     src/paged_attention_decode_body_cuda.cu
     src/reshape_and_cache_body_cuda.cu
     src/rms_norm_body_cuda.cu
@@ -120,6 +132,8 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/glu.py
     python/opgen_ops/_ops/glu_backward.py
     python/opgen_ops/_ops/kv_cache_write.py
+    python/opgen_ops/_ops/layer_norm.py
+    python/opgen_ops/_ops/layer_norm_backward.py
     python/opgen_ops/_ops/paged_attention_decode.py
     python/opgen_ops/_ops/reshape_and_cache.py
     python/opgen_ops/_ops/rms_norm.py
@@ -143,6 +157,10 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/glu_backward_rules.h
     include/opgen_ops/kv_cache_write.h
     include/opgen_ops/kv_cache_write_rules.h
+    include/opgen_ops/layer_norm.h
+    include/opgen_ops/layer_norm_rules.h
+    include/opgen_ops/layer_norm_backward.h
+    include/opgen_ops/layer_norm_backward_rules.h
     include/opgen_ops/paged_attention_decode.h
     include/opgen_ops/paged_attention_decode_rules.h
     include/opgen_ops/reshape_and_cache.h
@@ -172,6 +190,8 @@ set(OPGEN_FILES_DOC
     docs/glu.md
     docs/glu_backward.md
     docs/kv_cache_write.md
+    docs/layer_norm.md
+    docs/layer_norm_backward.md
     docs/paged_attention_decode.md
     docs/reshape_and_cache.md
     docs/rms_norm.md

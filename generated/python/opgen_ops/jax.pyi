@@ -13,6 +13,8 @@ __all__ = [
     'glu',
     'glu_backward',
     'kv_cache_write',
+    'layer_norm',
+    'layer_norm_backward',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -61,6 +63,23 @@ def kv_cache_write(
     *,
     api_version: int = 4,
 ) -> _jax.Array: ...
+def layer_norm(
+    x: _jax.typing.ArrayLike,
+    weight: _jax.typing.ArrayLike | None = None,
+    bias: _jax.typing.ArrayLike | None = None,
+    *,
+    eps: float = 1e-05,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
+def layer_norm_backward(
+    grad_out: _jax.typing.ArrayLike,
+    x: _jax.typing.ArrayLike,
+    weight: _jax.typing.ArrayLike | None = None,
+    grad_residual: _jax.typing.ArrayLike | None = None,
+    *,
+    eps: float = 1e-05,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
 def paged_attention_decode(
     query: _jax.typing.ArrayLike,
     key_cache: _jax.typing.ArrayLike,

@@ -37,6 +37,8 @@ __all__ = [
     'glu',
     'glu_backward',
     'kv_cache_write',
+    'layer_norm',
+    'layer_norm_backward',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -74,6 +76,16 @@ def glu_backward(grad_out, x, *, activation='sigmoid'):
 def kv_cache_write(cache, values, pos):
     "Writes values[b] into cache[b, pos[b]] for every sequence b, updating the cache in place. A position outside [0, S) writes nothing for that sequence (as a scatter with mode='drop').\n\nArgs:\n  cache: T[B, S, H] B sequences of S positions of H values (heads times head size)\n  values: T[B, H] the new entry of each sequence\n  pos: i32[B] the position each entry goes to\n\nReturns:\n  cache_out: T[B, S, H] the cache with the new entries (the same buffer)"
     return _call(_ops.kv_cache_write.OP, (cache, values, pos), {}, _CAPSULES)
+
+
+def layer_norm(x, weight=None, bias=None, *, eps=1e-05):
+    "Layer normalisation over the last axis: out = (x - mean) * rstd * weight + bias, with mean and rstd = 1 / sqrt(var + eps) of each row (var the biased variance, as torch.nn.functional.layer_norm), computed in f32 (f64 for f64) from the row's values in two passes (no cancellation when the mean is large).\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-05 added to the variance; > 0, so that a constant row divides by no zero\n\nReturns:\n  out: T[..., D] the normalised activations\n  mean: f32[...] each row's mean\n  rstd: f32[...] each row's 1 / sqrt(var + eps)"
+    return _call(_ops.layer_norm.OP, (x, weight, bias), {'eps': eps}, _CAPSULES)
+
+
+def layer_norm_backward(grad_out, x, weight=None, grad_residual=None, *, eps=1e-05):
+    "With n = (x - mean) * rstd (layer_norm's statistics of each row) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - mean(g) - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of layer_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  x: T[..., D] layer_norm's input\n  weight: T[D], optional layer_norm's weight (1 when not given)\n  grad_residual: T[..., D], optional a gradient that reaches x by another path, added to grad_x; any strides\n  eps: f32 = 1e-05 layer_norm's eps\n\nReturns:\n  grad_x: T[..., D]\n  grad_weight: T[D] summed over the leading dimensions\n  grad_bias: T[D] summed over the leading dimensions"
+    return _call(_ops.layer_norm_backward.OP, (grad_out, x, weight, grad_residual), {'eps': eps}, _CAPSULES)
 
 
 def paged_attention_decode(query, key_cache, value_cache, block_tables, context_lens, *, scale):

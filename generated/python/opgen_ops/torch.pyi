@@ -13,6 +13,8 @@ __all__ = [
     'glu',
     'glu_backward',
     'kv_cache_write',
+    'layer_norm',
+    'layer_norm_backward',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -55,6 +57,21 @@ def kv_cache_write(
     values: _torch.Tensor,
     pos: _torch.Tensor,
 ) -> _torch.Tensor: ...
+def layer_norm(
+    x: _torch.Tensor,
+    weight: _torch.Tensor | None = None,
+    bias: _torch.Tensor | None = None,
+    *,
+    eps: float = 1e-05,
+) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
+def layer_norm_backward(
+    grad_out: _torch.Tensor,
+    x: _torch.Tensor,
+    weight: _torch.Tensor | None = None,
+    grad_residual: _torch.Tensor | None = None,
+    *,
+    eps: float = 1e-05,
+) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
 def paged_attention_decode(
     query: _torch.Tensor,
     key_cache: _torch.Tensor,

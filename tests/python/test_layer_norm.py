@@ -1,0 +1,189 @@
+"""layer_norm and its backward, layer_norm_backward, against each framework's
+own layer norm on fresh random inputs: the output and the statistics
+(torch.native_layer_norm's mean and rstd), gradients through torch autograd
+(eager and torch.compile) and jax.grad (jit, vmap, both api_versions), a row
+whose mean dwarfs its spread (no cancellation), and the CUDA bodies against
+the CPU bodies at every width their kernels branch on. GPU tests skip without
+a GPU."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+import op_references as ref
+import opgen_ops.jax as jops
+import opgen_ops.torch as tops
+from conftest import gpu_devices
+
+CPU = jax.devices("cpu")[0]
+EPS = 1e-5
+
+
+def jax_reference(x, weight=None, bias=None):
+    mean = x.mean(-1, keepdims=True)
+    out = (x - mean) * jax.lax.rsqrt(((x - mean) ** 2).mean(-1, keepdims=True) + EPS)
+    out = out * weight if weight is not None else out
+    return out + bias if bias is not None else out
+
+
+def tensors(rng, shapes, dtype=np.float32, device="cpu"):
+    return [torch.from_numpy(rng.standard_normal(s).astype(dtype)).to(device) for s in shapes]
+
+
+@pytest.mark.parametrize("given", ["x", "x, weight", "x, weight, bias"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_matches_native_layer_norm(rng, given, dtype):
+    n = len(given.split(","))
+    args = [t.to(getattr(torch, dtype)) for t in tensors(rng, [(3, 5, 96), (96,), (96,)][:n])]
+    out, mean, rstd = tops.layer_norm(*args, eps=EPS)
+    want, want_mean, want_rstd = torch.native_layer_norm(
+        args[0].float(), [96], *(a.float() for a in args[1:]), *([None] * (3 - n)), EPS)
+    torch.testing.assert_close(out.float(), want, rtol=ref.TOLERANCE[dtype], atol=ref.TOLERANCE[dtype] * 4)
+    assert mean.dtype == rstd.dtype == torch.float32 and mean.shape == rstd.shape == (3, 5)
+    torch.testing.assert_close(mean, want_mean[..., 0], rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(rstd, want_rstd[..., 0], rtol=1e-3, atol=1e-3)
+
+
+def test_jax_matches_its_own_layer_norm(rng):
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(4, 7, 64), (64,), (64,)])
+    for api_version in (4, 3):
+        out, mean, rstd = jax.jit(lambda *a: jops.layer_norm(*a, eps=EPS, api_version=api_version))(x, w, b)
+        np.testing.assert_allclose(np.asarray(out), np.asarray(jax_reference(x, w, b)), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(mean), x.astype(np.float64).mean(-1), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(rstd), 1 / np.sqrt(x.astype(np.float64).var(-1) + EPS), rtol=1e-5)
+
+
+def test_a_large_mean_does_not_cancel_the_variance(rng):
+    # Rows of 1e4 + N(0, 1): E[x^2] - E[x]^2 in f32 would lose every digit of the variance.
+    x = torch.from_numpy(1e4 + rng.standard_normal((4, 256)).astype(np.float32))
+    out, _, rstd = tops.layer_norm(x, eps=EPS)
+    want_rstd = 1 / np.sqrt(x.double().numpy().var(-1) + EPS)
+    np.testing.assert_allclose(rstd.numpy(), want_rstd, rtol=1e-3)
+    xd = x.double().numpy()
+    np.testing.assert_allclose(out.numpy(), (xd - xd.mean(-1, keepdims=True)) * want_rstd[:, None], atol=2e-3)
+
+
+def check_torch_gradients(rng, device, compiled):
+    x, w, b = (t.requires_grad_() for t in tensors(rng, [(4, 5, 32), (32,), (32,)], device=device))
+    cotangent = tensors(rng, [(4, 5, 32)], device=device)[0]
+
+    def loss(x, w, b):
+        return (tops.layer_norm(x, w, b, eps=EPS)[0] * cotangent).sum()
+
+    (torch.compile(loss, fullgraph=True) if compiled else loss)(x, w, b).backward()
+    refs = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+    (torch.nn.functional.layer_norm(refs[0], [32], refs[1], refs[2], EPS) * cotangent).sum().backward()
+    for got, want in zip((x.grad, w.grad, b.grad), (t.grad for t in refs)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_torch_gradients_match_torch_autograd(rng, compiled):
+    check_torch_gradients(rng, "cpu", compiled)
+
+
+def test_torch_opcheck_with_autograd(rng):
+    x, w, b = (t.requires_grad_() for t in tensors(rng, [(3, 8), (8,), (8,)]))
+    torch.library.opcheck(torch.ops.opgen_ops.layer_norm.default, (x, w, b), {"eps": EPS},
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor",
+                                      "test_aot_dispatch_dynamic"))
+
+
+def check_jax_gradients(rng, device, api_version):
+    x, w, b, cotangent = (rng.standard_normal(s).astype(np.float32) for s in [(4, 5, 32), (32,), (32,), (4, 5, 32)])
+    args = [jax.device_put(a, device) for a in (x, w, b)]
+    ours = jax.jit(jax.grad(lambda *a: (jops.layer_norm(*a, eps=EPS, api_version=api_version)[0] * cotangent).sum(),
+                            argnums=(0, 1, 2)))(*args)
+    want = jax.grad(lambda *a: (jax_reference(*a) * cotangent).sum(), argnums=(0, 1, 2))(*args)
+    for got, expected in zip(ours, want):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
+    per_row = jax.vmap(jax.grad(lambda r: (jops.layer_norm(r, eps=EPS, api_version=api_version)[0] * r[::-1]).sum()))(
+        args[0])
+    want_rows = jax.vmap(jax.grad(lambda r: (jax_reference(r) * r[::-1]).sum()))(args[0])
+    np.testing.assert_allclose(np.asarray(per_row), np.asarray(want_rows), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_grad_matches_jax_autodiff(rng, api_version):
+    check_jax_gradients(rng, CPU, api_version)
+
+
+def test_backward_adds_grad_residual(rng):
+    g, x, w, r = tensors(rng, [(6, 48), (6, 48), (48,), (6, 48)])
+    with_residual = tops.layer_norm_backward(g, x, w, r, eps=EPS)
+    without = tops.layer_norm_backward(g, x, w, eps=EPS)
+    torch.testing.assert_close(with_residual[0], without[0] + r)
+    for a, b in zip(with_residual[1:], without[1:]):
+        torch.testing.assert_close(a, b)
+
+
+# --- GPU ------------------------------------------------------------------------------------------
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+
+
+@needs_cuda
+@pytest.mark.parametrize("compiled", [False, True])
+def test_torch_cuda_gradients_match_torch_autograd(rng, compiled):
+    check_torch_gradients(rng, "cuda", compiled)
+
+
+@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_cuda_grad_matches_jax_autodiff(rng, api_version):
+    check_jax_gradients(rng, gpu_devices()[0], api_version)
+
+
+def relative_error(got, want):
+    want = want.double()
+    return ((got.cpu().double() - want).norm() / max(want.norm(), 1.0)).item()
+
+
+# The forward keeps a row in registers at 1, 2, 4 or 8 vectors of 16 bytes a
+# thread and reads it from memory otherwise (an odd D, rows wider than 8
+# vectors); the backward reads rows once at up to 4 vectors, twice otherwise.
+WIDTHS = [("float32", 1024), ("float32", 2048), ("bfloat16", 4096), ("float16", 8192), ("bfloat16", 16384),
+          ("float32", 16384), ("bfloat16", 1023), ("float32", 40)]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype, d", WIDTHS)
+def test_cuda_forward_matches_the_cpu_body(rng, dtype, d):
+    x, w, b = (t.to(getattr(torch, dtype)) for t in tensors(rng, [(300, d), (d,), (d,)]))
+    x = x + 3.0  # a mean away from 0
+    on_cpu = tops.layer_norm(x, w, b, eps=EPS)
+    on_gpu = tops.layer_norm(x.cuda(), w.cuda(), b.cuda(), eps=EPS)
+    for name, a, want in zip(("out", "mean", "rstd"), on_gpu, on_cpu):
+        assert relative_error(a, want) < ref.CROSS_DEVICE_TOLERANCE[dtype], name
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype, d", WIDTHS)
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_cuda_backward_matches_the_cpu_body(rng, dtype, d, broadcast):
+    rows = 300  # more than one row per slice of the column sums in some slices, none in others
+    x, w = (t.to(getattr(torch, dtype)) for t in tensors(rng, [(rows, d), (d,)]))
+    g = tensors(rng, [(1, d) if broadcast else (rows, d)])[0].to(x.dtype).expand(rows, d)
+    on_cpu = tops.layer_norm_backward(g, x + 3.0, w, eps=EPS)
+    on_gpu = tops.layer_norm_backward(g.cuda(), (x + 3.0).cuda(), w.cuda(), eps=EPS)
+    for name, a, want in zip(("grad_x", "grad_weight", "grad_bias"), on_gpu, on_cpu):
+        assert relative_error(a, want) < ref.CROSS_DEVICE_TOLERANCE[dtype], name
+
+
+@needs_cuda
+def test_cuda_graph_replays_forward_and_backward(rng):
+    x, w, b, g = tensors(rng, [(64, 1024), (1024,), (1024,), (64, 1024)], device="cuda")
+    tops.layer_norm(x, w, b)  # warm up outside the capture (allocations, attributes)
+    tops.layer_norm_backward(g, x, w)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = tops.layer_norm(x, w, b)[0]
+        grads = tops.layer_norm_backward(g, x, w)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.testing.assert_close(out, torch.nn.functional.layer_norm(x, [1024], w, b, EPS), rtol=1e-4, atol=1e-4)
+    want = tops.layer_norm_backward(g, x, w)
+    for a, b_ in zip(grads, want):
+        torch.testing.assert_close(a, b_)
