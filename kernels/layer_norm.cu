@@ -1,6 +1,7 @@
 // CUDA body of layer_norm: one block per row. Where the row is dense, starts
 // on 16 bytes and fits the block's registers (D <= 256 threads x 8 vectors of
-// 16 bytes), each thread loads its part of the row once, in 16-byte vectors,
+// 16 bytes; a row of at most 128 vectors gets a block of as many threads as
+// it has vectors, rounded up to a warp, so that none idles), each thread loads its part of the row once, in 16-byte vectors,
 // and keeps it: the block sums it for the mean, then sums the squared
 // deviations from the mean for the variance (two passes over registers, so no
 // cancellation when the mean is large), then writes the normalised row: x is
@@ -17,7 +18,7 @@
 namespace opgen_ops::layer_norm {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;  // the most a block has
 constexpr int kMaxVectorsPerThread = 8;
 
 template <typename A>
@@ -32,40 +33,40 @@ __device__ void store_statistics(const A& args, int64_t row, C mean, C rstd) {
   if (args.rstd) args.rstd[row] = static_cast<S>(rstd);
 }
 
-// V elements per vector, K vectors per thread.
-template <typename A, int V, int K>
-__global__ void __launch_bounds__(kThreads) rows_in_registers(A args) {
+// V elements per vector, K vectors per thread, kBlock threads.
+template <typename A, int V, int K, int kBlock>
+__global__ void __launch_bounds__(kBlock) rows_in_registers(A args) {
   using opgen::kernels::load_vec;
   using C = Compute<A>;
-  __shared__ C partial[kThreads / 32];
+  __shared__ C partial[kBlock / 32];
   const int64_t d = args.D;
   for (int64_t row = blockIdx.x; row < args.batch; row += gridDim.x) {
     C x[K][V];
     C sum = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      const int64_t col = int64_t{threadIdx.x + k * kThreads} * V;
+      const int64_t col = int64_t{threadIdx.x + k * kBlock} * V;
       if (col < d) {
         load_vec<V>(args.x + row * d + col, true, x[k]);
 #pragma unroll
         for (int j = 0; j < V; ++j) sum += x[k][j];
       }
     }
-    const C mean = opgen::kernels::block_sum<kThreads>(sum, partial) / C(d);
+    const C mean = opgen::kernels::block_sum<kBlock>(sum, partial) / C(d);
     C squares = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      if (int64_t{threadIdx.x + k * kThreads} * V >= d) continue;
+      if (int64_t{threadIdx.x + k * kBlock} * V >= d) continue;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         x[k][j] -= mean;
         squares += x[k][j] * x[k][j];
       }
     }
-    const C rstd = C(1) / sqrt(opgen::kernels::block_sum<kThreads>(squares, partial) / C(d) + C(args.eps));
+    const C rstd = C(1) / sqrt(opgen::kernels::block_sum<kBlock>(squares, partial) / C(d) + C(args.eps));
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      const int64_t col = int64_t{threadIdx.x + k * kThreads} * V;
+      const int64_t col = int64_t{threadIdx.x + k * kBlock} * V;
       if (col >= d) continue;
       C w[V], b[V];
 #pragma unroll
@@ -105,20 +106,29 @@ __global__ void __launch_bounds__(kThreads) rows_from_memory(A args) {
   }
 }
 
+template <typename A>
+struct Launch {
+  void (*kernel)(A);
+  int threads;
+};
+
 // The kernel for args: in registers where the rows allow, else from memory.
 template <typename A>
-void (*kernel_for(const A& args))(A) {
+Launch<A> kernel_for(const A& args) {
   using T = std::remove_const_t<std::remove_pointer_t<decltype(A::x)>>;
   constexpr int kVector = 16 / int(sizeof(T));
   using opgen::kernels::aligned16;
   const bool dense = args.D % kVector == 0 && aligned16(args.x) && aligned16(args.out) &&
                      (!args.weight || aligned16(args.weight)) && (!args.bias || aligned16(args.bias));
   const int64_t vectors = args.D / kVector;
-  if (!dense || vectors > int64_t{kThreads} * kMaxVectorsPerThread) return rows_from_memory<A>;
-  if (vectors <= kThreads) return rows_in_registers<A, kVector, 1>;
-  if (vectors <= 2 * kThreads) return rows_in_registers<A, kVector, 2>;
-  if (vectors <= 4 * kThreads) return rows_in_registers<A, kVector, 4>;
-  return rows_in_registers<A, kVector, kMaxVectorsPerThread>;
+  if (!dense || vectors > int64_t{kThreads} * kMaxVectorsPerThread) return {rows_from_memory<A>, kThreads};
+  if (vectors <= 32) return {rows_in_registers<A, kVector, 1, 32>, 32};
+  if (vectors <= 64) return {rows_in_registers<A, kVector, 1, 64>, 64};
+  if (vectors <= 128) return {rows_in_registers<A, kVector, 1, 128>, 128};
+  if (vectors <= kThreads) return {rows_in_registers<A, kVector, 1, kThreads>, kThreads};
+  if (vectors <= 2 * kThreads) return {rows_in_registers<A, kVector, 2, kThreads>, kThreads};
+  if (vectors <= 4 * kThreads) return {rows_in_registers<A, kVector, 4, kThreads>, kThreads};
+  return {rows_in_registers<A, kVector, kMaxVectorsPerThread, kThreads>, kThreads};
 }
 
 }  // namespace
@@ -127,7 +137,8 @@ template <typename T>
 opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
   // CUDA grids hold at most 2^31 - 1 blocks in x; the kernels loop over the rest.
   const unsigned blocks = static_cast<unsigned>(args.batch < 0x7fffffff ? args.batch : 0x7fffffff);
-  kernel_for(args)<<<blocks, kThreads, 0, stream>>>(args);
+  const Launch<Args<T>> launch = kernel_for(args);
+  launch.kernel<<<blocks, launch.threads, 0, stream>>>(args);
   return opgen::cuda_launch_status("layer_norm");
 }
 

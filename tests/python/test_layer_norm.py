@@ -142,10 +142,11 @@ def relative_error(got, want):
 
 
 # The forward keeps a row in registers at 1, 2, 4 or 8 vectors of 16 bytes a
-# thread and reads it from memory otherwise (an odd D, rows wider than 8
-# vectors); the backward reads rows once at up to 4 vectors, twice otherwise.
-WIDTHS = [("float32", 1024), ("float32", 2048), ("bfloat16", 4096), ("float16", 8192), ("bfloat16", 16384),
-          ("float32", 16384), ("bfloat16", 1023), ("float32", 40)]
+# thread (in blocks of 32, 64, 128 or 256 threads) and reads it from memory
+# otherwise (an odd D, rows wider than 8 vectors); the backward reads rows once
+# at up to 4 vectors, twice otherwise.
+WIDTHS = [("float32", 40), ("bfloat16", 512), ("float16", 1024), ("float32", 1024), ("float32", 2048),
+          ("bfloat16", 4096), ("float16", 8192), ("bfloat16", 16384), ("float32", 16384), ("bfloat16", 1023)]
 
 
 @needs_cuda
