@@ -2,10 +2,13 @@
 frameworks' own ops, in one process. Prints, per op and size:
 
   * forward + backward time per call of the loss sum(op(x) * g) w.r.t. every
-    input: opgen through torch autograd, torch eager, torch.compile of the
-    same reference (its backward graph fused by inductor), opgen through
-    jax.value_and_grad of the same loss under jax.jit, and the jnp reference
-    likewise;
+    input: opgen through torch autograd, eager and replayed from a CUDA graph
+    (the step's GPU time: eager minus graph is the host's share, autograd's
+    Python glue and torch's dispatch, which an eager step waits for where
+    the kernels are short), torch eager, torch.compile of the same reference
+    (its backward graph fused by inductor), opgen through
+    jax.value_and_grad of the same loss under jax.jit (one executable: no
+    host work between the kernels), and the jnp reference likewise;
   * the backward op alone (torch, called directly): its time and the
     bandwidth of the bytes it must move (grad_out and x read, grad_x
     written; the per-column sums are small) over a device copy's.
@@ -27,7 +30,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import opgen_ops.jax as jops  # noqa: E402
 import opgen_ops.torch as tops  # noqa: E402
-from gpu_timing import copy_gbps, jax_us, torch_us  # noqa: E402 (beside this file)
+from gpu_timing import copy_gbps, jax_us, torch_graph_us, torch_us  # noqa: E402 (beside this file)
 
 EPS = 1e-6
 
@@ -103,6 +106,7 @@ def bench(name, rows, args, copy):
         assert err < 2e-2, f"{name}: opgen's and torch's gradients disagree: {err:.3g}"
     times = {
         "opgen (torch)": torch_us(torch_step(ours, inputs, g), args.calls, args.rounds),
+        "opgen (torch graph)": torch_graph_us(torch_step(ours, inputs, g), args.calls, args.rounds),
         "torch eager": torch_us(torch_step(theirs, inputs, g), args.calls, args.rounds),
         "torch.compile": torch_us(torch_step(torch.compile(theirs, fullgraph=True), inputs, g), args.calls, args.rounds),
     }
@@ -121,7 +125,8 @@ def bench(name, rows, args, copy):
     detached = [t.detach() for t in inputs]
     alone = torch_us(lambda: backward_alone(g, *detached), args.calls, args.rounds)
     cells = [f"{name} [{', '.join(str(d) for d in shapes(rows)[0])}]", f"{rows * shapes(rows)[0][1] * 2 / 2**20:.0f}"]
-    cells += [f"{times[k]:.1f}" for k in ("opgen (torch)", "torch eager", "torch.compile", "opgen (jax)", "jnp")]
+    cells += [f"{times[k]:.1f}" for k in ("opgen (torch)", "opgen (torch graph)", "torch eager", "torch.compile",
+                                          "opgen (jax)", "jnp")]
     cells += [f"{times['torch.compile'] / times['opgen (torch)']:.2f}", f"{times['jnp'] / times['opgen (jax)']:.2f}"]
     cells += [f"{alone:.1f} µs, {moved(rows) / alone / 1e3 / copy:.2f}x"]
     print("| " + " | ".join(cells) + " |", flush=True)
@@ -139,9 +144,9 @@ def main():
     print(f"device copy (512 MiB clone): {copy:.0f} GB/s\n")
     print("forward + backward, µs per call (bf16); the ratios: the baseline's time over opgen's; the backward op "
           "alone: its time and the bandwidth of what it must move over the copy's\n")
-    print("| op [x] | x MiB | opgen (torch) | torch eager | torch.compile | opgen (jax) | jnp (jit) "
-          "| torch.compile / opgen | jnp / opgen | backward op alone |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| op [x] | x MiB | opgen (torch) | opgen (torch graph) | torch eager | torch.compile | opgen (jax) "
+          "| jnp (jit) | torch.compile / opgen | jnp / opgen | backward op alone |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in args.ops.split(","):
         for rows in (int(r) for r in args.rows.split(",")):
             bench(name, rows, args, copy)
