@@ -170,6 +170,12 @@ Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
     case AttrKind::kI32:
     case AttrKind::kI64:
     case AttrKind::kEnum: value->i = stack_to<int64_t>(v); break;  // an enum as its index (the lowered op)
+    case AttrKind::kDtype: {
+      // A ScalarType arrives as the shim's dtype code (int32), as a tensor's dtype does.
+      const DType d = dtype_of(stack_to<int32_t>(v));
+      value->i = d == DType::kUnknown ? -1 : static_cast<int64_t>(d);
+      break;
+    }
     case AttrKind::kF32:
     case AttrKind::kF64: value->f = stack_to<double>(v); break;
     case AttrKind::kI32Array:
