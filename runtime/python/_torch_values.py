@@ -58,7 +58,7 @@ def dtype_attrs(op: Op, attrs: Mapping) -> Mapping:
         return attrs
     out = dict(attrs)
     for a in op.attrs:
-        if a.name in op.dtype_attrs.values() and a.name in out and not isinstance(out[a.name], torch.dtype):
+        if a.name in op.dtype_attrs.values() and a.name in out:
             out[a.name] = DTYPES[check_attr(op.name, a, out[a.name])]
     return out
 

@@ -134,8 +134,9 @@ DType Binder::dtype_attr(size_t i, const char* name, std::initializer_list<DType
     ++k;
   }
   const bool known = v.i >= 0 && v.i <= static_cast<int64_t>(DType::kF8E5M2);
-  fail(Status::InvalidArgument(who("attribute", name) + " is " +
-                               (known ? source_.spell(static_cast<DType>(v.i)) : "an unsupported dtype") +
+  const std::string got = known ? source_.spell(static_cast<DType>(v.i))
+                          : v.name.empty() ? std::string("an unsupported dtype") : std::string(v.name);
+  fail(Status::InvalidArgument(who("attribute", name) + " is " + got +
                                "; it must be one of " + names));
   return DType::kUnknown;
 }

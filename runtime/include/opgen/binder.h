@@ -50,7 +50,8 @@ struct TensorRef {
 };
 
 // kDtype: a dtype attribute, as its opgen::DType code in `i` (every source
-// converts its framework's dtype to the code).
+// converts its framework's dtype to the code; -1 for one opgen lacks, then
+// `name` may hold the framework's name of it).
 enum class AttrKind : uint8_t { kBool, kI32, kI64, kF32, kF64, kEnum, kI32Array, kI64Array, kDtype };
 
 // An attribute's value as a framework hands it over.
