@@ -150,11 +150,13 @@ def test_torch_fake_shapes_are_the_real_ones(rng, op, dtypes):
 
 @pytest.mark.parametrize("op, dtypes", CPU_CASES)
 def test_torch_opcheck(rng, op, dtypes):
-    if any(d.startswith("float8") for d in dtypes.values()):
-        pytest.skip("torch's opcheck multiplies the outputs (SchemaCheckMode), which torch cannot do in float8")
+    if any(op_problems.dtype_of(op, t, dtypes).startswith("float8") for t in op.inputs):
+        pytest.skip("torch's opcheck multiplies the tensors it is given (SchemaCheckMode), which torch cannot do in float8")
     p = op_problems.draw(op, dtypes, rng)
     overload = getattr(getattr(torch.ops, op.torch_namespace), op.name).default
-    torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), p.attrs)
+    # The overload's schema takes a dtype attribute as a ScalarType (a torch.dtype).
+    attrs = {k: getattr(torch, v) if k in op.dtype_attrs.values() else v for k, v in p.attrs.items()}
+    torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), attrs)
 
 
 @pytest.mark.parametrize("op, dtypes", [c for c in CPU_CASES if any(t.layout != "contiguous" for t in c.values[0].inputs)])
