@@ -112,8 +112,6 @@ def main() -> int:
             gbps, jax_gbps = moved / t_ours / 1e3, moved / t_jax / 1e3
             print(f"| {mib} MiB | {d} | {t_ours:.1f} | {gbps:.0f} | {gbps / copy_gbps:.2f} | {t_base / t_ours:.2f} "
                   f"| {t_jax:.1f} | {jax_gbps / copy_gbps:.2f} | {t_jax_base / t_jax:.2f} |")
-            del x, xj, copy_dst
-            torch.cuda.empty_cache()
     return 0
 
 
