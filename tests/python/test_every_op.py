@@ -31,7 +31,7 @@ import op_references as ref
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from conftest import gpu_devices
-from torch_arrays import as_numpy, to_torch
+from torch_arrays import as_numpy, to_torch, torch_attrs
 from opgen_ops import _ops, _spec
 
 CPU = jax.devices("cpu")[0]
@@ -154,9 +154,7 @@ def test_torch_opcheck(rng, op, dtypes):
         pytest.skip("torch's opcheck multiplies the tensors it is given (SchemaCheckMode), which torch cannot do in float8")
     p = op_problems.draw(op, dtypes, rng)
     overload = getattr(getattr(torch.ops, op.torch_namespace), op.name).default
-    # The overload's schema takes a dtype attribute as a ScalarType (a torch.dtype).
-    attrs = {k: getattr(torch, v) if k in op.dtype_attrs.values() else v for k, v in p.attrs.items()}
-    torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), attrs)
+    torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), torch_attrs(op, p.attrs))
 
 
 @pytest.mark.parametrize("op, dtypes", [c for c in CPU_CASES if any(t.layout != "contiguous" for t in c.values[0].inputs)])
