@@ -4,6 +4,7 @@
 # what the build does with it (paths relative to the output folder).
 set(OPGEN_PACKAGE_NAME opgen_ops)
 set(OPGEN_PACKAGE_OPS
+    dynamic_per_token_scaled_fp8_quant
     flip
     fused_add_rms_norm
     glu
@@ -22,6 +23,7 @@ set(OPGEN_PACKAGE_OPS
     softmax_backward
     topk_softmax
 )
+set(OPGEN_OP_dynamic_per_token_scaled_fp8_quant_PLATFORMS cuda cpu)
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
 set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_PLATFORMS cuda cpu)
@@ -41,6 +43,7 @@ set(OPGEN_OP_softmax_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_topk_softmax_PLATFORMS cuda cpu)
 # compiled into the module _C
 set(OPGEN_FILES_XLA
+    src/dynamic_per_token_scaled_fp8_quant_xla.cc
     src/flip_xla.cc
     src/fused_add_rms_norm_xla.cc
     src/glu_xla.cc
@@ -61,6 +64,7 @@ set(OPGEN_FILES_XLA
 )
 # compiled into the PyTorch kernels
 set(OPGEN_FILES_TORCH
+    src/dynamic_per_token_scaled_fp8_quant_torch.cc
     src/flip_torch.cc
     src/fused_add_rms_norm_torch.cc
     src/glu_torch.cc
@@ -81,6 +85,7 @@ set(OPGEN_FILES_TORCH
 )
 # the CPU bodies (kernels/<op>.cc) as compiled
 set(OPGEN_FILES_BODY_CPU
+    src/dynamic_per_token_scaled_fp8_quant_body_cpu.cc
     src/flip_body_cpu.cc
     src/fused_add_rms_norm_body_cpu.cc
     src/glu_body_cpu.cc
@@ -101,6 +106,7 @@ set(OPGEN_FILES_BODY_CPU
 )
 # the CUDA bodies (kernels/<op>.cu) as compiled
 set(OPGEN_FILES_BODY_CUDA
+    src/dynamic_per_token_scaled_fp8_quant_body_cuda.cu
     src/flip_body_cuda.cu
     src/fused_add_rms_norm_body_cuda.cu
     src/glu_body_cuda.cu
@@ -127,6 +133,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/__init__.py
     python/opgen_ops/jax.pyi
     python/opgen_ops/torch.pyi
+    python/opgen_ops/_ops/dynamic_per_token_scaled_fp8_quant.py
     python/opgen_ops/_ops/flip.py
     python/opgen_ops/_ops/fused_add_rms_norm.py
     python/opgen_ops/_ops/glu.py
@@ -147,6 +154,8 @@ set(OPGEN_FILES_PYTHON
 )
 # included by the bodies and bindings
 set(OPGEN_FILES_HEADER
+    include/opgen_ops/dynamic_per_token_scaled_fp8_quant.h
+    include/opgen_ops/dynamic_per_token_scaled_fp8_quant_rules.h
     include/opgen_ops/flip.h
     include/opgen_ops/flip_rules.h
     include/opgen_ops/fused_add_rms_norm.h
@@ -185,6 +194,7 @@ set(OPGEN_FILES_HEADER
 # documentation
 set(OPGEN_FILES_DOC
     docs/README.md
+    docs/dynamic_per_token_scaled_fp8_quant.md
     docs/flip.md
     docs/fused_add_rms_norm.md
     docs/glu.md

@@ -52,6 +52,9 @@ const std::vector<AttrTypeInfo>& all_attr_types() {
       // kernel gets the array as a CPU tensor.
       {AttrType::kI32Array, "i32[]", "int32_t", "int32", "I", "int[]", "Sequence[int]", 4},
       {AttrType::kI64Array, "i64[]", "int64_t", "int64", "I", "int[]", "Sequence[int]", 4},
+      // A dtype travels as its code (its index in the dtype table) as an i32:
+      // a typed-FFI attribute, a descriptor field; torch passes a ScalarType.
+      {AttrType::kDtype, "dtype", "int32_t", "int32", "i", "ScalarType", "object", 4},
   };
   return table;
 }
@@ -167,6 +170,7 @@ size_t Op::required_inputs() const {
 std::vector<std::map<std::string, DType>> Op::instantiations() const {
   std::vector<std::map<std::string, DType>> out = {{}};
   for (const TypeVar& v : type_vars) {
+    if (v.derived()) continue;
     std::vector<std::map<std::string, DType>> next;
     for (const auto& partial : out) {
       for (DType d : v.dtypes) {
@@ -176,6 +180,14 @@ std::vector<std::map<std::string, DType>> Op::instantiations() const {
       }
     }
     out = next;
+  }
+  for (auto& m : out) {
+    for (const TypeVar& v : type_vars) {
+      if (!v.derived()) continue;
+      const TypeVar& from = *std::find_if(type_vars.begin(), type_vars.end(), [&](const TypeVar& f) { return f.name == v.from; });
+      const size_t k = std::find(from.dtypes.begin(), from.dtypes.end(), m[v.from]) - from.dtypes.begin();
+      m[v.name] = v.map[k];
+    }
   }
   return out;
 }
@@ -194,7 +206,15 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
   // signature names exactly those fields, in order, with their types.
   std::string sig = package + "." + name + "/v" + std::to_string(kOpaqueLayoutVersion) + "(";
   for (const TypeVar& v : type_vars) {
-    sig += v.name + ":dtype{";
+    // A derived variable and one a dtype attribute binds have no field of
+    // their own, but they name which instantiation the call runs.
+    if (v.derived()) {
+      sig += v.name + "=" + v.from + "{";
+      for (DType d : v.map) sig += std::string(info(d).name) + ",";
+      sig += "},";
+      continue;
+    }
+    sig += v.name + (v.attr.empty() ? "" : "=" + v.attr) + ":dtype{";
     for (DType d : v.dtypes) sig += std::string(info(d).name) + ",";
     sig += "},";
   }
@@ -207,8 +227,8 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
   for (const SymbolBinding& s : symbols) sig += s.symbol + ":i64,";
   for (const Attr& a : attrs) {
     sig += a.name + ":" + info(a.type).name;
-    if (a.type == AttrType::kEnum) {
-      sig += "{";  // the order of the values fixes their indices
+    if (a.type == AttrType::kEnum || a.type == AttrType::kDtype) {
+      sig += "{";  // the order of the values fixes their indices (the dtypes allowed)
       for (const std::string& v : a.values) sig += v + ",";
       sig += "}";
     }
@@ -228,7 +248,11 @@ OpaqueLayout Op::opaque_layout(const std::string& package) const {
     return &layout.fields.back();
   };
   // The dtype of each type variable, as its index in the dtype table.
-  for (const TypeVar& v : type_vars) add("dtype_" + v.name, OpaqueField::Kind::kDtype, "uint8_t", 1, "B")->type_var = v.name;
+  // (A derived variable follows from its own; a dtype attribute carries its
+  // variable's code, among the attributes.)
+  for (const TypeVar& v : type_vars) {
+    if (v.free() && v.attr.empty()) add("dtype_" + v.name, OpaqueField::Kind::kDtype, "uint8_t", 1, "B")->type_var = v.name;
+  }
   // Bit i set: the i-th optional input is given (and is among the buffers).
   if (optional_inputs() > 0) add("present_", OpaqueField::Kind::kPresent, "uint32_t", 4, "I");
   if (has_batch()) add(kBatchField, OpaqueField::Kind::kBatch, "int64_t", 8, "q");

@@ -53,7 +53,10 @@ std::optional<DType> parse_dtype(std::string_view name);
 // kEnum is a string chosen from the attribute's `values`; the kernel sees a
 // C++ enum class. The arrays are integer lists of any length; the kernel
 // sees an opgen::Span over host memory.
-enum class AttrType { kBool, kI32, kI64, kF32, kF64, kEnum, kI32Array, kI64Array };
+// kDtype is a dtype chosen from the attribute's `values` (dtype names): it
+// binds a type variable (`Q: {attr: out_dtype}`), so the kernel sees it as
+// that template parameter and Args holds no field for it.
+enum class AttrType { kBool, kI32, kI64, kF32, kF64, kEnum, kI32Array, kI64Array, kDtype };
 
 struct AttrTypeInfo {
   AttrType type;
@@ -109,11 +112,22 @@ struct Dim {
   Location where;
 };
 
-// A type variable: one spec, several dtype instantiations.
+// A type variable: one spec, several dtype instantiations. It is bound by
+// the dtype of a required input (the default), by a dtype attribute (`attr`:
+// the caller chooses, e.g. a quantised output's dtype), or derived from an
+// earlier input-bound variable (`from`, `map`: an accumulation type).
 struct TypeVar {
   std::string name;
+  // The dtypes it takes: as listed; a dtype attribute's values; for a derived
+  // variable, the distinct dtypes of its map in the order of `from`'s dtypes.
   std::vector<DType> dtypes;
+  std::string from;       // derived: the variable it is a function of
+  std::vector<DType> map; // derived: its dtype for each dtype of `from`, in their order
+  std::string attr;       // bound by this dtype attribute
   Location where;
+  bool derived() const { return !from.empty(); }
+  // Whether it multiplies the instantiations (derived ones follow theirs).
+  bool free() const { return from.empty(); }
 };
 
 // How an input's memory may be laid out (the spec's `layout`): dense
@@ -309,7 +323,8 @@ struct Op {
   size_t required_inputs() const;
   size_t optional_inputs() const { return inputs.size() - required_inputs(); }
   // Every assignment of dtypes to the type variables (one empty map when
-  // there are none), in declaration order.
+  // there are none), in declaration order: over the free variables, each
+  // derived one following its own.
   std::vector<std::map<std::string, DType>> instantiations() const;
   bool has_platform(Platform p) const;
   bool has_api_version(int v) const;

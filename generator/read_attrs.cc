@@ -65,7 +65,7 @@ bool check_in_range(SpecFile& f, const Attr& a, const AttrValue& v, const YAML::
 // and size.
 std::optional<AttrValue> read_attr_value(SpecFile& f, const Attr& a, const YAML::Node& node,
                                          const std::string& what) {
-  if (a.type == AttrType::kEnum) {
+  if (a.type == AttrType::kEnum || a.type == AttrType::kDtype) {
     std::optional<std::string> s = f.string(node, what);
     if (!s) return std::nullopt;
     if (std::find(a.values.begin(), a.values.end(), *s) == a.values.end()) {
@@ -134,6 +134,28 @@ bool read_enum_values(SpecFile& f, const YAML::Node& node, const std::string& wh
   return ok;
 }
 
+// `values:` of a dtype attribute: distinct dtypes, kept as the spec spells them.
+bool read_dtype_values(SpecFile& f, const YAML::Node& node, const std::string& what, Attr& a) {
+  if (!f.expect_sequence(node, "the values of " + what)) return false;
+  bool ok = true;
+  for (const YAML::Node& v : node) {
+    std::optional<DType> d = read_dtype_name(f, v, "a value of " + what);
+    if (!d) {
+      ok = false;
+    } else if (std::find(a.values.begin(), a.values.end(), info(*d).name) != a.values.end()) {
+      f.error(f.at(v), "dtype '" + std::string(info(*d).name) + "' is listed twice for " + what);
+      ok = false;
+    } else {
+      a.values.push_back(info(*d).name);
+    }
+  }
+  if (node.size() == 0) {
+    f.error(f.at(node), "the values of " + what + " must list at least one dtype");
+    ok = false;
+  }
+  return ok;
+}
+
 }  // namespace
 
 std::optional<BoundKey> read_bound_key(SpecFile& f, const YAML::Node& node, const std::string& key,
@@ -166,9 +188,9 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
     std::optional<AttrType> type = parse_attr_type(*s);
     if (!type) {
       std::string fix = dtype_alias(*s);
-      if (fix.empty() || !parse_attr_type(fix)) fix = closest_match(*s, {"bool", "i32", "i64", "f32", "f64", "enum", "i32[]", "i64[]"});
+      if (fix.empty() || !parse_attr_type(fix)) fix = closest_match(*s, {"bool", "i32", "i64", "f32", "f64", "enum", "i32[]", "i64[]", "dtype"});
       f.error(f.at(value), "unsupported type '" + *s + "' for " + what +
-                               (fix.empty() ? std::string(" (supported: bool, i32, i64, f32, f64, enum, i32[], i64[])")
+                               (fix.empty() ? std::string(" (supported: bool, i32, i64, f32, f64, enum, i32[], i64[], dtype)")
                                             : "; did you mean '" + fix + "'?"));
       return std::nullopt;
     }
@@ -178,15 +200,22 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
   if (!have_type) return std::nullopt;
   const bool enum_ = a.type == AttrType::kEnum;
   const bool array = is_array(a.type);
+  const bool dtype = a.type == AttrType::kDtype;
   if (enum_ && !node["values"]) {
     f.error(f.at(node), "enum " + what + " is missing the required key 'values' (the strings it may take)");
+    ok = false;
+  }
+  if (dtype && !node["values"]) {
+    f.error(f.at(node), "dtype " + what + " is missing the required key 'values' (the dtypes it may take)");
     ok = false;
   }
   // The properties first: the default is checked against them.
   for (const auto& [key, value] : fields) {
     if (key == "values") {
-      if (!enum_) {
-        f.error(f.at(value), "'values' applies only to an enum attribute; " + what + " is " + info(a.type).name);
+      if (dtype) {
+        ok = read_dtype_values(f, value, what, a) && ok;
+      } else if (!enum_) {
+        f.error(f.at(value), "'values' applies only to an enum or dtype attribute; " + what + " is " + info(a.type).name);
         ok = false;
       } else {
         ok = read_enum_values(f, value, what, a) && ok;
@@ -213,7 +242,7 @@ std::optional<Attr> read_attr(SpecFile& f, const std::string& name, const YAML::
         ok = false;
       }
     } else if (key == "min" || key == "max" || key == "exclusive_min" || key == "exclusive_max") {
-      if (a.type == AttrType::kBool || enum_) {
+      if (a.type == AttrType::kBool || enum_ || dtype) {
         f.error(f.at(value), "'" + key + "' does not apply to the " + info(a.type).name + " " + what);
         ok = false;
         continue;

@@ -21,6 +21,9 @@ std::string dtype_alias(const std::string& s);
 // `types:`: each type variable with the dtypes it ranges over.
 bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& out);
 
+// A dtype as the spec spells it (f32), at `node`; an error naming `what` if not.
+std::optional<DType> read_dtype_name(SpecFile& f, const YAML::Node& node, const std::string& what);
+
 // `inputs:` or `outputs:` (`section`), whose entries are each a `role`.
 bool read_tensors(SpecFile& f, const YAML::Node& node, const std::string& section, const std::string& role,
                   const std::vector<TypeVar>& type_vars, std::vector<Tensor>& out);

@@ -188,6 +188,41 @@ void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
   }
 }
 
+// Each type variable written `{attr: name}` takes the values of that dtype
+// attribute; each dtype attribute binds exactly one variable (else the
+// caller's choice would reach nothing).
+bool bind_dtype_attrs(SpecFile& f, Op& op) {
+  bool ok = true;
+  std::map<std::string, std::string> bound;  // attribute -> its variable
+  for (TypeVar& v : op.type_vars) {
+    if (v.attr.empty()) continue;
+    const auto a = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& x) { return x.name == v.attr; });
+    if (a == op.attrs.end()) {
+      f.error(v.where, "type variable '" + v.name + "' is bound by attribute '" + v.attr +
+                           "', which is not declared under 'attrs'");
+      ok = false;
+    } else if (a->type != AttrType::kDtype) {
+      f.error(v.where, "type variable '" + v.name + "' is bound by attribute '" + v.attr + "', which is " +
+                           info(a->type).name + ", not a dtype attribute ({type: dtype, values: [...]})");
+      ok = false;
+    } else if (!bound.emplace(v.attr, v.name).second) {
+      f.error(v.where, "type variable '" + v.name + "' is bound by attribute '" + v.attr +
+                           "', which already binds type variable '" + bound[v.attr] + "'");
+      ok = false;
+    } else {
+      for (const std::string& d : a->values) v.dtypes.push_back(*parse_dtype(d));
+    }
+  }
+  for (const Attr& a : op.attrs) {
+    if (a.type == AttrType::kDtype && !bound.count(a.name)) {
+      f.error(a.where, "dtype attribute '" + a.name + "' binds no type variable; declare one under 'types' (Q: {attr: " +
+                           a.name + "}) and give it to the tensors whose dtype it chooses");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 std::optional<Op> read_op_spec(const std::string& path, const std::string& display_path,
@@ -214,15 +249,6 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   for (const auto& [key, value] : top) {
     if (key != "types") continue;
     ok = read_type_vars(f, value, op.type_vars) && ok;
-    // Every combination is compiled into every binding: keep their number sane.
-    size_t combinations = 1;
-    for (const TypeVar& v : op.type_vars) combinations *= std::max<size_t>(1, v.dtypes.size());
-    if (combinations > kMaxInstantiations) {
-      f.error(f.at(value), "the type variables give " + std::to_string(combinations) +
-                               " dtype combinations; at most " + std::to_string(kMaxInstantiations) +
-                               " are compiled into each binding");
-      ok = false;
-    }
   }
   for (const auto& [key, value] : top) {
     if (key == "name") {
@@ -279,6 +305,21 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
       std::optional<bool> b = f.boolean(value, "'differentiable'");
       if (b) op.differentiable = *b;
       else ok = false;
+    }
+  }
+  ok = bind_dtype_attrs(f, op) && ok;
+  // Every combination is compiled into every binding: keep their number sane
+  // (a derived variable adds none).
+  if (root["types"]) {
+    size_t combinations = 1;
+    for (const TypeVar& v : op.type_vars) {
+      if (v.free()) combinations *= std::max<size_t>(1, v.dtypes.size());
+    }
+    if (combinations > kMaxInstantiations) {
+      f.error(f.at(root["types"]), "the type variables give " + std::to_string(combinations) +
+                                       " dtype combinations; at most " + std::to_string(kMaxInstantiations) +
+                                       " are compiled into each binding");
+      ok = false;
     }
   }
   // `differentiable: false` says the outputs are constants of the inputs; a

@@ -271,6 +271,88 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
 
 }  // namespace
 
+// A dtype named at `node` as the spec spells it; reported (naming `what`) if not.
+std::optional<DType> read_dtype_name(SpecFile& f, const YAML::Node& node, const std::string& what) {
+  std::optional<std::string> s = f.string(node, what);
+  if (!s) return std::nullopt;
+  if (std::optional<DType> d = parse_dtype(*s)) return d;
+  const std::string fix = dtype_alias(*s);
+  f.error(f.at(node), "unsupported dtype '" + *s + "' for " + what +
+                          (fix.empty() ? std::string(" (supported: f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2)")
+                                       : "; did you mean '" + fix + "'?"));
+  return std::nullopt;
+}
+
+// A type variable written as a mapping: `{from: T, map: {f16: f32, ...}}`, a
+// function of an earlier input-bound variable, or `{attr: name}`, bound by a
+// dtype attribute (whose values resolve() gives it).
+static bool read_bound_type_var(SpecFile& f, const YAML::Node& node, const std::vector<TypeVar>& earlier, TypeVar& v) {
+  const std::string what = "type variable '" + v.name + "'";
+  const auto fields = f.entries(node, what, {"from", "map", "attr"});
+  const bool has_attr = static_cast<bool>(node["attr"]);
+  if (has_attr && (node["from"] || node["map"])) {
+    f.error(f.at(node), what + " is bound by an attribute ('attr') or derived ('from' and 'map'), not both");
+    return false;
+  }
+  if (has_attr) {
+    std::optional<std::string> a = f.string(node["attr"], "the attribute of " + what);
+    if (!a) return false;
+    v.attr = *a;
+    return true;
+  }
+  f.require(node, what, {"from", "map"});
+  if (!node["from"] || !node["map"]) return false;
+  std::optional<std::string> from = f.string(node["from"], "'from' of " + what);
+  if (!from) return false;
+  const auto source = std::find_if(earlier.begin(), earlier.end(), [&](const TypeVar& o) { return o.name == *from; });
+  if (source == earlier.end()) {
+    f.error(f.at(node["from"]), "'from' of " + what + " names '" + *from +
+                                    "', which is not a type variable declared before it");
+    return false;
+  }
+  if (!source->free() || !source->attr.empty()) {
+    f.error(f.at(node["from"]), "'from' of " + what + " names '" + *from + "', which is " +
+                                    (source->free() ? "bound by an attribute" : "itself derived") +
+                                    "; a derived variable is a function of a variable an input binds");
+    return false;
+  }
+  v.from = *from;
+  const YAML::Node map = node["map"];
+  if (!f.expect_map(map, "'map' of " + what)) return false;
+  bool ok = true;
+  std::vector<std::optional<DType>> image(source->dtypes.size());
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    std::optional<DType> key = read_dtype_name(f, it->first, "a key of 'map' of " + what);
+    std::optional<DType> value = read_dtype_name(f, it->second, "a value of 'map' of " + what);
+    if (!key || !value) {
+      ok = false;
+      continue;
+    }
+    const auto k = std::find(source->dtypes.begin(), source->dtypes.end(), *key);
+    if (k == source->dtypes.end()) {
+      f.error(f.at(it->first), "'map' of " + what + " maps " + info(*key).name + ", which " + *from +
+                                   " does not take");
+      ok = false;
+    } else {
+      image[k - source->dtypes.begin()] = value;
+    }
+  }
+  for (size_t k = 0; k < image.size(); ++k) {
+    if (image[k]) continue;
+    if (ok) {
+      f.error(f.at(map), "'map' of " + what + " gives no dtype for " + info(source->dtypes[k]).name + ", which " +
+                             *from + " takes");
+    }
+    ok = false;
+  }
+  if (!ok) return false;
+  for (const std::optional<DType>& d : image) {
+    v.map.push_back(*d);
+    if (std::find(v.dtypes.begin(), v.dtypes.end(), *d) == v.dtypes.end()) v.dtypes.push_back(*d);
+  }
+  return true;
+}
+
 // `types:` maps each type variable to the dtypes it ranges over.
 bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& out) {
   if (!f.expect_map(node, "'types'")) return false;
@@ -294,6 +376,11 @@ bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& o
     if (parse_dtype(v.name) || !dtype_alias(v.name).empty()) {
       f.error(v.where, "type variable '" + v.name + "' has the name of a dtype");
       ok = false;
+      continue;
+    }
+    if (it->second.IsMap()) {
+      ok = read_bound_type_var(f, it->second, out, v) && ok;
+      out.push_back(v);
       continue;
     }
     const std::string what = "the dtypes of type variable '" + v.name + "'";

@@ -106,6 +106,7 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     }
   }
   for (const TypeVar& v : op.type_vars) {
+    if (v.derived() || !v.attr.empty()) continue;  // bound by another variable or an attribute
     auto uses = [&](const std::vector<Tensor>& ts) {
       return std::any_of(ts.begin(), ts.end(), [&](const Tensor& t) { return t.type_var == v.name; });
     };

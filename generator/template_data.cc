@@ -237,6 +237,12 @@ json op_facts(const Op& op, const std::string& package) {
     json dtypes = json::array();
     for (DType t : v.dtypes) dtypes.push_back(info(t).name);
     d["dtypes"] = std::move(dtypes);
+    // Derived: the variable it follows and its dtype for each of that one's.
+    d["from"] = text_or_none(v.from);
+    json map = json::array();
+    for (DType t : v.map) map.push_back(info(t).name);
+    d["map"] = std::move(map);
+    d["attr"] = text_or_none(v.attr);  // bound by this dtype attribute
     type_vars.push_back(std::move(d));
   }
   for (Platform p : op.platforms) platforms.push_back(platform_name(p));

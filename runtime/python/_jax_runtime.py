@@ -133,7 +133,7 @@ def _custom_call(checked: _spec.Call, api_version: int):
     scratch = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
                for shape, dtype in zip(checked.workspace_shapes, checked.workspace_dtypes)]
     if api_version == 4:
-        ffi_attrs = {a.name: _ffi_attr(a, checked.attrs[a.name]) for a in op.attrs}
+        ffi_attrs = {a.name: _ffi_attr(op, a, checked.attrs[a.name]) for a in op.attrs}
         if op.optional_inputs:
             ffi_attrs["present_"] = np.int64(checked.present)
         custom_call = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
@@ -249,9 +249,11 @@ def _refusing_derivative(f, message: str):
     return g
 
 
-def _ffi_attr(a: _spec.Attr, value):
+def _ffi_attr(op: Op, a: _spec.Attr, value):
     if a.type == "enum":
         return value
+    if a.type == "dtype":  # as its code, which the descriptor carries too
+        return np.int32(op.opaque.codes[value])
     if a.is_array:
         return np.asarray(value, dtype=np.int32 if a.type == "i32[]" else np.int64)
     return _SCALAR_TYPES[a.type](value)

@@ -64,6 +64,8 @@ def fields_of(call: Call) -> dict:
             out[name] = int(call.symbols.get(name, 0))  # 0: bound only by an omitted optional input
         elif kind == "enum":
             out[name] = call.enum_index(name)
+        elif name in op.dtype_attrs.values():  # a dtype as its code
+            out[name] = op.opaque.codes[call.attrs[name]]
         else:  # attr, array
             out[name] = call.attrs[name]
     return out

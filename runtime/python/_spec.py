@@ -107,14 +107,14 @@ class Tensor:
 @dataclass(frozen=True)
 class Attr:
     name: str
-    type: str  # bool, i32, i64, f32, f64, enum, i32[], i64[]
+    type: str  # bool, i32, i64, f32, f64, enum, i32[], i64[], dtype
     default: object = REQUIRED
     min: float | int | None = None
     max: float | int | None = None
     min_exclusive: bool = False
     max_exclusive: bool = False
     range: str = ""  # as the spec's messages state it: ">= 0.0", "in (0.0, 1.0]"
-    values: tuple = ()  # enum: the names, in index order
+    values: tuple = ()  # enum: the names, in index order; dtype: the dtypes allowed (float8_e4m3fn)
     size: int | None = None  # arrays: the fixed length, if any
     unique: bool = False  # arrays: no element twice
     doc: str = ""
@@ -161,6 +161,10 @@ class Op:
     workspaces: tuple = ()  # scratch buffers for the body: Tensors sized by symbols and integer attributes
     constraints: tuple = ()
     type_vars: Mapping = field(default_factory=dict)  # name -> the dtypes it ranges over
+    # A derived variable -> (the variable it follows, {its dtype: this one's}).
+    derived: Mapping = field(default_factory=dict)
+    # A variable a dtype attribute binds -> the attribute.
+    dtype_attrs: Mapping = field(default_factory=dict)
     api_versions: tuple = (4,)
     platforms: tuple = ("cuda", "cpu")
     # platform -> the api_versions it has a handler for (XLA:CPU runs 4 and 3 of
@@ -294,9 +298,9 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
         if x is None and not t.optional:
             raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
     described = [None if x is None else (tuple(x.shape), dtype_name(x)) for x in inputs]
-    dtypes = _bind_dtypes(op, described, hint)
-    symbols, batch = _bind_shapes(op, described, require)
     checked = check_attrs(op, attrs, unchecked)
+    dtypes = _bind_dtypes(op, described, hint, checked)
+    symbols, batch = _bind_shapes(op, described, require)
     # Output and workspace dimensions name shape symbols and integer attributes.
     sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v) or _is_symbolic(v)}}
     # An output that updates an optional input the call omits is left out (None).
@@ -354,18 +358,31 @@ def _result_dtype(op: Op, t: Tensor, dtypes: Mapping) -> str:
     return dtypes[source.dtype] if source.dtype in op.type_vars else source.dtype
 
 
-def _bind_dtypes(op: Op, inputs: Sequence, hint: str) -> dict:
-    bound: dict = {}
-    by: dict = {}
+def _bind_dtypes(op: Op, inputs: Sequence, hint: str, attrs: Mapping) -> dict:
+    # The variables no input binds first: a dtype attribute's value, and each
+    # derived variable once the inputs have bound the one it follows.
+    bound: dict = {v: attrs[a] for v, a in op.dtype_attrs.items() if a in attrs}
+    by: dict = {v: f"attribute '{a}'" for v, a in op.dtype_attrs.items()}
 
     def convert(name: str) -> str:
         return f"x.astype(jnp.{name})" if hint == "jax" else f"x.to(torch.{name})"
 
-    for t, given in zip(op.inputs, inputs):
-        if given is None:
-            continue
+    def derive() -> None:
+        for v, (source, mapping) in op.derived.items():
+            if source in bound and v not in bound:
+                bound[v], by[v] = mapping[bound[source]], f"{source} = {bound[source]}"
+
+    given_inputs = [(t, g) for t, g in zip(op.inputs, inputs) if g is not None]
+    # Inputs of the variables that inputs bind, then those of the others.
+    for t, given in sorted(given_inputs, key=lambda p: p[0].dtype in op.derived or p[0].dtype in op.dtype_attrs):
+        derive()
         got = given[1]
-        if t.dtype in op.type_vars:
+        if t.dtype in op.type_vars and (t.dtype in op.derived or t.dtype in op.dtype_attrs):
+            if t.dtype in bound and got != bound[t.dtype]:
+                raise OpTypeError(f"{op.name}: input '{t.name}' has dtype {got}, but its dtype {t.dtype} is "
+                                  f"{bound[t.dtype]} (from {by[t.dtype]}; convert it explicitly, e.g. "
+                                  f"{convert(bound[t.dtype])})")
+        elif t.dtype in op.type_vars:
             allowed = dtype_names(op, t)
             if t.dtype in bound:
                 if got != bound[t.dtype]:
@@ -379,6 +396,7 @@ def _bind_dtypes(op: Op, inputs: Sequence, hint: str) -> dict:
         elif got != t.dtype:
             raise OpTypeError(f"{op.name}: input '{t.name}' has dtype {got}; the spec declares "
                               f"{t.dtype} (convert it explicitly, e.g. {convert(t.dtype)})")
+    derive()
     return bound
 
 
@@ -600,6 +618,13 @@ def check_attrs(op: Op, attrs: Mapping, unchecked: Sequence = ()) -> dict:
 
 def check_attr(op: str, a: Attr, value):
     who = f"{op}: attribute '{a.name}'"
+    if a.type == "dtype":
+        name = dtype_of(value)
+        if name is None:
+            raise OpTypeError(f"{who} must be a dtype, one of {', '.join(a.values)}; not {type(value).__name__}")
+        if name not in a.values:
+            raise OpValueError(f"{who} is {name}; it must be one of {', '.join(a.values)}")
+        return name
     if a.type == "enum":
         if not isinstance(value, str):
             raise OpTypeError(f"{who} must be a str, one of {', '.join(a.values)}; not {type(value).__name__}")
@@ -609,6 +634,20 @@ def check_attr(op: str, a: Attr, value):
     if a.is_array:
         return _check_array(who, a, value)
     return _check_scalar(who, a, a.type, value)
+
+
+def dtype_of(value) -> str | None:
+    """A dtype attribute's value by its numpy/torch name (float8_e5m2), from
+    that name, a torch.dtype, or anything numpy takes for a dtype (a numpy
+    dtype, jnp.float8_e5m2); None for anything else."""
+    if isinstance(value, str):
+        return value
+    if type(value).__module__ == "torch":  # torch.float8_e5m2, without importing torch here
+        return str(value).removeprefix("torch.")
+    try:
+        return np.dtype(value).name
+    except TypeError:
+        return None
 
 
 def _is_bool(v) -> bool:

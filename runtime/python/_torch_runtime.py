@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import is_fake
 from . import _spec, _torch_autograd, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
 from ._torch_direct import DIRECT, Direct
-from ._torch_values import DTYPES, fresh, in_spec_order, lift, lower, schema_result, spec_order, split_arguments
+from ._torch_values import DTYPES, dtype_attrs, fresh, in_spec_order, lift, lower, schema_result, spec_order, split_arguments
 from ._torch_xla import xla_custom_call
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -133,6 +133,7 @@ def _library(namespace: str, kind: str, key: str = "") -> torch.library.Library:
 def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
     """The documented function of `op`: ``torch.ops.<ns>.<op>``, with the
     outputs in spec order (an output updated in place is its input tensor)."""
+    attrs = dtype_attrs(op, attrs)
     direct = DIRECT.get(op.name)
     if direct is not None and direct.plain(inputs):
         return direct(inputs, attrs)

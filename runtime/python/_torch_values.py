@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from ._spec import Op, OpValueError
+from ._spec import Op, OpValueError, check_attr
 
 
 def lift(op: Op, attrs: Mapping) -> dict:
@@ -43,8 +43,23 @@ def lower(op: Op, attrs: Mapping) -> dict:
             out[a.name] = a.values.index(v)
         elif a.is_array:
             out[a.name] = torch.tensor(v, dtype=torch.int32 if a.type == "i32[]" else torch.int64)
+        elif a.type == "dtype":  # the schema's ScalarType
+            out[a.name] = DTYPES[v]
         else:
             out[a.name] = v
+    return out
+
+
+def dtype_attrs(op: Op, attrs: Mapping) -> Mapping:
+    """The attributes with each dtype attribute as the schema's ScalarType
+    takes it, a torch.dtype, from any spelling the checks read ("float8_e5m2",
+    a numpy dtype); one not among its values is refused here, by name."""
+    if not op.dtype_attrs:
+        return attrs
+    out = dict(attrs)
+    for a in op.attrs:
+        if a.name in op.dtype_attrs.values() and a.name in out:
+            out[a.name] = DTYPES[check_attr(op.name, a, out[a.name])]
     return out
 
 

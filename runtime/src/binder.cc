@@ -115,6 +115,32 @@ DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* n
   return DType::kUnknown;
 }
 
+DType Binder::dtype_attr(size_t i, const char* name, std::initializer_list<DType> allowed, int* index) {
+  *index = -1;
+  if (!ok()) return DType::kUnknown;
+  AttrValue v;
+  if (Status s = source_.attr(i, name, AttrKind::kDtype, &v); !s.ok()) {
+    fail(s);
+    return DType::kUnknown;
+  }
+  std::string names;
+  int k = 0;
+  for (DType a : allowed) {
+    if (static_cast<int64_t>(a) == v.i) {
+      *index = k;
+      return a;
+    }
+    names += (names.empty() ? "" : ", ") + source_.spell(a);
+    ++k;
+  }
+  const bool known = v.i >= 0 && v.i <= static_cast<int64_t>(DType::kF8E5M2);
+  const std::string got = known ? source_.spell(static_cast<DType>(v.i))
+                          : v.name.empty() ? std::string("an unsupported dtype") : std::string(v.name);
+  fail(Status::InvalidArgument(who("attribute", name) + " is " + got +
+                               "; it must be one of " + names));
+  return DType::kUnknown;
+}
+
 void Binder::same_dtype(size_t i, const char* name, const char* var_name, const char* bound_by, DType bound) {
   if (!ok()) return;
   const TensorRef* t = source_.input(i);

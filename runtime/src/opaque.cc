@@ -143,7 +143,8 @@ Status decode(const char* data, size_t size, const Field* fields, size_t count, 
             break;
           }
           case AttrKind::kI32:
-          case AttrKind::kEnum: v.i = read_field<int32_t>(data, at); break;
+          case AttrKind::kEnum:
+          case AttrKind::kDtype: v.i = read_field<int32_t>(data, at); break;
           case AttrKind::kI64: v.i = read_field<int64_t>(data, at); break;
           case AttrKind::kF32: v.f = read_field<float>(data, at); break;
           case AttrKind::kF64: v.f = read_field<double>(data, at); break;
@@ -193,7 +194,8 @@ std::string encode(const Field* fields, size_t count, uint64_t fingerprint, cons
         switch (f.attr) {
           case AttrKind::kBool: write_field<uint8_t>(out, at, v.b ? 1 : 0); break;
           case AttrKind::kI32:
-          case AttrKind::kEnum: write_field<int32_t>(out, at, static_cast<int32_t>(v.i)); break;
+          case AttrKind::kEnum:
+          case AttrKind::kDtype: write_field<int32_t>(out, at, static_cast<int32_t>(v.i)); break;
           case AttrKind::kI64: write_field<int64_t>(out, at, v.i); break;
           case AttrKind::kF32: write_field<float>(out, at, static_cast<float>(v.f)); break;
           case AttrKind::kF64: write_field<double>(out, at, v.f); break;

@@ -170,6 +170,14 @@ Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
     case AttrKind::kI32:
     case AttrKind::kI64:
     case AttrKind::kEnum: value->i = stack_to<int64_t>(v); break;  // an enum as its index (the lowered op)
+    case AttrKind::kDtype: {
+      // A ScalarType arrives as the shim's dtype code (int32), as a tensor's dtype does.
+      const int32_t code = stack_to<int32_t>(v);
+      const DType d = dtype_of(code);
+      value->i = d == DType::kUnknown ? -1 : static_cast<int64_t>(d);
+      if (d == DType::kUnknown) value->name = foreign_name(code);  // for the message
+      break;
+    }
     case AttrKind::kF32:
     case AttrKind::kF64: value->f = stack_to<double>(v); break;
     case AttrKind::kI32Array:

@@ -56,7 +56,8 @@ py::object attr_value(const opgen::opaque::Field& f, const opgen::AttrValue& a) 
     case opgen::AttrKind::kI64Array: return py::cast(std::vector<int64_t>(a.i64s.begin(), a.i64s.end()));
     case opgen::AttrKind::kI32:
     case opgen::AttrKind::kI64:
-    case opgen::AttrKind::kEnum: break;
+    case opgen::AttrKind::kEnum:
+    case opgen::AttrKind::kDtype: break;  // an index, a dtype's code
   }
   return py::int_(a.i);
 }

@@ -21,9 +21,17 @@ _INTEGERS = ("int32", "int64", "uint8")
 
 
 def instantiations(op) -> list[dict]:
-    """Every dtype combination of the op's type variables ({} when it has none)."""
-    names = list(op.type_vars)
-    return [dict(zip(names, combo)) for combo in itertools.product(*(op.type_vars[n] for n in names))]
+    """Every dtype combination of the op's type variables ({} when it has none):
+    over the free ones (a dtype attribute's among them), each derived variable
+    following its own."""
+    free = [n for n in op.type_vars if n not in op.derived]
+    out = []
+    for combo in itertools.product(*(op.type_vars[n] for n in free)):
+        d = dict(zip(free, combo))
+        for v, (source, mapping) in op.derived.items():
+            d[v] = mapping[d[source]]
+        out.append({n: d[n] for n in op.type_vars})
+    return out
 
 
 def instantiation_id(dtypes: dict) -> str:
@@ -76,7 +84,7 @@ def _attr_value(a, rng):
     """A value of attribute `a`: its default, or (without one, or at random) one drawn from its type and range."""
     if a.default is not _spec.REQUIRED and rng.random() < 0.5:
         return a.default
-    if a.type == "enum":
+    if a.type in ("enum", "dtype"):
         return a.values[rng.integers(len(a.values))]
     if a.type == "bool":
         return bool(rng.integers(2))
@@ -138,6 +146,7 @@ def draw(op, dtypes: dict, rng, *, with_optional: bool = True, batch: tuple | No
     for _ in range(tries):
         sizes = {s: int(rng.choice(chosen[s])) if s in chosen else int(rng.integers(1, 9)) for s in symbols}
         attrs = {a.name: _attr_value(a, rng) for a in op.attrs}
+        attrs.update({a: dtypes[v] for v, a in op.dtype_attrs.items()})  # the instantiation's choice
         lead = batch if batch is not None else tuple(int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3))))
         bounds = {**sizes, **{k: v for k, v in attrs.items() if isinstance(v, int) and not isinstance(v, bool)}}
         inputs = []

@@ -134,3 +134,31 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
             key_cache[slot // block_size, slot % block_size] = key[t]
             value_cache[slot // block_size, slot % block_size] = value[t]
     return key_cache, value_cache
+
+
+# The largest finite value of each 8-bit float, its mantissa bits and its
+# smallest normal exponent.
+FP8 = {"float8_e4m3fn": (448.0, 3, -6), "float8_e5m2": (57344.0, 2, -14)}
+
+
+def dynamic_per_token_scaled_fp8_quant(x, out_dtype, scale_ub=None):
+    """vLLM's per-token quantisation in float64, before the rounding to
+    `out_dtype`: each row's scale (its max |x|, at most scale_ub, over the
+    dtype's largest finite value; at least 1 / (max * 512)) and x / scale
+    clipped to the finite range."""
+    top = FP8[out_dtype][0]
+    x = np.asarray(x, np.float64)
+    amax = np.abs(x).max(-1, initial=0.0)
+    if scale_ub is not None:
+        amax = np.minimum(amax, float(np.asarray(scale_ub, np.float64)))
+    scale = np.maximum(amax / top, 1.0 / (top * 512.0))
+    return np.clip(x / scale[..., None], -top, top), scale
+
+
+def fp8_ulp(value, out_dtype):
+    """The spacing of `out_dtype`'s values at each |value| (that of the
+    subnormals below the smallest normal exponent)."""
+    _, mantissa, min_exp = FP8[out_dtype]
+    a = np.abs(np.asarray(value, np.float64))
+    exp = np.floor(np.log2(np.where(a > 0, a, 1.0)))
+    return np.exp2(np.maximum(exp, min_exp) - mantissa)

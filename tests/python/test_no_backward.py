@@ -19,7 +19,7 @@ import op_problems
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from opgen_ops import _ops
-from torch_arrays import to_torch
+from torch_arrays import to_torch, torch_attrs
 
 CPU = jax.devices("cpu")[0]
 FLOAT = ("float16", "bfloat16", "float32", "float64")
@@ -109,7 +109,7 @@ def test_torch_outputs_are_constants(op):
     p, i = float_case(op)
     for f in (getattr(tops, op.name), getattr(torch.ops.opgen_ops, op.name)):
         tensors = torch_inputs(p, i)
-        out = f(*tensors, **p.attrs)
+        out = f(*tensors, **torch_attrs(op, p.attrs))
         outs = out if isinstance(out, tuple) else (out,)
         assert all(not o.requires_grad and o.grad_fn is None for o in outs if o is not None)
         (tensors[i].float() * 2).sum().backward()  # x's own gradient, untouched by the op

@@ -175,7 +175,9 @@ def tensor(name, dims, optional=False, alias=None, batch=False):
             "dims": [{"text": d} for d in dims]}
 
 
-ATTR_TYPES = {"f32": {"torch_schema": "float"}, "enum": {"torch_schema": "str"}, "i64[]": {"torch_schema": "int[]"}}
+ATTR_TYPES = {"f32": {"torch_schema": "float"}, "enum": {"torch_schema": "str"}, "i64[]": {"torch_schema": "int[]"},
+              "dtype": {"torch_schema": "ScalarType"}}
+DTYPES = {"f8e5m2": {"torch": "float8_e5m2"}}
 
 
 def test_torch_schema():
@@ -183,13 +185,15 @@ def test_torch_schema():
           "outputs": [tensor("cache_out", [], alias="cache"), tensor("y", ["N"]), tensor("z", ["N"])],
           "attrs": [{"name": "eps", "type": "f32", "array": False, "has_default": True, "default": 0.5},
                     {"name": "mode2", "type": "enum", "array": False, "has_default": True, "default": "a"},
-                    {"name": "dims", "type": "i64[]", "array": True, "has_default": False, "default": None}]}
-    assert spelling.torch_schema(op, False, ATTR_TYPES) == (
-        'upd(Tensor(a!) cache, Tensor x, Tensor? w=None, *, float eps=0.5, str mode2="a", int[] dims) -> '
-        "(Tensor, Tensor)")
-    assert spelling.torch_schema(op, True, ATTR_TYPES) == (
-        "upd__lowered(Tensor(a!) cache, Tensor x, Tensor? w=None, *, float eps=0.5, int mode2, Tensor dims) -> "
-        "(Tensor, Tensor)")
+                    {"name": "dims", "type": "i64[]", "array": True, "has_default": False, "default": None},
+                    {"name": "to", "type": "dtype", "array": False, "has_default": True, "default": "f8e5m2"}]}
+    # A dtype attribute is a ScalarType, its default by torch's name, lowered or not.
+    assert spelling.torch_schema(op, False, ATTR_TYPES, DTYPES) == (
+        'upd(Tensor(a!) cache, Tensor x, Tensor? w=None, *, float eps=0.5, str mode2="a", int[] dims, '
+        "ScalarType to=float8_e5m2) -> (Tensor, Tensor)")
+    assert spelling.torch_schema(op, True, ATTR_TYPES, DTYPES) == (
+        "upd__lowered(Tensor(a!) cache, Tensor x, Tensor? w=None, *, float eps=0.5, int mode2, Tensor dims, "
+        "ScalarType to=float8_e5m2) -> (Tensor, Tensor)")
 
 
 def test_declared_shapes_and_tuples():

@@ -8,6 +8,12 @@ import torch
 _BITS = {1: np.uint8, 2: np.int16}
 
 
+def torch_attrs(op, attrs):
+    """Attribute values as torch.ops takes them: a dtype attribute (the
+    schema's ScalarType) as a torch.dtype."""
+    return {k: getattr(torch, v) if k in op.dtype_attrs.values() else v for k, v in attrs.items()}
+
+
 def to_torch(x, device="cpu"):
     """A torch copy of numpy array `x` on `device` (None stays None)."""
     if x is None:

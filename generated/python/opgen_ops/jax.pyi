@@ -8,6 +8,7 @@ import contextlib as _contextlib  # private: an op may be named contextlib
 import jax as _jax  # private: an op may be named jax
 
 __all__ = [
+    'dynamic_per_token_scaled_fp8_quant',
     'flip',
     'fused_add_rms_norm',
     'glu',
@@ -29,6 +30,13 @@ __all__ = [
 ]
 
 def unpartitioned() -> _contextlib.AbstractContextManager[None]: ...
+def dynamic_per_token_scaled_fp8_quant(
+    x: _jax.typing.ArrayLike,
+    scale_ub: _jax.typing.ArrayLike | None = None,
+    *,
+    out_dtype: object = 'float8_e4m3fn',
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array]: ...
 def flip(
     x: _jax.typing.ArrayLike,
     *,

@@ -32,6 +32,7 @@ for _op in _ops.OPS:
 _register_torchax_lowerings(_ops.OPS, __package__)
 
 __all__ = [
+    'dynamic_per_token_scaled_fp8_quant',
     'flip',
     'fused_add_rms_norm',
     'glu',
@@ -51,6 +52,11 @@ __all__ = [
     'topk_softmax',
     "xla_graph_only",
 ]
+
+
+def dynamic_per_token_scaled_fp8_quant(x, scale_ub=None, *, out_dtype='float8_e4m3fn'):
+    "Per-token (row) quantisation to an 8-bit float: scale = max(min(max|x_row|, scale_ub) / max_finite(out_dtype), 1 / (max_finite(out_dtype) * 512)) per row, out = x / scale rounded to the nearest out_dtype value (ties to even) and saturated to its finite range. As vLLM's dynamic_per_token_scaled_fp8_quant; the scale is computed in S (f32, f64 for f64 input). Not differentiable: under autograd and jax.grad its outputs are constants.\n\nArgs:\n  x: T[..., D] the activations; one row per token\n  scale_ub: S[], optional an upper bound on each row's max |x| (vLLM's scale_ub); none when not given\n  out_dtype: a dtype, one of float8_e4m3fn, float8_e5m2 = 'float8_e4m3fn' the dtype of the quantised output\n\nReturns:\n  out: Q[..., D] the quantised activations\n  scale: S[...] each row's scale: x is about out * scale"
+    return _call(_ops.dynamic_per_token_scaled_fp8_quant.OP, (x, scale_ub), {'out_dtype': out_dtype}, _CAPSULES)
 
 
 def flip(x, *, dims=(-1,)):

@@ -8,6 +8,7 @@ from typing import Literal
 import torch as _torch  # private: an op may be named torch
 
 __all__ = [
+    'dynamic_per_token_scaled_fp8_quant',
     'flip',
     'fused_add_rms_norm',
     'glu',
@@ -29,6 +30,12 @@ __all__ = [
 ]
 
 def xla_graph_only() -> _contextlib.AbstractContextManager[None]: ...
+def dynamic_per_token_scaled_fp8_quant(
+    x: _torch.Tensor,
+    scale_ub: _torch.Tensor | None = None,
+    *,
+    out_dtype: object = 'float8_e4m3fn',
+) -> tuple[_torch.Tensor, _torch.Tensor]: ...
 def flip(
     x: _torch.Tensor,
     *,

@@ -19,7 +19,7 @@ def package_data(package, dtypes):
 
 
 _ATTR_KINDS = {'bool': 'kBool', 'i32': 'kI32', 'i64': 'kI64', 'f32': 'kF32', 'f64': 'kF64', 'enum': 'kEnum',
-               'i32[]': 'kI32Array', 'i64[]': 'kI64Array'}
+               'i32[]': 'kI32Array', 'i64[]': 'kI64Array', 'dtype': 'kDtype'}
 
 
 def op_data(op, package, dtypes, attr_types):
@@ -33,7 +33,7 @@ def op_data(op, package, dtypes, attr_types):
             t['alias_index'] = next(i for i, x in enumerate(op['inputs']) if x['name'] == t['alias'])
     for t in inputs:
         t['aliased_by'] = next((o['name'] for o in op['outputs'] if o['alias'] == t['name']), None)
-    attrs = [_attr(a, attr_types) for a in op['attrs']]
+    attrs = [_attr(a, attr_types, by_name) for a in op['attrs']]
     # The integer attributes an output's shape names: every binding reads
     # them before it sizes the outputs (the others after, so that a legacy
     # call refused for one of them still poisons its outputs).
@@ -47,14 +47,26 @@ def op_data(op, package, dtypes, attr_types):
         a['sizes_outputs'] = a['name'] in named
     required = [t for t in inputs if not t['optional']]
     type_vars = []
+    fields = 0  # the descriptor's dtype fields: one per variable an input binds
     for v in op['type_vars']:
+        kind = 'derived' if v['from'] else 'attr' if v['attr'] else 'input'
+        source = next((u for u in op['type_vars'] if u['name'] == v['from']), None)
         type_vars.append({
             'name': v['name'],
+            'kind': kind,
             'dtypes': [by_name[d] for d in v['dtypes']],
             'names': ', '.join(v['dtypes']),
             # The first required input whose dtype the variable is: it binds the variable.
-            'bound_by': next(t['name'] for t in required if t['type_var'] == v['name']),
+            'bound_by': next(t['name'] for t in required if t['type_var'] == v['name']) if kind == 'input' else None,
+            'field': fields if kind == 'input' else None,
+            'from': v['from'],
+            # Derived: (a dtype of `from`, its own), in the order of from's dtypes.
+            'map': [(by_name[a], by_name[b]) for a, b in zip(source['dtypes'], v['map'])] if source else [],
+            'map_text': ', '.join(a + ' -> ' + b for a, b in zip(source['dtypes'], v['map'])) if source else '',
+            'attr': v['attr'],
+            'attr_index': next(k for k, a in enumerate(op['attrs']) if a['name'] == v['attr']) if v['attr'] else None,
         })
+        fields += kind == 'input'
     lowered = any(a['type'] == 'enum' or a['array'] for a in op['attrs'])
     legacy = [v for v in op['api_versions'] if v != 4]
     out = {
@@ -88,9 +100,9 @@ def op_data(op, package, dtypes, attr_types):
         'command_buffer_compatible': op['command_buffer_compatible'],
         'opaque': _opaque(op),
         'ffi_target': package['name'] + '_' + op['name'] + '_ffi',
-        'torch_schema': sp.torch_schema(op, False, attr_types),
+        'torch_schema': sp.torch_schema(op, False, attr_types, by_name),
         'torch_lowered': lowered,
-        'torch_kernel_schema': sp.torch_schema(op, lowered, attr_types),
+        'torch_kernel_schema': sp.torch_schema(op, lowered, attr_types, by_name),
         'torch_kernel_name': op['name'] + ('__lowered' if lowered else ''),
         'has_batch': any(t['batch'] for t in op['inputs'] + op['outputs']),
         # The input whose leading dimensions define the batch.
@@ -174,11 +186,16 @@ def _tree_names(tree, out):
         _tree_names(tree['rhs'], out)
 
 
-def _attr(a, attr_types):
+def _attr(a, attr_types, dtypes):
     info = attr_types[a['type']]
     enum = a['type'] == 'enum'
     array = a['array']
+    dtype = a['type'] == 'dtype'
     element = attr_types[a['element_type']]
+    if dtype:
+        # A dtype attribute's values as Python and its messages name them (float8_e4m3fn).
+        a = dict(a, values=[dtypes[v]['numpy'] for v in a['values']],
+                 default=dtypes[a['default']]['numpy'] if a['has_default'] else None)
     quoted = ', '.join("'" + v + "'" for v in a['values'])
     literal = sp.attr_literal(a['type'], a['default']) if a['has_default'] else ('', '')
     cpp = a['enum_type'] if enum else 'opgen::Span<const ' + info['cpp'] + '>' if array else info['cpp']
@@ -186,7 +203,7 @@ def _attr(a, attr_types):
     return {
         'name': a['name'],
         'doc': a['doc'],
-        'kind': 'enum' if enum else 'array' if array else 'scalar',
+        'kind': 'enum' if enum else 'array' if array else 'dtype' if dtype else 'scalar',
         'type': {'cpp': info['cpp'], 'numpy': info['numpy']},  # of the value, or of one element of an array
         'type_name': a['type'],
         'attr_kind': _ATTR_KINDS[a['type']],  # its opgen::AttrKind
@@ -195,7 +212,7 @@ def _attr(a, attr_types):
         'ffi_cpp': ffi_cpp,  # the type the typed XLA FFI decodes the attribute as
         'values': a['values'],
         'values_text': ', '.join(a['values']),
-        'type_text': 'one of ' + quoted if enum else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
+        'type_text': 'one of ' + quoted if enum else 'a dtype, one of ' + ', '.join(a['values']) if dtype else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
         'py_annotation': 'Literal[' + quoted + ']' if enum else info['py_type'],
         'size': a['size'],
         'unique': a['unique'],
@@ -245,15 +262,22 @@ def _cpp_templates(op, dtypes):
     dtypes (the first varies slowest)."""
     names = [v['name'] for v in op['type_vars']]
     params = ', '.join('typename ' + n for n in names)
+    # The combinations are over the free variables; a derived one follows its own.
+    free = [v for v in op['type_vars'] if not v['from']]
     index, stride = '', 1
-    for v in reversed(op['type_vars']):
+    for v in reversed(free):
         term = v['name'] + '_i_' + ('' if stride == 1 else ' * %d' % stride)
         index = term if not index else term + ' + ' + index
         stride *= len(v['dtypes'])
-    assignments = [[]]
-    for v in op['type_vars']:
-        assignments = [a + [d] for a in assignments for d in v['dtypes']]
-    template_args = ['<' + ', '.join(dtypes[d]['cpp'] for d in a) + '>' if names else '' for a in assignments]
+    assignments = [{}]
+    for v in free:
+        assignments = [dict(a, **{v['name']: d}) for a in assignments for d in v['dtypes']]
+    for a in assignments:
+        for v in op['type_vars']:
+            if v['from']:
+                source = next(u for u in op['type_vars'] if u['name'] == v['from'])
+                a[v['name']] = v['map'][source['dtypes'].index(a[v['from']])]
+    template_args = ['<' + ', '.join(dtypes[a[n]]['cpp'] for n in names) + '>' if names else '' for a in assignments]
     return {
         'template_params': params,
         # `template <typename T>` before a declaration over Args, and its Args type.

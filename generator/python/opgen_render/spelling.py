@@ -60,7 +60,7 @@ def attr_literal(attr_type, v):
     return py_tuple(items), '[' + comma_list(items) + ']'
 
 
-def torch_schema(op, lowered, attr_types):
+def torch_schema(op, lowered, attr_types, dtypes):
     """The torch.library schema: tensors positional, attributes keyword-only
     with their defaults, e.g. "simple_add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor".
     A tensor updated in place is a mutable alias, `Tensor(a!)`; torch custom ops
@@ -88,7 +88,9 @@ def torch_schema(op, lowered, attr_types):
             s += ', Tensor ' + a['name']
         else:
             s += ', ' + attr_types[a['type']]['torch_schema'] + ' ' + a['name']
-            if a['has_default']:
+            if a['has_default'] and a['type'] == 'dtype':
+                s += '=' + dtypes[a['default']]['torch']  # a ScalarType by its name: float8_e4m3fn
+            elif a['has_default']:
                 s += '=' + attr_literal(a['type'], a['default'])[1]
     s += ') -> '
     fresh = sum(1 for o in op['outputs'] if not o['alias'])

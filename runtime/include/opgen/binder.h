@@ -31,6 +31,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "opgen/dtypes.h"
 #include "opgen/span.h"
@@ -48,7 +49,10 @@ struct TensorRef {
   void* data = nullptr;
 };
 
-enum class AttrKind : uint8_t { kBool, kI32, kI64, kF32, kF64, kEnum, kI32Array, kI64Array };
+// kDtype: a dtype attribute, as its opgen::DType code in `i` (every source
+// converts its framework's dtype to the code; -1 for one opgen lacks, then
+// `name` may hold the framework's name of it).
+enum class AttrKind : uint8_t { kBool, kI32, kI64, kF32, kF64, kEnum, kI32Array, kI64Array, kDtype };
 
 // An attribute's value as a framework hands it over.
 struct AttrValue {
@@ -105,6 +109,15 @@ class Source {
 // that the call omits (`present`: bit k, the k-th optional input is given).
 size_t result_count(const int* aliases, size_t outputs, size_t required_inputs, uint64_t present);
 
+// A derived type variable's dtype: the one `map` pairs with `from` (the
+// variable it follows, which the call has bound: kUnknown after a failure).
+inline DType derived(DType from, std::initializer_list<std::pair<DType, DType>> map) {
+  for (const auto& [a, b] : map) {
+    if (a == from) return b;
+  }
+  return DType::kUnknown;
+}
+
 class Binder {
  public:
   static constexpr size_t kMaxSymbols = 64;
@@ -132,6 +145,9 @@ class Binder {
   // one of `allowed`; `*index` is its position there (-1 on a failure).
   DType type_var(size_t var, const char* var_name, size_t i, const char* name, std::initializer_list<DType> allowed,
                  int* index);
+  // A type variable bound by dtype attribute `i` (`name`): its value, which
+  // must be one of `allowed`; `*index` is its position there (-1 on a failure).
+  DType dtype_attr(size_t i, const char* name, std::initializer_list<DType> allowed, int* index);
   // Input `i` has the dtype of type variable `var_name`, `bound` by input `bound_by`.
   void same_dtype(size_t i, const char* name, const char* var_name, const char* bound_by, DType bound);
 

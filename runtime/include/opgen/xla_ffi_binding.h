@@ -182,7 +182,8 @@ inline Status FfiSource::attr(size_t, const char* name, AttrKind kind, AttrValue
       value->b = v.value();
       break;
     }
-    case AttrKind::kI32: {
+    case AttrKind::kI32:
+    case AttrKind::kDtype: {  // a dtype as its code
       auto v = attrs_.get<int32_t>(name);
       if (!v.has_value()) return failed(v.error());
       value->i = v.value();

@@ -2,6 +2,7 @@
 """The description of every op of opgen_ops (one module per op)."""
 
 from . import (
+    dynamic_per_token_scaled_fp8_quant,
     flip,
     fused_add_rms_norm,
     glu,
@@ -22,6 +23,7 @@ from . import (
 )
 
 OPS = (
+    dynamic_per_token_scaled_fp8_quant.OP,
     flip.OP,
     fused_add_rms_norm.OP,
     glu.OP,
