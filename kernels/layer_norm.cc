@@ -10,12 +10,11 @@
 
 namespace opgen_ops::layer_norm {
 
-template <typename T>
-opgen::Status run_cpu(const Args<T>& args) {
+template <typename T, typename S>
+opgen::Status run_cpu(const Args<T, S>& args) {
   using opgen::kernels::load;
   using opgen::kernels::store;
   using C = typename opgen::kernels::Compute<T>::type;
-  using S = std::remove_pointer_t<decltype(args.mean)>;
   const int64_t d = args.D;
   for (int64_t row = 0; row < args.batch; ++row) {
     const T* x = args.x + row * d;

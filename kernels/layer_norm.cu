@@ -133,11 +133,11 @@ Launch<A> kernel_for(const A& args) {
 
 }  // namespace
 
-template <typename T>
-opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
+template <typename T, typename S>
+opgen::Status launch_cuda(cudaStream_t stream, const Args<T, S>& args) {
   // CUDA grids hold at most 2^31 - 1 blocks in x; the kernels loop over the rest.
   const unsigned blocks = static_cast<unsigned>(args.batch < 0x7fffffff ? args.batch : 0x7fffffff);
-  const Launch<Args<T>> launch = kernel_for(args);
+  const Launch<Args<T, S>> launch = kernel_for(args);
   launch.kernel<<<blocks, launch.threads, 0, stream>>>(args);
   return opgen::cuda_launch_status("layer_norm");
 }

@@ -11,4 +11,5 @@ namespace opgen_ops::layer_norm_backward {
 template opgen::Status run_cpu(const Args<opgen::f16>&);
 template opgen::Status run_cpu(const Args<opgen::bf16>&);
 template opgen::Status run_cpu(const Args<float>&);
+template opgen::Status run_cpu(const Args<double>&);
 }  // namespace opgen_ops::layer_norm_backward

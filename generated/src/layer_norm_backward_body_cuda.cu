@@ -11,4 +11,5 @@ namespace opgen_ops::layer_norm_backward {
 template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f16>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::bf16>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<float>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<double>&);
 }  // namespace opgen_ops::layer_norm_backward

@@ -8,7 +8,8 @@
 #include "layer_norm.cc"
 
 namespace opgen_ops::layer_norm {
-template opgen::Status run_cpu(const Args<opgen::f16>&);
-template opgen::Status run_cpu(const Args<opgen::bf16>&);
-template opgen::Status run_cpu(const Args<float>&);
+template opgen::Status run_cpu(const Args<opgen::f16, float>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, float>&);
+template opgen::Status run_cpu(const Args<float, float>&);
+template opgen::Status run_cpu(const Args<double, double>&);
 }  // namespace opgen_ops::layer_norm

@@ -46,6 +46,27 @@ def test_torch_matches_native_layer_norm(rng, given, dtype):
     torch.testing.assert_close(rstd, want_rstd[..., 0], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("dtype, stats", [("float16", "float32"), ("bfloat16", "float32"), ("float32", "float32"),
+                                          ("float64", "float64")])
+def test_statistics_are_f32_or_f64_for_f64_in_both_frameworks(rng, dtype, stats):
+    x = rng.standard_normal((3, 40)) * 3 + 1
+    out, mean, rstd = tops.layer_norm(torch.from_numpy(x).to(getattr(torch, dtype)))
+    assert out.dtype == getattr(torch, dtype) and mean.dtype == rstd.dtype == getattr(torch, stats)
+    with jax.enable_x64(dtype == "float64"):
+        jout, jmean, jrstd = jops.layer_norm(jax.device_put(x.astype(jnp.dtype(dtype)), CPU))
+    assert jout.dtype == jnp.dtype(dtype) and jmean.dtype == jrstd.dtype == jnp.dtype(stats)
+    if dtype == "float64":  # f64 statistics keep f64's digits
+        np.testing.assert_allclose(mean.numpy(), x.mean(-1), rtol=1e-13)
+        np.testing.assert_allclose(np.asarray(jrstd), 1 / np.sqrt(x.var(-1) + EPS), rtol=1e-13)
+
+
+@pytest.mark.parametrize("given", ["x", "x, weight", "x, weight, bias"])
+def test_torch_gradcheck_in_float64(rng, given):
+    n = len(given.split(","))
+    args = [torch.from_numpy(rng.standard_normal(s)).requires_grad_() for s in [(2, 3, 16), (16,), (16,)][:n]]
+    assert torch.autograd.gradcheck(lambda *t: tops.layer_norm(*t, eps=EPS)[0], args)
+
+
 def test_jax_matches_its_own_layer_norm(rng):
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(4, 7, 64), (64,), (64,)])
     for api_version in (4, 3):
@@ -145,7 +166,7 @@ def relative_error(got, want):
 # thread (in blocks of 32, 64, 128 or 256 threads) and reads it from memory
 # otherwise (an odd D, rows wider than 8 vectors); the backward reads rows once
 # at up to 4 vectors, twice otherwise.
-WIDTHS = [("float32", 40), ("bfloat16", 512), ("float16", 1024), ("float32", 1024), ("float32", 2048),
+WIDTHS = [("float64", 1000), ("float64", 4096), ("float32", 40), ("bfloat16", 512), ("float16", 1024), ("float32", 1024), ("float32", 2048),
           ("bfloat16", 4096), ("float16", 8192), ("bfloat16", 16384), ("float32", 16384), ("bfloat16", 1023)]
 
 

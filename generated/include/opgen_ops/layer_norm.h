@@ -21,8 +21,9 @@
 namespace opgen_ops::layer_norm {
 
 // Layer normalisation over the last axis: out = (x - mean) * rstd * weight + bias, with mean and rstd = 1 / sqrt(var + eps) of each row (var the biased variance, as torch.nn.functional.layer_norm), computed in f32 (f64 for f64) from the row's values in two passes (no cancellation when the mean is large).
-// T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
-template <typename T>
+// T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
+// S follows T: f16 -> f32, bf16 -> f32, f32 -> f32, f64 -> f64 (as float, double).
+template <typename T, typename S>
 struct Args {
   // Inputs, each dense and row-major, in device memory (CUDA) or host memory (CPU).
   const T* x;  // [..., D]
@@ -30,8 +31,8 @@ struct Args {
   const T* bias;  // [D]; nullptr when not given
   // Outputs, dense and row-major; the body writes every element.
   T* out;  // [..., D]
-  float* mean;  // [...]
-  float* rstd;  // [...]
+  S* mean;  // [...]
+  S* rstd;  // [...]
   // The product of the leading dimensions that '...' stands for (1 when there are none).
   int64_t batch;
   // Shape symbols, bound from the inputs and checked to agree.
@@ -41,17 +42,17 @@ struct Args {
 };
 
 // Every Args the bindings run, in the order they number them (the first type
-// variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>>;
+// variable varies slowest; a derived one follows its own).
+using Instantiations = opgen::TypeList<Args<opgen::f16, float>, Args<opgen::bf16, float>, Args<float, float>, Args<double, double>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.
-template <typename T>
-opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args);
+template <typename T, typename S>
+opgen::Status launch_cuda(cudaStream_t stream, const Args<T, S>& args);
 #endif
 
 // Runs the op on the host, synchronously.
-template <typename T>
-opgen::Status run_cpu(const Args<T>& args);
+template <typename T, typename S>
+opgen::Status run_cpu(const Args<T, S>& args);
 
 }  // namespace opgen_ops::layer_norm

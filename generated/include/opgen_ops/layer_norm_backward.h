@@ -21,7 +21,7 @@
 namespace opgen_ops::layer_norm_backward {
 
 // With n = (x - mean) * rstd (layer_norm's statistics of each row) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - mean(g) - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).
-// T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
+// T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
 template <typename T>
 struct Args {
   // Inputs, in device memory (CUDA) or host memory (CPU); dense and row-major
@@ -72,7 +72,7 @@ struct Args {
 
 // Every Args the bindings run, in the order they number them (the first type
 // variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>>;
+using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

@@ -72,13 +72,13 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0x05C08724A3FC220Aull;
+  static constexpr uint64_t kFingerprint = 0xE24582BFF5F3859Aull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
-    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "grad_out", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
+    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "grad_out", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
     b.same_dtype(1, "x", "T", "grad_out", T_);
     b.same_dtype(2, "weight", "T", "grad_out", T_);
     b.same_dtype(3, "grad_residual", "T", "grad_out", T_);

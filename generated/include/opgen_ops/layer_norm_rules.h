@@ -61,13 +61,14 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0xD7F89AEB58114CE1ull;
+  static constexpr uint64_t kFingerprint = 0xB08B79C8F8F75180ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
-    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
+    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
+    [[maybe_unused]] const opgen::DType S_ = opgen::derived(T_, {{opgen::DType::kF16, opgen::DType::kF32}, {opgen::DType::kBF16, opgen::DType::kF32}, {opgen::DType::kF32, opgen::DType::kF32}, {opgen::DType::kF64, opgen::DType::kF64}});
     b.same_dtype(1, "weight", "T", "x", T_);
     b.same_dtype(2, "bias", "T", "x", T_);
     return b.ok() ? T_i_ : -1;

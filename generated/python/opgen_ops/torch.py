@@ -85,7 +85,7 @@ def kv_cache_write(cache, values, pos):
 
 
 def layer_norm(x, weight=None, bias=None, *, eps=1e-05):
-    "Layer normalisation over the last axis: out = (x - mean) * rstd * weight + bias, with mean and rstd = 1 / sqrt(var + eps) of each row (var the biased variance, as torch.nn.functional.layer_norm), computed in f32 (f64 for f64) from the row's values in two passes (no cancellation when the mean is large).\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-05 added to the variance; > 0, so that a constant row divides by no zero\n\nReturns:\n  out: T[..., D] the normalised activations\n  mean: f32[...] each row's mean\n  rstd: f32[...] each row's 1 / sqrt(var + eps)"
+    "Layer normalisation over the last axis: out = (x - mean) * rstd * weight + bias, with mean and rstd = 1 / sqrt(var + eps) of each row (var the biased variance, as torch.nn.functional.layer_norm), computed in f32 (f64 for f64) from the row's values in two passes (no cancellation when the mean is large).\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-05 added to the variance; > 0, so that a constant row divides by no zero\n\nReturns:\n  out: T[..., D] the normalised activations\n  mean: S[...] each row's mean (f32; f64 for f64)\n  rstd: S[...] each row's 1 / sqrt(var + eps) (f32; f64 for f64)"
     return _call(_ops.layer_norm.OP, (x, weight, bias), {'eps': eps}, _CAPSULES)
 
 

@@ -9,7 +9,10 @@ OP = Op(
     package='opgen_ops',
     name='layer_norm',
     doc="Layer normalisation over the last axis: out = (x - mean) * rstd * weight + bias, with mean and rstd = 1 / sqrt(var + eps) of each row (var the biased variance, as torch.nn.functional.layer_norm), computed in f32 (f64 for f64) from the row's values in two passes (no cancellation when the mean is large).",
-    type_vars={'T': ('float16', 'bfloat16', 'float32')},
+    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64'), 'S': ('float32', 'float64')},
+    derived={
+        'S': ('T', {'float16': 'float32', 'bfloat16': 'float32', 'float32': 'float32', 'float64': 'float64'}),
+    },
     inputs=(
         Tensor('x', 'T', ('D',), batch=True, doc='activations; any number of leading dimensions'),
         Tensor('weight', 'T', ('D',), optional=True, doc='per-channel scale (1 when not given)'),
@@ -17,8 +20,8 @@ OP = Op(
     ),
     outputs=(
         Tensor('out', 'T', ('D',), batch=True, doc='the normalised activations'),
-        Tensor('mean', 'float32', (), batch=True, doc="each row's mean"),
-        Tensor('rstd', 'float32', (), batch=True, doc="each row's 1 / sqrt(var + eps)"),
+        Tensor('mean', 'S', (), batch=True, doc="each row's mean (f32; f64 for f64)"),
+        Tensor('rstd', 'S', (), batch=True, doc="each row's 1 / sqrt(var + eps) (f32; f64 for f64)"),
     ),
     attrs=(Attr('eps', 'f32', default=1e-05, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the variance; > 0, so that a constant row divides by no zero'),),
     backward=Backward(
@@ -35,7 +38,7 @@ OP = Op(
     torch_schema='layer_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0xD7F89AEB58114CE1,
+        fingerprint=0xB08B79C8F8F75180,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('present_', 'present', 'I'),

@@ -9,7 +9,7 @@ OP = Op(
     package='opgen_ops',
     name='layer_norm_backward',
     doc="With n = (x - mean) * rstd (layer_norm's statistics of each row) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - mean(g) - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).",
-    type_vars={'T': ('float16', 'bfloat16', 'float32')},
+    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64')},
     inputs=(
         Tensor('grad_out', 'T', ('D',), batch=True, layout='strided', doc="the gradient of layer_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)"),
         Tensor('x', 'T', ('D',), batch=True, doc="layer_norm's input"),
@@ -36,7 +36,7 @@ OP = Op(
     torch_schema='layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? grad_residual=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0x05C08724A3FC220A,
+        fingerprint=0xE24582BFF5F3859A,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('present_', 'present', 'I'),
