@@ -138,6 +138,15 @@ std::string values_range_text(const Tensor& t) {
   return "";
 }
 
+size_t Op::requested_outputs() const {
+  return static_cast<size_t>(
+      std::count_if(outputs.begin(), outputs.end(), [](const Tensor& t) { return t.on_request(); }));
+}
+
+bool Tensor::on_platform(Platform p) const {
+  return std::find(platforms.begin(), platforms.end(), p) != platforms.end();
+}
+
 bool Op::has_platform(Platform p) const {
   return std::find(platforms.begin(), platforms.end(), p) != platforms.end();
 }
@@ -223,6 +232,13 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
     for (size_t i = required_inputs(); i < inputs.size(); ++i) sig += inputs[i].name + ",";
     sig += "},";
   }
+  if (requested_outputs() > 0) {
+    sig += "requested_:u32{";  // bit i: the caller asks for the i-th output it may ask for
+    for (const Tensor& o : outputs) {
+      if (o.on_request()) sig += o.name + ",";
+    }
+    sig += "},";
+  }
   if (has_batch()) sig += std::string(kBatchField) + ":i64,";
   for (const SymbolBinding& s : symbols) sig += s.symbol + ":i64,";
   for (const Attr& a : attrs) {
@@ -235,7 +251,14 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
     sig += ",";
   }
   // Legacy calls pass each workspace as one more result buffer.
-  for (const Tensor& w : workspaces) sig += "workspace:" + w.name + ",";
+  // (on the platforms it names, where not all of the op's).
+  for (const Tensor& w : workspaces) {
+    sig += "workspace:" + w.name;
+    if (w.platforms.size() != platforms.size()) {
+      for (Platform p : w.platforms) sig += p == Platform::kCuda ? "@cuda" : "@cpu";
+    }
+    sig += ",";
+  }
   sig += ")";
   return fnv1a64(sig);
 }
@@ -255,6 +278,8 @@ OpaqueLayout Op::opaque_layout(const std::string& package) const {
   }
   // Bit i set: the i-th optional input is given (and is among the buffers).
   if (optional_inputs() > 0) add("present_", OpaqueField::Kind::kPresent, "uint32_t", 4, "I");
+  // Bit i set: the caller asks for the i-th output it may ask for (and it is among the results).
+  if (requested_outputs() > 0) add("requested_", OpaqueField::Kind::kRequested, "uint32_t", 4, "I");
   if (has_batch()) add(kBatchField, OpaqueField::Kind::kBatch, "int64_t", 8, "q");
   for (const SymbolBinding& s : symbols) add(s.symbol, OpaqueField::Kind::kSymbol, "int64_t", 8, "q");
   // An enum travels as its index; an array as its length here, with its

@@ -141,13 +141,18 @@ inline const std::vector<std::string>& layout_names() {
   return names;
 }
 
+enum class Platform { kCuda, kCpu };
+
 struct Tensor {
   std::string name;
   DType dtype = DType::kF32;  // when type_var is empty
   std::string type_var;       // the type variable that gives the dtype, or ""
   bool batch = false;         // shape starts with `...`: any number of leading batch dims
   std::vector<Dim> shape;     // the dimensions after `...`
-  bool optional = false;      // inputs only: may be omitted (the kernel sees nullptr)
+  // Inputs: may be omitted (the kernel sees nullptr). Outputs: left out
+  // unless the caller asks for it (`optional: true`, then on_request()), or
+  // with the optional input it updates in place (set by resolve).
+  bool optional = false;
   Layout layout = Layout::kContiguous;  // inputs only
   // Integer inputs only: the range their values lie in (an index's), which
   // the bindings cannot check (the values are on the device): the body
@@ -160,8 +165,17 @@ struct Tensor {
   // the body may rely on it (one writer per slot).
   bool values_unique = false;
   std::string alias;          // outputs only: the input whose buffer it updates in place, or ""
+  // Workspaces only: the platforms that allocate it (`platforms:`; resolve
+  // fills in the op's when the spec names none); elsewhere the body sees nullptr.
+  std::vector<Platform> platforms;
+  Location platforms_where;
   std::string doc;
   Location where;
+
+  // An output the caller asks for (`optional: true`), not one left out with
+  // the optional input it updates.
+  bool on_request() const { return optional && alias.empty(); }
+  bool on_platform(Platform p) const;
 };
 
 struct Attr {
@@ -223,8 +237,6 @@ struct SymbolBinding {
   int axis = 0;
 };
 
-enum class Platform { kCuda, kCpu };
-
 // How jax.vmap maps the op (jax.ffi.ffi_call's vmap_method).
 inline const std::vector<std::string>& vmap_methods() {
   static const std::vector<std::string> methods = {"sequential", "sequential_unrolled",
@@ -241,14 +253,15 @@ inline constexpr const char* kBatchField = "batch";
 // The legacy opaque descriptor of an op (opgen/opaque.h): a 16-byte header
 // (magic, layout version, reserved, fingerprint), then the fixed fields in
 // this order -- a u8 dtype code per type variable, the presence mask (u32)
-// when the op has optional inputs, the batch count (i64) when a shape has
+// when the op has optional inputs, the request mask (u32) when it has outputs
+// on request, the batch count (i64) when a shape has
 // '...', the shape symbols (i64), the attributes (an enum as its i32 index,
 // an array as its u32 length) -- then the elements of each array attribute.
 // Little-endian and unpadded. One layout feeds the C++ decoder and the
 // Python encoder.
 struct OpaqueField {
   std::string name;
-  enum class Kind { kDtype, kPresent, kBatch, kSymbol, kAttr, kEnum, kArray } kind;
+  enum class Kind { kDtype, kPresent, kRequested, kBatch, kSymbol, kAttr, kEnum, kArray } kind;
   const char* cpp;           // the field's C++ type (an array's: its length's, uint32_t)
   int size;                  // bytes
   int offset;                // from the start of the descriptor
@@ -322,6 +335,8 @@ struct Op {
   // The inputs up to the first optional one (optional inputs come last).
   size_t required_inputs() const;
   size_t optional_inputs() const { return inputs.size() - required_inputs(); }
+  // The outputs a call makes only when the caller asks for them (on_request).
+  size_t requested_outputs() const;
   // Every assignment of dtypes to the type variables (one empty map when
   // there are none), in declaration order: over the free variables, each
   // derived one following its own.

@@ -235,10 +235,18 @@ bool resolve_backward(SpecFile& f, const Op& op, Backward& b) {
   }
   for (BackwardArg& arg : b.inputs) {
     const bool input = find(op.inputs, arg.name) != nullptr, output = find(op.outputs, arg.name) != nullptr;
+    const Tensor* asked = output ? find(op.outputs, arg.name) : nullptr;
+    if (asked && !asked->on_request()) asked = nullptr;
     if (arg.kind == BackwardArg::Kind::kCotangent) {
       if (!output) {
         f.error(arg.where, "'grad(" + arg.name + ")' names no output of '" + op.name + "' (outputs: " +
                                names_of(op.outputs) + ")");
+        ok = false;
+      } else if (asked) {
+        // Outputs on request get no gradient: a call that did not ask for
+        // one would have no cotangent to pass.
+        f.error(arg.where, "output '" + arg.name + "' is optional (made only when the caller asks for it), so it "
+                               "gets no gradient; 'grad(" + arg.name + ")' cannot be a backward input");
         ok = false;
       }
     } else if (input) {
@@ -253,6 +261,10 @@ bool resolve_backward(SpecFile& f, const Op& op, Backward& b) {
           ok = false;
         }
       }
+    } else if (asked) {
+      f.error(arg.where, "output '" + arg.name + "' is optional (made only when the caller asks for it), so the "
+                             "backward cannot take it: a call that does not ask has none to save; make it required");
+      ok = false;
     } else if (output) {
       arg.kind = BackwardArg::Kind::kOutput;
     } else {

@@ -18,6 +18,9 @@ namespace opgen::gen {
 // The spec spelling of a dtype written as numpy, C or torch names it, or "".
 std::string dtype_alias(const std::string& s);
 
+// Reads a list of platforms (`platforms:` of the op, or of a workspace, `what`).
+bool read_platform_list(SpecFile& f, const YAML::Node& node, const std::string& what, std::vector<Platform>& out);
+
 // `types:`: each type variable with the dtypes it ranges over.
 bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& out);
 

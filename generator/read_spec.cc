@@ -156,11 +156,15 @@ void read_splits(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
 }
 
 void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
-  if (!f.expect_sequence(node, "'platforms'")) {
-    ok = false;
-    return;
-  }
   op.platforms.clear();
+  ok = read_platform_list(f, node, "'platforms'", op.platforms) && ok;
+}
+
+}  // namespace
+
+bool read_platform_list(SpecFile& f, const YAML::Node& node, const std::string& what, std::vector<Platform>& out) {
+  if (!f.expect_sequence(node, what)) return false;
+  bool ok = true;
   for (const YAML::Node& p : node) {
     std::optional<std::string> s = f.string(p, "a platform");
     if (!s) {
@@ -175,18 +179,21 @@ void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
       f.error(f.at(p), "unknown platform '" + *s + "'" +
                            (fix.empty() ? " (supported: cuda, cpu)" : "; did you mean '" + fix + "'?"));
       ok = false;
-    } else if (op.has_platform(*platform)) {
+    } else if (std::find(out.begin(), out.end(), *platform) != out.end()) {
       f.error(f.at(p), "platform '" + *s + "' is listed twice");
       ok = false;
     } else {
-      op.platforms.push_back(*platform);
+      out.push_back(*platform);
     }
   }
   if (node.size() == 0) {
-    f.error(f.at(node), "'platforms' must list at least one platform");
+    f.error(f.at(node), what + " must list at least one platform");
     ok = false;
   }
+  return ok;
 }
+
+namespace {
 
 // Each type variable written `{attr: name}` takes the values of that dtype
 // attribute; each dtype attribute binds exactly one variable (else the

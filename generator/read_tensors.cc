@@ -113,8 +113,8 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   if (!f.expect_map(node, what)) return std::nullopt;
   const auto fields = role == "input"    ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout", "min",
                                                                    "max", "exclusive_min", "exclusive_max", "unique"})
-                      : role == "output" ? f.entries(node, what, {"dtype", "shape", "doc", "alias"})
-                                         : f.entries(node, what, {"dtype", "shape", "doc"});
+                      : role == "output" ? f.entries(node, what, {"dtype", "shape", "doc", "alias", "optional"})
+                                         : f.entries(node, what, {"dtype", "shape", "doc", "platforms"});
   // An output that aliases an input takes that input's dtype and shape.
   if (role == "output" && node["alias"]) {
     std::optional<std::string> input = f.snake_name(node["alias"], "the input that " + what + " aliases");
@@ -124,6 +124,14 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
         f.error(f.at(node[key]), what + " aliases input '" + *input + "' and takes its dtype and shape; remove '" + key + "'");
         ok = false;
       }
+    }
+    // The caller's input is updated whether or not it asks: an update is no
+    // result to ask for (it is left out with an optional input it updates).
+    if (node["optional"]) {
+      f.error(f.at(node["optional"]), what + " updates input '" + *input + "' in place, so it cannot be 'optional' "
+                                      "(asked for by the caller); it is left out only when it updates an optional "
+                                      "input that the call omits");
+      ok = false;
     }
     t.alias = *input;
     if (const YAML::Node doc = node["doc"]) {
@@ -183,6 +191,9 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       std::optional<bool> b = f.boolean(value, "'optional' of " + what);
       if (b) t.optional = *b;
       else ok = false;
+    } else if (key == "platforms") {
+      if (!read_platform_list(f, value, "'platforms' of " + what, t.platforms)) ok = false;
+      t.platforms_where = f.at(value);
     } else if (key == "min" || key == "max" || key == "exclusive_min" || key == "exclusive_max") {
       // The range of an index's values: an integer or an expression over
       // shape symbols and integer attributes (checked when the op resolves).

@@ -40,6 +40,16 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     f.error(op.inputs[op.required_inputs() + 32].where, "an op may have at most 32 optional inputs");
     return false;
   }
+  // The request mask is a u32 in legacy descriptors too.
+  if (op.requested_outputs() > 32) {
+    size_t seen = 0;
+    for (const Tensor& o : op.outputs) {
+      if (o.on_request() && ++seen > 32) {
+        f.error(o.where, "an op may have at most 32 optional outputs");
+        return false;
+      }
+    }
+  }
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const Tensor& t = op.inputs[i];
     if (t.optional) continue;
@@ -94,7 +104,13 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     t.shape = input->shape;
     t.optional = input->optional;  // an output left out with its input
   }
-  if (ok && std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.optional; })) {
+  if (ok && op.requested_outputs() > 0 &&
+      std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.optional; })) {
+    f.error(op.outputs.front().where, "every output is optional (asked for by the caller, or left out with the "
+                                      "optional input it updates); a call that asks for none would have no result "
+                                      "(make one output required)");
+    ok = false;
+  } else if (ok && std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.optional; })) {
     f.error(op.outputs.front().where, "every output updates an optional input; a call that omits them all would "
                                       "have no result (make one input required, or add an output)");
     ok = false;
@@ -148,6 +164,11 @@ bool check_unique_names(SpecFile& f, const Op& op) {
   for (const Tensor& t : op.inputs) {
     if (t.layout != Layout::kContiguous) claim(t.name + "_strides", "input's strides (Args::" + t.name + "_strides)", t.where);
     if (t.values_min || t.values_max) claim(t.name + "_in_range", "input's range check (Args::" + t.name + "_in_range)", t.where);
+  }
+  // The keyword that asks for an output on request is a parameter of the
+  // wrappers and of the torch schema, beside the inputs and attributes.
+  for (const Tensor& t : op.outputs) {
+    if (t.on_request()) claim("return_" + t.name, "optional output's keyword (return_" + t.name + ")", t.where);
   }
   // One with_<name> dispatch helper per `<name> in [...]` constraint.
   std::map<std::string, int> dispatched;
@@ -253,6 +274,27 @@ bool resolve_sizes(SpecFile& f, const Op& op) {
       ok = false;
     }
     ok = check_shape_names(f, op, w, "workspace") && ok;
+  }
+  return ok;
+}
+
+// A workspace is allocated on the platforms it names (a cuBLASLt workspace
+// on CUDA alone), by default on every platform of the op.
+bool resolve_workspace_platforms(SpecFile& f, Op& op) {
+  bool ok = true;
+  for (Tensor& w : op.workspaces) {
+    if (w.platforms.empty()) {
+      w.platforms = op.platforms;
+      continue;
+    }
+    for (Platform p : w.platforms) {
+      if (!op.has_platform(p)) {
+        f.error(w.platforms_where, std::string("workspace '") + w.name + "' names platform '" +
+                                       (p == Platform::kCuda ? "cuda" : "cpu") +
+                                       "', which is not among the op's 'platforms'");
+        ok = false;
+      }
+    }
   }
   return ok;
 }
@@ -390,6 +432,7 @@ bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   if (!resolve_constraints(f, op)) return false;
   if (!resolve_value_ranges(f, op)) return false;
   if (!resolve_sizes(f, op)) return false;
+  if (!resolve_workspace_platforms(f, op)) return false;
   if (!resolve_splits(f, op)) return false;
   // vmap by expand_dims/broadcast_all adds leading dimensions to every
   // operand and result: each must take them in its '...'.

@@ -46,6 +46,8 @@ json expr_tree(const Expr& e, bool* symbolic) {
   return node;
 }
 
+const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "cpu"; }
+
 json tensor_facts(const Tensor& t) {
   json out;
   out["name"] = t.name;
@@ -63,6 +65,10 @@ json tensor_facts(const Tensor& t) {
   out["values_range_text"] = values_range_text(t);
   out["values_unique"] = t.values_unique;
   out["alias"] = text_or_none(t.alias);
+  out["on_request"] = t.on_request();
+  json platforms = json::array();
+  for (Platform p : t.platforms) platforms.push_back(platform_name(p));
+  out["platforms"] = std::move(platforms);
   json dims = json::array();
   for (const Dim& d : t.shape) {
     json dim;
@@ -105,6 +111,7 @@ const char* kind_name(OpaqueField::Kind k) {
   switch (k) {
     case OpaqueField::Kind::kDtype: return "dtype";
     case OpaqueField::Kind::kPresent: return "present";
+    case OpaqueField::Kind::kRequested: return "requested";
     case OpaqueField::Kind::kBatch: return "batch";
     case OpaqueField::Kind::kSymbol: return "symbol";
     case OpaqueField::Kind::kEnum: return "enum";
@@ -147,7 +154,6 @@ json opaque_facts(const OpaqueLayout& layout) {
   return out;
 }
 
-const char* platform_name(Platform p) { return p == Platform::kCuda ? "cuda" : "cpu"; }
 
 }  // namespace
 

@@ -8,7 +8,7 @@
 #include "opgen_ops/layer_norm_rules.h"
 
 STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
-  m.def("layer_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)");
+  m.def("layer_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-05, bool return_mean=False, bool return_rstd=False) -> (Tensor, Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {

@@ -57,25 +57,28 @@ def check_api_version(op: Op, api_version) -> int:
     return api_version
 
 
-def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
+def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: Mapping | None = None):
     """The op applied to ``inputs`` (one per input of the spec, None for an
-    absent optional input) with ``attrs``, as an XLA custom call."""
+    absent optional input) with ``attrs``, as an XLA custom call; ``requests``
+    maps each output on request to whether the caller asks for it (its
+    ``return_<name>`` keyword)."""
     api_version = check_api_version(op, api_version)
+    requested = _spec.requested_outputs(op, requests or {})
     inputs = [_as_array(x) for x in inputs]
     if all(x is None or (not isinstance(x, jax.core.Tracer) and jax.dtypes.canonicalize_dtype(x.dtype) == x.dtype)
            for x in inputs):
         # An eager call whose inputs jit would not convert (a float64 numpy
         # array without jax_enable_x64 must meet the checks as it is).
-        eager = _eager_function(op, inputs, attrs, api_version)
+        eager = _eager_function(op, inputs, attrs, api_version, requested)
         if eager is not None:
             return eager(*[x for x in inputs if x is not None])
     for name, value in attrs.items():
         if isinstance(value, jax.core.Tracer):
             raise OpTypeError(f"{op.name}: attribute '{name}' must be a Python value, not a traced array "
                               "(attributes are compile-time constants of the custom call)")
-    checked = _spec.check(op, inputs, attrs, hint="jax")
+    checked = _spec.check(op, inputs, attrs, hint="jax", requested=requested)
     # The call's results: the outputs, less those left out with the optional
-    # input they update.
+    # input they update and those on request that the caller did not ask for.
     kept = [shape is not None for shape in checked.output_shapes]
     given = [t.name for t in checked.operand_inputs]
     f = _custom_call(checked, api_version)
@@ -91,7 +94,7 @@ _EAGER: dict = {}  # (op, api_version, the given inputs, attributes) -> the call
 _EAGER_LIMIT = 512  # distinct attribute values are rare; past this, calls are traced each time
 
 
-def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
+def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requested: frozenset):
     """An eager call (no input is a tracer) as a jitted function of the given
     inputs, made once per op, api_version, given inputs and attribute values,
     so that JAX's own cache holds its executable: tracing the call anew
@@ -102,12 +105,13 @@ def _eager_function(op: Op, inputs: Sequence, attrs: Mapping, api_version: int):
     attrs_key = _spec.attrs_key(attrs)
     if attrs_key is None:
         return None
-    key = (op.name, op.package, api_version, given, attrs_key)
+    key = (op.name, op.package, api_version, given, attrs_key, requested)
     f = _EAGER.get(key)
     if f is None:
         def traced(*operands):
             it = iter(operands)
-            return call(op, [next(it) if g else None for g in given], attrs, api_version)
+            return call(op, [next(it) if g else None for g in given], attrs, api_version,
+                        {name: True for name in requested})
 
         f = jax.jit(traced)
         if len(_EAGER) < _EAGER_LIMIT:
@@ -128,28 +132,41 @@ def _custom_call(checked: _spec.Call, api_version: int):
     given = [t.name for t in checked.operand_inputs]
     outputs = [o for o, k in zip(op.outputs, kept) if k]
     aliases = {given.index(o.alias): i for i, o in enumerate(outputs) if o.alias}
-    # Workspaces are results that XLA plans like any other buffer (both ABIs),
-    # dropped here.
-    scratch = [jax.ShapeDtypeStruct(shape, jnp.dtype(dtype))
-               for shape, dtype in zip(checked.workspace_shapes, checked.workspace_dtypes)]
     if api_version == 4:
         ffi_attrs = {a.name: _ffi_attr(op, a, checked.attrs[a.name]) for a in op.attrs}
         if op.optional_inputs:
             ffi_attrs["present_"] = np.int64(checked.present)
-        custom_call = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
-                                       input_output_aliases=aliases or None)
-        return lambda *xs: tuple(custom_call(*xs, **ffi_attrs)[:len(results)])
-    custom_call = jax.ffi.ffi_call(
-        op.legacy_target(api_version),
-        results + scratch,
-        # The descriptor fixes the sizes at trace time, so vmap must not
-        # add dimensions behind it: legacy calls always map sequentially.
-        vmap_method="sequential",
-        custom_call_api_version=api_version,
-        input_output_aliases=aliases or None,
-        legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
-    )
-    return lambda *xs: tuple(custom_call(*xs)[:len(results)])
+        if op.requested_outputs:
+            ffi_attrs["requested_"] = np.int64(checked.requested_mask)
+
+    def on(platform: str):
+        # Workspaces are results that XLA plans like any other buffer (both
+        # ABIs), dropped here: those the platform allocates.
+        scratch = [jax.ShapeDtypeStruct(checked.workspace_shapes[i], jnp.dtype(checked.workspace_dtypes[i]))
+                   for i in op.workspaces_on(platform)]
+        if api_version == 4:
+            custom_call = jax.ffi.ffi_call(op.ffi_target, results + scratch, vmap_method=op.vmap_method,
+                                           input_output_aliases=aliases or None)
+            return lambda *xs: tuple(custom_call(*xs, **ffi_attrs)[:len(results)])
+        custom_call = jax.ffi.ffi_call(
+            op.legacy_target(api_version),
+            results + scratch,
+            # The descriptor fixes the sizes at trace time, so vmap must not
+            # add dimensions behind it: legacy calls always map sequentially.
+            vmap_method="sequential",
+            custom_call_api_version=api_version,
+            input_output_aliases=aliases or None,
+            legacy_backend_config=_opaque.encode(op, **_opaque.fields_of(checked)),
+        )
+        return lambda *xs: tuple(custom_call(*xs)[:len(results)])
+
+    if all(not w.platforms for w in op.workspaces):
+        return on(op.platforms[0])
+    # A workspace some platform does not allocate: each platform's lowering
+    # gets its own results (XLA lowers only the branch of the platform it
+    # compiles for).
+    branches = {platform: on(platform) for platform in op.platforms}
+    return lambda *xs: jax.lax.platform_dependent(*xs, **branches)
 
 
 def _derivative(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):

@@ -58,6 +58,8 @@ def fields_of(call: Call) -> dict:
             out[name] = op.opaque.codes[call.dtypes[name.removeprefix("dtype_")]]
         elif kind == "present":
             out[name] = call.present
+        elif kind == "requested":
+            out[name] = call.requested_mask
         elif kind == "batch":
             out[name] = _product(call.batch)
         elif kind == "symbol":

@@ -17,7 +17,7 @@ symbolic sizes under ``torch.compile``), a dtype is its numpy/torch name
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import eq, ge, gt, le, lt, ne
 
@@ -83,7 +83,7 @@ class Tensor:
     dtype: str  # a dtype as numpy and PyTorch name it (float32), or a type variable (T)
     shape: tuple = ()  # the dimensions after '...': ints, symbols, Exprs
     batch: bool = False  # the shape starts with '...'
-    optional: bool = False  # inputs: may be None
+    optional: bool = False  # inputs: may be None; outputs: made only when asked for (or with the optional input they update)
     layout: str = "contiguous"  # inputs: contiguous, rows (any row stride) or strided (the C++ bindings check it)
     # Integer inputs that index: the range of their values, as Expr trees over
     # symbols and integer attributes (unchecked: the values live on the device).
@@ -95,7 +95,17 @@ class Tensor:
     # The values in the range are distinct (the spec's `unique`): unchecked too.
     values_unique: bool = False
     alias: str | None = None  # outputs: the input it updates in place
+    platforms: tuple = ()  # workspaces: the platforms that allocate it (empty: every platform of the op)
     doc: str = ""
+
+    @property
+    def on_request(self) -> bool:
+        """An output the caller asks for (``return_<name>=True``), else left out."""
+        return self.optional and not self.alias
+
+    @property
+    def request_param(self) -> str:
+        return "return_" + self.name
 
     @property
     def declared(self) -> str:
@@ -196,6 +206,15 @@ class Op:
         return tuple(t for t in self.outputs if t.alias)
 
     @property
+    def requested_outputs(self) -> tuple:
+        """The outputs made only when the caller asks for them, in spec (request-mask bit) order."""
+        return tuple(t for t in self.outputs if t.on_request)
+
+    def workspaces_on(self, platform: str) -> tuple:
+        """The indices of the workspaces a call allocates on `platform` ("cpu", "cuda")."""
+        return tuple(i for i, w in enumerate(self.workspaces) if not w.platforms or platform in w.platforms)
+
+    @property
     def split_of(self) -> dict:
         """Each shape symbol of a split: the split's name."""
         return {symbol: name for name, symbols in self.splits.items() for symbol in symbols}
@@ -244,6 +263,12 @@ class Call:
     output_dtypes: tuple  # framework dtype names
     workspace_shapes: tuple = ()  # a legacy call passes each workspace as one more result
     workspace_dtypes: tuple = ()
+    requested: frozenset = frozenset()  # the outputs on request that the caller asks for
+
+    @property
+    def requested_mask(self) -> int:
+        """Bit i: the caller asks for the i-th output on request."""
+        return sum(1 << i for i, t in enumerate(self.op.requested_outputs) if t.name in self.requested)
 
     @property
     def present(self) -> int:
@@ -270,7 +295,11 @@ class Call:
         inputs = [None] * len(self.inputs)
         for t, x in zip(self.operand_inputs, operands):
             inputs[self.op.inputs.index(t)] = x
-        return check(self.op, inputs, self.attrs)
+        return check(self.op, inputs, self.attrs, requested=self.requested)
+
+    def output_dtype(self, t: Tensor) -> str:
+        """The dtype output `t` has in this call (made or not)."""
+        return _result_dtype(self.op, t, self.dtypes)
 
     def enum_index(self, name: str) -> int:
         attr = next(a for a in self.op.attrs if a.name == name)
@@ -279,7 +308,7 @@ class Call:
 
 def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
           dtype_name: Callable = lambda x: x.dtype.name, require: Callable = _require,
-          unchecked: Sequence = ()) -> Call:
+          unchecked: Sequence = (), requested: Collection = ()) -> Call:
     """Checks a call against every rule of `op` and returns it bound.
 
     ``inputs`` holds, per input of the spec, an array (anything with
@@ -290,7 +319,9 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
     lowered; output sizes and constraints name only integer attributes).
     ``hint`` names the framework whose conversion a dtype message suggests.
     ``require(condition, message)`` asserts a condition on sizes (PyTorch
-    passes torch._check, for symbolic sizes).
+    passes torch._check, for symbolic sizes). ``requested`` names the outputs
+    on request (``optional: true``) that the caller asks for; the others are
+    left out of the call (None).
     """
     if len(inputs) != len(op.inputs):
         raise OpTypeError(f"{op.name}: takes {len(op.inputs)} input(s), not {len(inputs)}")
@@ -303,9 +334,15 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
     symbols, batch = _bind_shapes(op, described, require)
     # Output and workspace dimensions name shape symbols and integer attributes.
     sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v) or _is_symbolic(v)}}
-    # An output that updates an optional input the call omits is left out (None).
+    requested = frozenset(requested)
+    on_request = {t.name for t in op.requested_outputs}
+    if not requested <= on_request:
+        raise OpTypeError(f"{op.name}: cannot ask for {', '.join(sorted(requested - on_request))}: the optional "
+                          f"outputs are {', '.join(sorted(on_request)) or 'none'}")
+    # An output that updates an optional input the call omits is left out
+    # (None), and so is an output on request that the caller does not ask for.
     given = {t.name for t, x in zip(op.inputs, inputs) if x is not None}
-    kept = [not t.alias or t.alias in given for t in op.outputs]
+    kept = [(not t.alias or t.alias in given) and (not t.on_request or t.name in requested) for t in op.outputs]
     out_dtypes = tuple(_result_dtype(op, t, dtypes) if k else None for t, k in zip(op.outputs, kept))
     shapes = tuple(_output_shape(op, t, d, sizes, batch, require) if k else None
                    for t, d, k in zip(op.outputs, out_dtypes, kept))
@@ -314,7 +351,16 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
     workspace_shapes = tuple(_output_shape(op, t, d, sizes, batch, require, "workspace")
                              for t, d in zip(op.workspaces, workspace_dtypes))
     return Call(op, tuple(inputs), dtypes, symbols, batch, checked, shapes, out_dtypes, workspace_shapes,
-                workspace_dtypes)
+                workspace_dtypes, requested)
+
+
+def requested_outputs(op: Op, requests: Mapping) -> frozenset:
+    """The outputs on request a call asks for: ``requests`` maps each (by
+    name) to its ``return_<name>`` keyword's value, which must be a bool."""
+    for name, value in requests.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise OpTypeError(f"{op.name}: return_{name} must be a bool, not {type(value).__name__}")
+    return frozenset(name for name, value in requests.items() if value)
 
 
 class _Shaped:

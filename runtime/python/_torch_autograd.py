@@ -151,14 +151,17 @@ def _in_place_function(op: Op) -> type:
     updates several views in place itself is refused by autograd). So
     differentiating costs one more read and write of the updated tensors; a
     call that needs no gradient runs in place as ever. It takes the inputs,
-    then the attributes' values in spec order."""
+    then the attributes' values in spec order, then the flags of the outputs
+    on request."""
     save, gradients = _autograd_glue(op)
     kernel = getattr(getattr(torch.ops, op.torch_namespace), op.name)
     order = spec_order(op)
     updated = sorted({k for k in order if k >= 0})
     copies = _copies_for_update(op, updated)
     name = op.name  # torch.compile traces forward: its closure holds plain values only
-    attr_names = tuple(a.name for a in op.attrs)
+    # The keyword arguments it takes after the inputs: the attributes, then
+    # the flags of the outputs on request.
+    attr_names = tuple(a.name for a in op.attrs) + tuple(t.request_param for t in op.requested_outputs)
     n = len(op.inputs)
 
     class OutOfPlace(torch.autograd.Function):

@@ -9,7 +9,7 @@ import torch
 
 from . import _spec
 from ._spec import Op
-from ._torch_values import fresh, in_spec_order, lower, spec_order
+from ._torch_values import fresh, in_spec_order, lower, request_flags, spec_order, split_requests
 
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
@@ -75,7 +75,9 @@ class Direct:
         key = _spec.attrs_key(attrs)  # None where a value is unhashable: checked and lowered every time
         hit = None if key is None else self.lowered.get(key)
         if hit is None:
-            hit = lower(self.op, _spec.check_attrs(self.op, attrs))
+            # The flags of the outputs on request pass as they are.
+            spec_attrs, requested = split_requests(self.op, attrs)
+            hit = {**lower(self.op, _spec.check_attrs(self.op, spec_attrs)), **request_flags(self.op, requested)}
             if key is not None and len(self.lowered) < 64:
                 self.lowered[key] = hit
         return hit

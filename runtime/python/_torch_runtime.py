@@ -19,7 +19,8 @@ from torch._subclasses.fake_tensor import is_fake
 from . import _spec, _torch_autograd, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
 from ._torch_direct import DIRECT, Direct
-from ._torch_values import DTYPES, dtype_attrs, fresh, in_spec_order, lift, lower, schema_result, spec_order, split_arguments
+from ._torch_values import (DTYPES, dtype_attrs, fresh, in_spec_order, lift, lower, placeholders, request_flags,
+                             schema_result, spec_order, split_arguments, split_requests, unasked)
 from ._torch_xla import xla_custom_call
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,13 +48,13 @@ def _require(condition, message) -> None:
     torch._check(condition, message)
 
 
-def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = ()) -> _spec.Call:
+def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = (), requested=()) -> _spec.Call:
     """``_spec.check`` for torch tensors."""
     for t, x in zip(op.inputs, inputs):
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
     return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, require=_require,
-                       unchecked=unchecked)
+                       unchecked=unchecked, requested=requested)
 
 
 def _check_devices(op: Op, inputs: Sequence, lowered_attrs: Mapping) -> None:
@@ -87,25 +88,32 @@ def register(op: Op, capsules: Mapping) -> None:
 
     def fake(*args, **kwargs):
         inputs, attrs = split_arguments(op, args, kwargs)
+        attrs, requested = split_requests(op, attrs)
         _check_devices(op, inputs, attrs)
         # A lowered op's enums and arrays were checked where they were lowered
         # (here they are an index and a tensor); its other attributes are the
         # spec's values, which may size outputs.
-        checked = check(op, inputs, attrs, lowered)
+        checked = check(op, inputs, attrs, lowered, requested)
         first = next(x for x in inputs if x is not None)
-        return schema_result(op, [None if o.alias else first.new_empty(shape, dtype=DTYPES[d])
-                           for o, shape, d in zip(op.outputs, checked.output_shapes, checked.output_dtypes)])
+        made = [None if o.alias or shape is None else first.new_empty(shape, dtype=DTYPES[d])
+                for o, shape, d in zip(op.outputs, checked.output_shapes, checked.output_dtypes)]
+        return schema_result(op, placeholders(op, checked, made, lambda dtype: first.new_empty((0,), dtype=dtype)))
 
     def xla(*args, **kwargs):
         inputs, attrs = split_arguments(op, args, kwargs)
-        checked = check(op, inputs, lift(op, attrs) if op.torch_lowered else attrs)
-        return schema_result(op, xla_custom_call(checked, capsules))
+        attrs, requested = split_requests(op, attrs)
+        checked = check(op, inputs, lift(op, attrs) if op.torch_lowered else attrs, requested=requested)
+        first = next(x for x in inputs if x is not None)
+        return schema_result(op, placeholders(op, checked, xla_custom_call(checked, capsules),
+                                              lambda dtype: first.new_empty((0,), dtype=dtype)))
 
     torch.library.register_fake(f"{namespace}::{kernel}", fake, lib=_library(namespace, "FRAGMENT"))
     if op.torch_lowered:
         def to_lowered(*args, **kwargs):
             inputs, attrs = split_arguments(op, args, kwargs)
-            return getattr(getattr(torch.ops, namespace), kernel)(*inputs, **lower(op, _spec.check_attrs(op, attrs)))
+            attrs, requested = split_requests(op, attrs)
+            return getattr(getattr(torch.ops, namespace), kernel)(
+                *inputs, **lower(op, _spec.check_attrs(op, attrs)), **request_flags(op, requested))
 
         _library(namespace, "FRAGMENT").define(op.torch_schema)
         _library(namespace, "FRAGMENT").impl(op.name, to_lowered, "CompositeImplicitAutograd")
@@ -130,10 +138,21 @@ def _library(namespace: str, kind: str, key: str = "") -> torch.library.Library:
     return _LIBRARIES[namespace, kind, key]
 
 
-def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
+def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping, requests: Mapping | None = None):
     """The documented function of `op`: ``torch.ops.<ns>.<op>``, with the
-    outputs in spec order (an output updated in place is its input tensor)."""
+    outputs in spec order (an output updated in place is its input tensor;
+    an output on request that `requests` does not ask for is None: the
+    kernels return it with no elements)."""
     attrs = dtype_attrs(op, attrs)
+    if not op.requested_outputs:
+        return _call(op, inputs, attrs, capsules)
+    requested = _spec.requested_outputs(op, requests or {})
+    values = _call(op, inputs, {**attrs, **request_flags(op, requested)}, capsules)
+    return tuple(None if skip else v for v, skip in zip(values, unasked(op, requested)))
+
+
+def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
+    """`call`, with `attrs` holding the flags of the outputs on request."""
     direct = DIRECT.get(op.name)
     if direct is not None and direct.plain(inputs):
         return direct(inputs, attrs)
@@ -155,19 +174,21 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         # The op runs on copies (the C++ kernel's in-place rule would see no
         # overlap there), and the same rule is checked on the caller's tensors
         # as they are copied.
-        values = list(_torch_autograd.IN_PLACE_FUNCTIONS[op.name].apply(*inputs, *[attrs[a.name] for a in op.attrs]))
+        keywords = [attrs[a.name] for a in op.attrs] + [attrs[t.request_param] for t in op.requested_outputs]
+        values = list(_torch_autograd.IN_PLACE_FUNCTIONS[op.name].apply(*inputs, *keywords))
         for i, k in enumerate(spec_order(op)):
             if k >= 0 and values[i] is not None:
                 values[i] = _torch_autograd.write_back(inputs[k], values[i])
         return values[0] if len(values) == 1 else tuple(values)
     if needs_grad and not op.differentiable and op.aliased_outputs:
         with torch.no_grad():  # constants, as register_constant makes the other ops' outputs
-            return call(op, inputs, attrs, capsules)
+            return _call(op, inputs, attrs, capsules)
     needs_grad = needs_grad and op.backward is None and op.differentiable
     if needs_grad and op.aliased_outputs:
         raise RuntimeError(_torch_autograd.no_backward_message(op))
     if op.aliased_outputs and inputs[0].device.type == "xla":
-        checked = check(op, inputs, attrs)
+        spec_attrs, requested = split_requests(op, attrs)
+        checked = check(op, inputs, spec_attrs, requested=requested)
         outs = xla_custom_call(checked, capsules)
         for o, value in zip(op.outputs, outs):
             if o.alias and value is not None:

@@ -18,6 +18,7 @@ a tensor (flip's dims: a plain tensor beside DTensors).
 from __future__ import annotations
 
 from . import _spec
+from ._torch_values import split_requests, unasked
 
 
 def takes_strategies(op: _spec.Op) -> bool:
@@ -40,6 +41,9 @@ def register(op: _spec.Op, kernel) -> None:
     split_of = op.split_of
 
     def strategies(*args, **kwargs):
+        kwargs, requested = split_requests(op, kwargs)
+        # An output on request not asked for is a tensor of no elements: whole on every rank.
+        skipped = {o.name for o, skip in zip(op.outputs, unasked(op, requested)) if skip}
         specs = list(args[:len(op.inputs)]) + [None] * (len(op.inputs) - len(args))
         given = [(t, s) for t, s in zip(op.inputs, specs) if s is not None]
         batch_rank = next((s.ndim - len(t.shape) for t, s in given if t.batch), 0)
@@ -48,7 +52,7 @@ def register(op: _spec.Op, kernel) -> None:
             """One strategy: (output placements, input placements) from where
             a tensor of the spec is cut (None: replicated)."""
             def place(t):
-                dim = placement_of(t)
+                dim = None if t.name in skipped else placement_of(t)
                 return Replicate() if dim is None else Shard(dim)
 
             inputs = [None if s is None else place(t) for t, s in zip(op.inputs, specs)]

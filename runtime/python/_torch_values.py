@@ -74,6 +74,34 @@ def split_arguments(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
     return inputs, attrs
 
 
+def split_requests(op: Op, kwargs: Mapping) -> tuple:
+    """A kernel's keyword arguments as (attributes, the names of the outputs
+    on request it asks for): each output on request has a flag in the
+    schema, ``return_<name>``."""
+    attrs = dict(kwargs)
+    requested = frozenset(t.name for t in op.requested_outputs if attrs.pop(t.request_param, False))
+    return attrs, requested
+
+
+def request_flags(op: Op, requested) -> dict:
+    """The schema's flags (``return_<name>``) for the outputs in `requested`."""
+    return {t.request_param: t.name in requested for t in op.requested_outputs}
+
+
+def unasked(op: Op, requested) -> list:
+    """For each output of `op`: whether it is on request and not asked for."""
+    return [o.on_request and o.name not in requested for o in op.outputs]
+
+
+def placeholders(op: Op, checked, values: Sequence, empty) -> list:
+    """`values` (the outputs in spec order, None where not made) with a tensor
+    of no elements, ``empty(dtype)``, for each output on request that the call
+    does not ask for: the schema returns a Tensor for every output (a custom
+    op returns no Tensor?), and the documented function turns it into None."""
+    return [empty(DTYPES[checked.output_dtype(o)]) if skip else v
+            for o, v, skip in zip(op.outputs, values, unasked(op, checked.requested))]
+
+
 def schema_result(op: Op, values: Sequence):
     """The schema's return value: the outputs that alias no input."""
     fresh = [v for o, v in zip(op.outputs, values) if not o.alias]

@@ -84,12 +84,15 @@ def xla_custom_call(checked: _spec.Call, capsules) -> list:
             f"inspect or export its HLO), call it inside opgen's xla_graph_only() context."
         )
     # The results: the outputs (less those left out with the optional input
-    # they update), then the workspaces, dropped here.
+    # they update, and those on request not asked for), then the workspaces
+    # of the platform torch_xla runs on, dropped here.
     shapes = [s for s in checked.output_shapes if s is not None]
     dtypes = [d for d in checked.output_dtypes if d is not None]
+    platform = "cuda" if torch_xla.runtime.device_type() in ("CUDA", "GPU") else "cpu"
+    scratch = op.workspaces_on(platform)
     outs = list(torch_xla._XLAC._xla_custom_call(
-        checked.operands, target, [list(s) for s in shapes + list(checked.workspace_shapes)],
-        [DTYPES[d] for d in dtypes + list(checked.workspace_dtypes)], False,
+        checked.operands, target, [list(s) for s in shapes] + [list(checked.workspace_shapes[i]) for i in scratch],
+        [DTYPES[d] for d in dtypes] + [DTYPES[checked.workspace_dtypes[i]] for i in scratch], False,
         _opaque.encode(op, **_opaque.fields_of(checked)), api_version, {},
     )[:len(shapes)])
     return [outs.pop(0) if s is not None else None for s in checked.output_shapes]

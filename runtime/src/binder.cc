@@ -45,6 +45,12 @@ bool Source::symbol(size_t, int64_t*) { return false; }
 bool Source::batch(int64_t*) { return false; }
 bool Source::type_var(size_t, DType*) { return false; }
 
+bool Source::requested(size_t) { return false; }
+
+Status Source::unrequested(size_t, const char*, DType) { return Status::Ok(); }
+
+Device Source::device() const { return Device::kCpu; }
+
 Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
   for (size_t i = 0; i < n; ++i) {
     if (Status s = workspace(i, names[i], bytes[i], &data[i]); !s.ok()) return s;
@@ -406,11 +412,14 @@ void Binder::enum_index(size_t i, const char* name, std::initializer_list<const 
 
 // --- outputs and scratch ------------------------------------------------------
 
-size_t result_count(const int* aliases, size_t outputs, size_t required_inputs, uint64_t present) {
+size_t result_count(const int* aliases, const int* requests, size_t outputs, size_t required_inputs, uint64_t present,
+                    uint64_t requested) {
   size_t n = outputs;
   for (size_t i = 0; i < outputs; ++i) {
     const int a = aliases[i];
     if (a >= static_cast<int>(required_inputs) && !(present & (uint64_t{1} << (a - static_cast<int>(required_inputs))))) {
+      --n;
+    } else if (requests[i] >= 0 && !(requested & (uint64_t{1} << requests[i]))) {
       --n;
     }
   }
@@ -459,15 +468,17 @@ void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t co
     fail(Status::InvalidArgument(who("workspace", name) + " would have " + std::to_string(count) + " elements"));
     return;
   }
-  if (i != scratch_count_ || i >= kMaxOutputs) {
+  // In spec order; those not allocated on this platform are skipped, so the
+  // call's workspaces are numbered apart from the spec's.
+  if (i < scratch_count_ || scratch_count_ >= kMaxOutputs) {
     fail(Status::Internal(who("workspace", name) + " was requested out of order"));
     return;
   }
-  scratch_names_[i] = name;
-  scratch_bytes_[i] = static_cast<size_t>(count) * dtype_size(dtype);
-  scratch_slots_[i] = slot;
-  scratch_assign_[i] = assign;
-  ++scratch_count_;
+  const size_t k = scratch_count_++;
+  scratch_names_[k] = name;
+  scratch_bytes_[k] = static_cast<size_t>(count) * dtype_size(dtype);
+  scratch_slots_[k] = slot;
+  scratch_assign_[k] = assign;
 }
 
 void Binder::allocate_workspaces() {

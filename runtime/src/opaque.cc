@@ -73,7 +73,8 @@ namespace {
 size_t field_size(const Field& f) {
   switch (f.kind) {
     case Field::kDtype: return 1;
-    case Field::kPresent: return 4;
+    case Field::kPresent:
+    case Field::kRequested: return 4;
     case Field::kBatch:
     case Field::kSymbol: return 8;
     case Field::kAttr: break;
@@ -127,6 +128,7 @@ Status decode(const char* data, size_t size, const Field* fields, size_t count, 
     switch (f.kind) {
       case Field::kDtype: out->dtypes[out->dtype_count++] = read_field<uint8_t>(data, at); break;
       case Field::kPresent: out->present = read_field<uint32_t>(data, at); break;
+      case Field::kRequested: out->requested = read_field<uint32_t>(data, at); break;
       case Field::kBatch: out->batch = read_field<int64_t>(data, at); break;
       case Field::kSymbol: out->symbols[out->symbol_count++] = read_field<int64_t>(data, at); break;
       case Field::kAttr: {
@@ -187,6 +189,7 @@ std::string encode(const Field* fields, size_t count, uint64_t fingerprint, cons
     switch (f.kind) {
       case Field::kDtype: write_field<uint8_t>(out, at, values.dtypes[dtype++]); break;
       case Field::kPresent: write_field<uint32_t>(out, at, values.present); break;
+      case Field::kRequested: write_field<uint32_t>(out, at, values.requested); break;
       case Field::kBatch: write_field<int64_t>(out, at, values.batch); break;
       case Field::kSymbol: write_field<int64_t>(out, at, values.symbols[symbol++]); break;
       case Field::kAttr: {

@@ -132,9 +132,9 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
 
 // --- TorchSource ------------------------------------------------------------------
 
-TorchSource::TorchSource(const char* op, const char* const* input_names, size_t inputs, size_t required,
+TorchSource::TorchSource(const char* op, const char* const* input_names, size_t inputs, size_t required, size_t attrs,
                          StableIValue* stack)
-    : op_(op), names_(input_names), inputs_(inputs), stack_(stack), tensors_(inputs), views_(inputs) {
+    : op_(op), names_(input_names), inputs_(inputs), attrs_(attrs), stack_(stack), tensors_(inputs), views_(inputs) {
   if (inputs > kMaxInputs) fail(std::string(op) + ": more than 64 inputs");
   for (size_t i = 0; i < inputs; ++i) {
     // A Tensor and a Tensor? travel differently on the stack.
@@ -199,6 +199,13 @@ Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
       break;
     }
   }
+  return Status::Ok();
+}
+
+Status TorchSource::unrequested(size_t, const char* name, DType dtype) {
+  const int64_t none = 0;
+  void* data = nullptr;
+  fresh_.push_back(empty(*first_, &none, 1, torch_dtype(dtype), {op_, "output", &name}, &data));
   return Status::Ok();
 }
 

@@ -80,6 +80,7 @@ py::dict decode_opaque(const std::string& name, const py::bytes& blob) {
       switch (f.kind) {
         case opgen::opaque::Field::kDtype: out[f.name] = py::int_(v.dtypes[dtype++]); break;
         case opgen::opaque::Field::kPresent: out[f.name] = py::int_(v.present); break;
+        case opgen::opaque::Field::kRequested: out[f.name] = py::int_(v.requested); break;
         case opgen::opaque::Field::kBatch: out[f.name] = py::int_(v.batch); break;
         case opgen::opaque::Field::kSymbol: out[f.name] = py::int_(v.symbols[symbol++]); break;
         case opgen::opaque::Field::kAttr: out[f.name] = attr_value(f, v.attrs[attr++]); break;

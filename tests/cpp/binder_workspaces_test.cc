@@ -1,6 +1,8 @@
 // opgen/binder.h: a call's workspaces are requested one by one, then handed
 // to the framework at once (Source::workspaces), whose pointers reach each
 // workspace's slot; by default Source::workspaces asks workspace(i) for each.
+// A workspace of some platforms only is not allocated on the others; an
+// output on request that the call does not ask for gets no buffer.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,12 +15,22 @@ namespace {
 // A Source with no inputs that records how its workspaces are asked for.
 class RecordingSource : public opgen::Source {
  public:
-  explicit RecordingSource(bool at_once) : at_once_(at_once) {}
+  explicit RecordingSource(bool at_once, opgen::Device device = opgen::Device::kCpu, uint64_t requested = 0)
+      : at_once_(at_once), device_(device), requested_(requested) {}
   const opgen::TensorRef* input(size_t) override { return nullptr; }
   opgen::Status attr(size_t, const char*, opgen::AttrKind, opgen::AttrValue*) override { return {}; }
-  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t*, size_t, int, void**) override {
+  opgen::Status output(size_t i, const char* name, const char*, opgen::DType, const int64_t*, size_t, int,
+                       void** data) override {
+    outputs.push_back({i, name, 0});
+    *data = &memory[32 + i];
     return {};
   }
+  opgen::Status unrequested(size_t i, const char* name, opgen::DType) override {
+    left_out.push_back({i, name, 0});
+    return {};
+  }
+  bool requested(size_t k) override { return (requested_ >> k) & 1; }
+  opgen::Device device() const override { return device_; }
   opgen::Status workspace(size_t i, const char* name, size_t bytes, void** data) override {
     one_by_one.push_back({i, name, bytes});
     *data = &memory[8 * i];
@@ -39,12 +51,14 @@ class RecordingSource : public opgen::Source {
     std::string name;
     size_t bytes;
   };
-  std::vector<Request> one_by_one, at_once;
+  std::vector<Request> one_by_one, at_once, outputs, left_out;
   int calls = 0;
   double memory[64] = {};
 
  private:
   bool at_once_;
+  opgen::Device device_;
+  uint64_t requested_;
 };
 
 TEST(BinderWorkspaces, AreHandedToTheFrameworkAtOnceAndReachTheirSlots) {
@@ -97,6 +111,61 @@ TEST(BinderWorkspaces, ANegativeCountIsRefusedAndNothingIsAllocated) {
       << b.status().message();
   EXPECT_EQ(source.calls, 0);
   EXPECT_EQ(fine, nullptr);
+}
+
+TEST(BinderWorkspaces, AWorkspaceOfCudaAloneIsNotAllocatedOnTheCpu) {
+  const unsigned cuda = opgen::device_bit(opgen::Device::kCuda);
+  for (opgen::Device device : {opgen::Device::kCpu, opgen::Device::kCuda}) {
+    RecordingSource source(true, device);
+    opgen::Binder b("op", source);
+    float* lt = reinterpret_cast<float*>(&source);  // not nullptr before: the binder must set it
+    double* sums = nullptr;
+    b.workspace(0, "lt", int64_t{1} << 40, &lt, cuda);
+    b.workspace(1, "sums", 3, &sums);
+    b.allocate_workspaces();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    if (device == opgen::Device::kCpu) {
+      // Only sums, as the call's workspace 0.
+      ASSERT_EQ(source.at_once.size(), 1u);
+      EXPECT_EQ(source.at_once[0].name, "sums");
+      EXPECT_EQ(lt, nullptr);
+      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.memory[0]));
+    } else {
+      ASSERT_EQ(source.at_once.size(), 2u);
+      EXPECT_EQ(source.at_once[0].bytes, size_t{4} << 40);
+      EXPECT_EQ(static_cast<void*>(lt), static_cast<void*>(&source.memory[0]));
+      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.memory[16]));
+    }
+  }
+}
+
+TEST(BinderOutputsOnRequest, OneNotAskedForIsNullptrAndNoResult) {
+  RecordingSource source(true, opgen::Device::kCpu, /*requested=*/0b10);
+  opgen::Binder b("op", source);
+  float* out = nullptr;
+  float* mean = reinterpret_cast<float*>(&source);
+  float* rstd = nullptr;
+  b.output(0, "out", "[N]", false, {4}, &out);
+  b.output_on_request(1, 0, "mean", "[]", false, {}, &mean);
+  b.output_on_request(2, 1, "rstd", "[]", false, {}, &rstd);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(mean, nullptr);
+  ASSERT_EQ(source.left_out.size(), 1u);
+  EXPECT_EQ(source.left_out[0].name, "mean");
+  // rstd is the call's result 1: mean takes no place among the results.
+  ASSERT_EQ(source.outputs.size(), 2u);
+  EXPECT_EQ(source.outputs[1].name, "rstd");
+  EXPECT_EQ(source.outputs[1].index, 1u);
+  EXPECT_NE(rstd, nullptr);
+}
+
+TEST(BinderOutputsOnRequest, ResultCountSkipsThoseNotAskedFor) {
+  const int aliases[] = {-1, -1, -1, 1};  // output 3 updates optional input 1
+  const int requests[] = {-1, 0, 1, -1};
+  // One required input; the optional one given; rstd asked for, mean not.
+  EXPECT_EQ(opgen::result_count(aliases, requests, 4, 1, 0b1, 0b10), 3u);
+  EXPECT_EQ(opgen::result_count(aliases, requests, 4, 1, 0b0, 0b00), 1u);
+  EXPECT_EQ(opgen::result_count(aliases, requests, 4, 1, 0b1, 0b11), 4u);
 }
 
 }  // namespace

@@ -43,8 +43,16 @@ class Problem:
     op: object
     dtypes: dict  # type variable -> dtype name
     inputs: list  # numpy arrays; None for an optional input left out
-    attrs: dict  # every attribute without a default, and random values for some with one
+    attrs: dict  # every attribute without a default, and random values for some with one; the
+    # return_<name> flag of each output on request (every wrapper takes them as keywords)
     call: object  # the _spec.Call the description makes of it (output shapes and dtypes)
+
+
+def _check(op, inputs, attrs):
+    """The call `attrs` (attributes and the flags of the outputs on request) makes."""
+    flags = {t.request_param: t.name for t in op.requested_outputs}
+    requested = {flags[k] for k, v in attrs.items() if k in flags and v}
+    return _spec.check(op, inputs, {k: v for k, v in attrs.items() if k not in flags}, requested=requested)
 
 
 def numpy_dtype(name: str):
@@ -137,18 +145,21 @@ def _values(t, shape, dtype: str, bounds: dict, rng):
     return rng.standard_normal(shape).astype(numpy_dtype(dtype))
 
 
-def draw(op, dtypes: dict, rng, *, with_optional: bool = True, batch: tuple | None = None, tries: int = 2000) -> Problem:
+def draw(op, dtypes: dict, rng, *, with_optional: bool = True, asked: bool = True, batch: tuple | None = None,
+         tries: int = 2000) -> Problem:
     """A valid call of `op` with `dtypes`; sizes from 1 to 8 (or one of the
     values a constraint `S in [...]` allows), leading dimensions of 1 to 3 (or
-    `batch`)."""
+    `batch`); asking for every output on request, or (`asked` False) for none."""
     symbols = _symbols(op)
     chosen = {c.lhs: c.values for c in op.constraints if c.operator == "in" and isinstance(c.lhs, str)}
     for _ in range(tries):
         sizes = {s: int(rng.choice(chosen[s])) if s in chosen else int(rng.integers(1, 9)) for s in symbols}
         attrs = {a.name: _attr_value(a, rng) for a in op.attrs}
         attrs.update({a: dtypes[v] for v, a in op.dtype_attrs.items()})  # the instantiation's choice
+        bounds_attrs = dict(attrs)
+        attrs.update({t.request_param: asked for t in op.requested_outputs})
         lead = batch if batch is not None else tuple(int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3))))
-        bounds = {**sizes, **{k: v for k, v in attrs.items() if isinstance(v, int) and not isinstance(v, bool)}}
+        bounds = {**sizes, **{k: v for k, v in bounds_attrs.items() if isinstance(v, int) and not isinstance(v, bool)}}
         inputs = []
         for t in op.inputs:
             if t.optional and not with_optional:
@@ -157,7 +168,7 @@ def draw(op, dtypes: dict, rng, *, with_optional: bool = True, batch: tuple | No
             shape = (lead if t.batch else ()) + tuple(d if isinstance(d, int) else sizes[d] for d in t.shape)
             inputs.append(_values(t, shape, dtype_of(op, t, dtypes), bounds, rng))
         try:
-            call = _spec.check(op, inputs, attrs)
+            call = _check(op, inputs, attrs)
         except (_spec.OpValueError, ValueError):
             continue  # a constraint or an output expression does not hold: draw again
         return Problem(op, dtypes, inputs, attrs, call)
@@ -168,4 +179,4 @@ def redraw(p: Problem, rng) -> Problem:
     """Another call of the same sizes and attributes, with fresh input values."""
     bounds = {**p.call.symbols, **{k: v for k, v in p.attrs.items() if isinstance(v, int) and not isinstance(v, bool)}}
     inputs = [None if x is None else _values(t, x.shape, x.dtype.name, bounds, rng) for t, x in zip(p.op.inputs, p.inputs)]
-    return Problem(p.op, p.dtypes, inputs, p.attrs, _spec.check(p.op, inputs, p.attrs))
+    return Problem(p.op, p.dtypes, inputs, p.attrs, _check(p.op, inputs, p.attrs))

@@ -46,9 +46,12 @@ def outputs(result):
 
 
 def problems(op, dtypes, rng):
-    """A call with every optional input given and, where the op has any, one without them."""
-    return [op_problems.draw(op, dtypes, rng, with_optional=given) for given in ([True, False] if op.optional_inputs
-                                                                                  else [True])]
+    """A call with every optional input given and, where the op has any, one
+    without them; each asking for every output on request and, where the op
+    has any, for none."""
+    return [op_problems.draw(op, dtypes, rng, with_optional=given, asked=asked)
+            for given in ([True, False] if op.optional_inputs else [True])
+            for asked in ([True, False] if op.requested_outputs else [True])]
 
 
 def torch_call(p, inputs, device="cpu"):
@@ -152,9 +155,10 @@ def test_torch_fake_shapes_are_the_real_ones(rng, op, dtypes):
 def test_torch_opcheck(rng, op, dtypes):
     if any(op_problems.dtype_of(op, t, dtypes).startswith("float8") for t in op.inputs):
         pytest.skip("torch's opcheck multiplies the tensors it is given (SchemaCheckMode), which torch cannot do in float8")
-    p = op_problems.draw(op, dtypes, rng)
     overload = getattr(getattr(torch.ops, op.torch_namespace), op.name).default
-    torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), torch_attrs(op, p.attrs))
+    for asked in [True, False] if op.requested_outputs else [True]:
+        p = op_problems.draw(op, dtypes, rng, asked=asked)
+        torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), torch_attrs(op, p.attrs))
 
 
 @pytest.mark.parametrize("op, dtypes", [c for c in CPU_CASES if any(t.layout != "contiguous" for t in c.values[0].inputs)])

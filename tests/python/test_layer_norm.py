@@ -1,6 +1,7 @@
 """layer_norm and its backward, layer_norm_backward, against each framework's
 own layer norm on fresh random inputs: the output and the statistics
-(torch.native_layer_norm's mean and rstd), gradients through torch autograd
+(torch.native_layer_norm's mean and rstd: outputs on request, None unless
+asked for, f32 or f64 for f64), gradients through torch autograd
 (eager and torch.compile) and jax.grad (jit, vmap, both api_versions), a row
 whose mean dwarfs its spread (no cancellation), and the CUDA bodies against
 the CPU bodies at every width their kernels branch on. GPU tests skip without
@@ -37,7 +38,7 @@ def tensors(rng, shapes, dtype=np.float32, device="cpu"):
 def test_torch_matches_native_layer_norm(rng, given, dtype):
     n = len(given.split(","))
     args = [t.to(getattr(torch, dtype)) for t in tensors(rng, [(3, 5, 96), (96,), (96,)][:n])]
-    out, mean, rstd = tops.layer_norm(*args, eps=EPS)
+    out, mean, rstd = tops.layer_norm(*args, eps=EPS, return_mean=True, return_rstd=True)
     want, want_mean, want_rstd = torch.native_layer_norm(
         args[0].float(), [96], *(a.float() for a in args[1:]), *([None] * (3 - n)), EPS)
     torch.testing.assert_close(out.float(), want, rtol=ref.TOLERANCE[dtype], atol=ref.TOLERANCE[dtype] * 4)
@@ -50,10 +51,11 @@ def test_torch_matches_native_layer_norm(rng, given, dtype):
                                           ("float64", "float64")])
 def test_statistics_are_f32_or_f64_for_f64_in_both_frameworks(rng, dtype, stats):
     x = rng.standard_normal((3, 40)) * 3 + 1
-    out, mean, rstd = tops.layer_norm(torch.from_numpy(x).to(getattr(torch, dtype)))
+    out, mean, rstd = tops.layer_norm(torch.from_numpy(x).to(getattr(torch, dtype)), return_mean=True, return_rstd=True)
     assert out.dtype == getattr(torch, dtype) and mean.dtype == rstd.dtype == getattr(torch, stats)
     with jax.enable_x64(dtype == "float64"):
-        jout, jmean, jrstd = jops.layer_norm(jax.device_put(x.astype(jnp.dtype(dtype)), CPU))
+        jout, jmean, jrstd = jops.layer_norm(jax.device_put(x.astype(jnp.dtype(dtype)), CPU), return_mean=True,
+                                             return_rstd=True)
     assert jout.dtype == jnp.dtype(dtype) and jmean.dtype == jrstd.dtype == jnp.dtype(stats)
     if dtype == "float64":  # f64 statistics keep f64's digits
         np.testing.assert_allclose(mean.numpy(), x.mean(-1), rtol=1e-13)
@@ -70,16 +72,31 @@ def test_torch_gradcheck_in_float64(rng, given):
 def test_jax_matches_its_own_layer_norm(rng):
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(4, 7, 64), (64,), (64,)])
     for api_version in (4, 3):
-        out, mean, rstd = jax.jit(lambda *a: jops.layer_norm(*a, eps=EPS, api_version=api_version))(x, w, b)
+        out, mean, rstd = jax.jit(lambda *a: jops.layer_norm(*a, eps=EPS, api_version=api_version, return_mean=True,
+                                                             return_rstd=True))(x, w, b)
         np.testing.assert_allclose(np.asarray(out), np.asarray(jax_reference(x, w, b)), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(np.asarray(mean), x.astype(np.float64).mean(-1), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.asarray(rstd), 1 / np.sqrt(x.astype(np.float64).var(-1) + EPS), rtol=1e-5)
 
 
+def test_statistics_not_asked_for_are_none_and_not_computed(rng):
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(5, 32), (32,), (32,)])
+    out, mean, rstd = tops.layer_norm(*(torch.from_numpy(a) for a in (x, w, b)), eps=EPS)
+    assert mean is None and rstd is None
+    torch.testing.assert_close(out, torch.nn.functional.layer_norm(torch.from_numpy(x), [32], torch.from_numpy(w),
+                                                                   torch.from_numpy(b), EPS))
+    only_rstd = tops.layer_norm(torch.from_numpy(x), return_rstd=True)
+    assert only_rstd[1] is None and only_rstd[2].shape == (5,)
+    # JAX: the program holds no result for a statistic not asked for.
+    hlo = jax.jit(lambda a: jops.layer_norm(a, eps=EPS)).lower(x).as_text()
+    assert jops.layer_norm(x, eps=EPS)[1:] == (None, None)
+    assert "tensor<5xf32>" not in hlo, hlo
+
+
 def test_a_large_mean_does_not_cancel_the_variance(rng):
     # Rows of 1e4 + N(0, 1): E[x^2] - E[x]^2 in f32 would lose every digit of the variance.
     x = torch.from_numpy(1e4 + rng.standard_normal((4, 256)).astype(np.float32))
-    out, _, rstd = tops.layer_norm(x, eps=EPS)
+    out, _, rstd = tops.layer_norm(x, eps=EPS, return_rstd=True)
     want_rstd = 1 / np.sqrt(x.double().numpy().var(-1) + EPS)
     np.testing.assert_allclose(rstd.numpy(), want_rstd, rtol=1e-3)
     xd = x.double().numpy()
@@ -175,8 +192,8 @@ WIDTHS = [("float64", 1000), ("float64", 4096), ("float32", 40), ("bfloat16", 51
 def test_cuda_forward_matches_the_cpu_body(rng, dtype, d):
     x, w, b = (t.to(getattr(torch, dtype)) for t in tensors(rng, [(300, d), (d,), (d,)]))
     x = x + 3.0  # a mean away from 0
-    on_cpu = tops.layer_norm(x, w, b, eps=EPS)
-    on_gpu = tops.layer_norm(x.cuda(), w.cuda(), b.cuda(), eps=EPS)
+    on_cpu = tops.layer_norm(x, w, b, eps=EPS, return_mean=True, return_rstd=True)
+    on_gpu = tops.layer_norm(x.cuda(), w.cuda(), b.cuda(), eps=EPS, return_mean=True, return_rstd=True)
     for name, a, want in zip(("out", "mean", "rstd"), on_gpu, on_cpu):
         assert relative_error(a, want) < ref.CROSS_DEVICE_TOLERANCE[dtype], name
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from scratch_project import REPO, copy_project, run
+
 OPGEN = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen"))
 
 if not OPGEN.is_file():
@@ -110,24 +110,6 @@ opgen::Status run_cpu(const Args<float>& args) {
 
 }  // namespace opgen_ops::softcap
 """
-
-
-def run(cmd, cwd, env=None, timeout=900):
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def copy_project(dest: Path) -> None:
-    """The files git tracks (else the tree without build outputs), as a fresh checkout has them."""
-    listed = run(["git", "ls-files", "-z"], REPO) if (REPO / ".git").exists() else None
-    if listed is not None and listed.returncode == 0:
-        for name in filter(None, listed.stdout.split("\0")):
-            source = REPO / name
-            if source.is_file():
-                (dest / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, dest / name)
-    else:
-        shutil.copytree(REPO, dest, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("build", ".venv", ".git", "__pycache__", "*.egg-info"))
 
 
 @pytest.fixture(scope="module")

@@ -47,10 +47,15 @@ std::string output_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "glu";
-  static constexpr size_t kInputs = 1, kRequiredInputs = 1, kOutputs = 1, kWorkspaces = 0;
+  static constexpr size_t kInputs = 1, kRequiredInputs = 1, kOutputs = 1, kAttrs = 1, kRequestedOutputs = 0;
+  // The workspaces a call has on the CPU and on CUDA (opgen::Device order):
+  // those of the spec that the platform allocates.
+  static constexpr size_t kWorkspaces[] = {0, 0};
   static constexpr const char* kInputNames[] = {"x"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1};
+  // Each output's bit in the request mask (an output the caller asks for), or -1.
+  static constexpr int kOutputRequests[] = {-1};
   using Instantiations = opgen_ops::glu::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

@@ -29,10 +29,11 @@ struct Args {
   const T* x;  // [..., D]
   const T* weight;  // [D]; nullptr when not given
   const T* bias;  // [D]; nullptr when not given
-  // Outputs, dense and row-major; the body writes every element.
+  // Outputs, dense and row-major; the body writes every element of each
+  // output it is given (not nullptr).
   T* out;  // [..., D]
-  S* mean;  // [...]
-  S* rstd;  // [...]
+  S* mean;  // [...]; optional: nullptr when the caller does not ask for it (return_mean), then write nothing to it
+  S* rstd;  // [...]; optional: nullptr when the caller does not ask for it (return_rstd), then write nothing to it
   // The product of the leading dimensions that '...' stands for (1 when there are none).
   int64_t batch;
   // Shape symbols, bound from the inputs and checked to agree.

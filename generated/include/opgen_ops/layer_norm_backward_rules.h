@@ -57,10 +57,15 @@ std::string workspace_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "layer_norm_backward";
-  static constexpr size_t kInputs = 4, kRequiredInputs = 2, kOutputs = 3, kWorkspaces = 3;
+  static constexpr size_t kInputs = 4, kRequiredInputs = 2, kOutputs = 3, kAttrs = 1, kRequestedOutputs = 0;
+  // The workspaces a call has on the CPU and on CUDA (opgen::Device order):
+  // those of the spec that the platform allocates.
+  static constexpr size_t kWorkspaces[] = {3, 3};
   static constexpr const char* kInputNames[] = {"grad_out", "x", "weight", "grad_residual"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1, -1, -1};
+  // Each output's bit in the request mask (an output the caller asks for), or -1.
+  static constexpr int kOutputRequests[] = {-1, -1, -1};
   using Instantiations = opgen_ops::layer_norm_backward::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

@@ -46,22 +46,28 @@ std::string output_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "layer_norm";
-  static constexpr size_t kInputs = 3, kRequiredInputs = 1, kOutputs = 3, kWorkspaces = 0;
+  static constexpr size_t kInputs = 3, kRequiredInputs = 1, kOutputs = 3, kAttrs = 1, kRequestedOutputs = 2;
+  // The workspaces a call has on the CPU and on CUDA (opgen::Device order):
+  // those of the spec that the platform allocates.
+  static constexpr size_t kWorkspaces[] = {0, 0};
   static constexpr const char* kInputNames[] = {"x", "weight", "bias"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1, -1, -1};
+  // Each output's bit in the request mask (an output the caller asks for), or -1.
+  static constexpr int kOutputRequests[] = {-1, 0, 1};
   using Instantiations = opgen_ops::layer_norm::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.
-  static constexpr size_t kDescriptorFields = 5;
+  static constexpr size_t kDescriptorFields = 6;
   static constexpr opgen::opaque::Field kDescriptor[] = {
       {opgen::opaque::Field::kDtype, "dtype_T"},
       {opgen::opaque::Field::kPresent, "present_"},
+      {opgen::opaque::Field::kRequested, "requested_"},
       {opgen::opaque::Field::kBatch, "batch"},
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0xB08B79C8F8F75180ull;
+  static constexpr uint64_t kFingerprint = 0x6E8151C125F7B04Dull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
@@ -93,8 +99,8 @@ struct Rules {
     // above have proven that they fit.
     if (!b.ok()) return;
     b.output(0, "out", "[..., D]", true, {args.D}, &args.out);
-    b.output(1, "mean", "[...]", true, {}, &args.mean);
-    b.output(2, "rstd", "[...]", true, {}, &args.rstd);
+    b.output_on_request(1, 0, "mean", "[...]", true, {}, &args.mean);
+    b.output_on_request(2, 1, "rstd", "[...]", true, {}, &args.rstd);
     b.attr(0, "eps", &args.eps);
     b.check(checks::attrs(args));
   }

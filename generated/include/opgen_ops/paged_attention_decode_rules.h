@@ -85,10 +85,15 @@ std::string workspace_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "paged_attention_decode";
-  static constexpr size_t kInputs = 5, kRequiredInputs = 5, kOutputs = 1, kWorkspaces = 3;
+  static constexpr size_t kInputs = 5, kRequiredInputs = 5, kOutputs = 1, kAttrs = 1, kRequestedOutputs = 0;
+  // The workspaces a call has on the CPU and on CUDA (opgen::Device order):
+  // those of the spec that the platform allocates.
+  static constexpr size_t kWorkspaces[] = {3, 3};
   static constexpr const char* kInputNames[] = {"query", "key_cache", "value_cache", "block_tables", "context_lens"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1};
+  // Each output's bit in the request mask (an output the caller asks for), or -1.
+  static constexpr int kOutputRequests[] = {-1};
   using Instantiations = opgen_ops::paged_attention_decode::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.

@@ -77,8 +77,10 @@ def layer_norm(
     bias: _jax.typing.ArrayLike | None = None,
     *,
     eps: float = 1e-05,
+    return_mean: bool = False,
+    return_rstd: bool = False,
     api_version: int = 4,
-) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
+) -> tuple[_jax.Array, _jax.Array | None, _jax.Array | None]: ...
 def layer_norm_backward(
     grad_out: _jax.typing.ArrayLike,
     x: _jax.typing.ArrayLike,

@@ -84,9 +84,9 @@ def kv_cache_write(cache, values, pos):
     return _call(_ops.kv_cache_write.OP, (cache, values, pos), {}, _CAPSULES)
 
 
-def layer_norm(x, weight=None, bias=None, *, eps=1e-05):
-    "Layer normalisation over the last axis: out = (x - mean) * rstd * weight + bias, with mean and rstd = 1 / sqrt(var + eps) of each row (var the biased variance, as torch.nn.functional.layer_norm), computed in f32 (f64 for f64) from the row's values in two passes (no cancellation when the mean is large).\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-05 added to the variance; > 0, so that a constant row divides by no zero\n\nReturns:\n  out: T[..., D] the normalised activations\n  mean: S[...] each row's mean (f32; f64 for f64)\n  rstd: S[...] each row's 1 / sqrt(var + eps) (f32; f64 for f64)"
-    return _call(_ops.layer_norm.OP, (x, weight, bias), {'eps': eps}, _CAPSULES)
+def layer_norm(x, weight=None, bias=None, *, eps=1e-05, return_mean=False, return_rstd=False):
+    "Layer normalisation over the last axis: out = (x - mean) * rstd * weight + bias, with mean and rstd = 1 / sqrt(var + eps) of each row (var the biased variance, as torch.nn.functional.layer_norm), computed in f32 (f64 for f64) from the row's values in two passes (no cancellation when the mean is large).\n\nArgs:\n  x: T[..., D] activations; any number of leading dimensions\n  weight: T[D], optional per-channel scale (1 when not given)\n  bias: T[D], optional per-channel shift after the scale (0 when not given)\n  eps: f32 = 1e-05 added to the variance; > 0, so that a constant row divides by no zero\n  return_mean: bool = False compute output mean (else it is None and is not computed)\n  return_rstd: bool = False compute output rstd (else it is None and is not computed)\n\nReturns:\n  out: T[..., D] the normalised activations\n  mean: S[...], None unless return_mean each row's mean (f32; f64 for f64); computed only when asked for (return_mean=True)\n  rstd: S[...], None unless return_rstd each row's 1 / sqrt(var + eps) (f32; f64 for f64); computed only when asked for (return_rstd=True)"
+    return _call(_ops.layer_norm.OP, (x, weight, bias), {'eps': eps}, _CAPSULES, {'mean': return_mean, 'rstd': return_rstd})
 
 
 def layer_norm_backward(grad_out, x, weight=None, grad_residual=None, *, eps=1e-05):

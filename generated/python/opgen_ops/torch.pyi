@@ -70,7 +70,9 @@ def layer_norm(
     bias: _torch.Tensor | None = None,
     *,
     eps: float = 1e-05,
-) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
+    return_mean: bool = False,
+    return_rstd: bool = False,
+) -> tuple[_torch.Tensor, _torch.Tensor | None, _torch.Tensor | None]: ...
 def layer_norm_backward(
     grad_out: _torch.Tensor,
     x: _torch.Tensor,

@@ -31,6 +31,17 @@ def op_data(op, package, dtypes, attr_types):
     for t in outputs:
         if t['alias']:
             t['alias_index'] = next(i for i, x in enumerate(op['inputs']) if x['name'] == t['alias'])
+    # Each output made only when the caller asks: its bit in the request mask,
+    # and the keyword that asks for it.
+    requested = [t for t in outputs if t['on_request']]
+    for k, t in enumerate(requested):
+        t['request'] = k
+        t['request_param'] = sp.request_param(t['name'])
+    for w in workspaces:
+        # The platforms it is allocated on, as a mask of opgen::device_bit.
+        w['devices_cpp'] = ('opgen::kEveryDevice' if len(w['platforms']) == len(op['platforms']) else
+                            ' | '.join('opgen::device_bit(opgen::Device::k%s)' % ('Cuda' if p == 'cuda' else 'Cpu')
+                                       for p in w['platforms']))
     for t in inputs:
         t['aliased_by'] = next((o['name'] for o in op['outputs'] if o['alias'] == t['name']), None)
     attrs = [_attr(a, attr_types, by_name) for a in op['attrs']]
@@ -79,8 +90,11 @@ def op_data(op, package, dtypes, attr_types):
         'optional_inputs': [t for t in inputs if t['optional']],
         'outputs': outputs,
         'fresh_outputs': [t for t in outputs if not t['alias']],  # allocated by the binding
+        'requested_outputs': requested,  # made only when the caller asks for them
         'aliased_outputs': [t for t in outputs if t['alias']],  # an input's buffer, updated in place
         'workspaces': workspaces,
+        # How many workspaces a call allocates on each platform.
+        'workspaces_on': {p: sum(1 for w in workspaces if p in w['platforms']) for p in ('cpu', 'cuda')},
         'attrs': attrs,
         'backward': op['backward'],
         'differentiable': op['differentiable'],
@@ -165,6 +179,8 @@ def _tensor(op, t, index, is_input, dtypes):
         'strides': None if t['layout'] == 'contiguous' else t['name'] + '_strides',
         'stride_count': len(dims) + (1 if t['batch'] else 0),
         'alias': t['alias'],
+        'on_request': t['on_request'],
+        'platforms': t['platforms'],
         'alias_index': None,
         'aliased_by': None,
         'py_param': t['name'] + '=None' if t['optional'] else t['name'],

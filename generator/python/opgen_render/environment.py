@@ -42,5 +42,6 @@ def make_environment(templates_dir, cache_dir=None):
     )
     env.filters.update(escaping.FILTERS)
     env.filters['py_tuple'] = spelling.py_tuple
+    env.filters['append'] = lambda text, suffix: text + suffix
     env.filters['cpp_int'] = spelling.int_cpp
     return env

@@ -79,7 +79,8 @@ def torch_schema(op, lowered, attr_types, dtypes):
             alias_set += 1
         params.append(kind + ('?' if t['optional'] else '') + ' ' + t['name'] + ('=None' if t['optional'] else ''))
     s += ', '.join(params)
-    if op['attrs']:
+    requests = [o for o in op['outputs'] if o['on_request']]
+    if op['attrs'] or requests:
         s += ', *'
     for a in op['attrs']:
         if lowered and a['type'] == 'enum':
@@ -92,9 +93,18 @@ def torch_schema(op, lowered, attr_types, dtypes):
                 s += '=' + dtypes[a['default']]['torch']  # a ScalarType by its name: float8_e4m3fn
             elif a['has_default']:
                 s += '=' + attr_literal(a['type'], a['default'])[1]
+    # An output on request is asked for by a flag; not asked, it is returned
+    # with no elements (a custom op returns no Tensor?).
+    for o in requests:
+        s += ', bool ' + request_param(o['name']) + '=False'
     s += ') -> '
     fresh = sum(1 for o in op['outputs'] if not o['alias'])
     return s + ('Tensor' if fresh == 1 else '(' + ', '.join(['Tensor'] * fresh) + ')')
+
+
+def request_param(output):
+    """The keyword that asks for an optional output: return_<name>."""
+    return 'return_' + output
 
 
 def declared_shape(t):

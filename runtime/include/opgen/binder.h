@@ -72,6 +72,12 @@ enum class Layout : uint8_t {
   kStrided,     // any strides
 };
 
+// Where a call runs: a workspace may be allocated on some platforms only
+// (the spec's `platforms:` of a workspace), as a bit of a mask.
+enum class Device : uint8_t { kCpu, kCuda };
+inline constexpr unsigned device_bit(Device d) { return 1u << static_cast<unsigned>(d); }
+inline constexpr unsigned kEveryDevice = device_bit(Device::kCpu) | device_bit(Device::kCuda);
+
 // What a framework gives one call of an op.
 class Source {
  public:
@@ -93,6 +99,15 @@ class Source {
   // `alias` in place (else -1) may be that input's buffer.
   virtual Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
                         size_t rank, int alias, void** data) = 0;
+  // Whether the caller asks for the output that bit `k` of the request mask
+  // stands for (the k-th output that is `optional: true` in the spec).
+  virtual bool requested(size_t k);
+  // Output `i` (`name`, of `dtype`) is not asked for: no buffer, and the
+  // body sees nullptr. A framework whose results are fixed (a torch schema
+  // returns every output) puts a placeholder with no elements in its place.
+  virtual Status unrequested(size_t i, const char* name, DType dtype);
+  // The platform the call runs on, which decides the workspaces it has.
+  virtual Device device() const;
   // Scratch memory of `bytes` for workspace `i` (`name`), valid until the call returns.
   virtual Status workspace(size_t i, const char* name, size_t bytes, void** data) = 0;
   // Every workspace of the call at once, `n` of them in spec order: workspace(i)
@@ -106,8 +121,11 @@ class Source {
 
 // The number of results a call of an op has: its outputs, less those that
 // update an optional input (`aliases[i]`: the input output i updates, or -1)
-// that the call omits (`present`: bit k, the k-th optional input is given).
-size_t result_count(const int* aliases, size_t outputs, size_t required_inputs, uint64_t present);
+// that the call omits (`present`: bit k, the k-th optional input is given),
+// and those on request (`requests[i]`: output i's bit in the request mask,
+// or -1) that the caller does not ask for (`requested`).
+size_t result_count(const int* aliases, const int* requests, size_t outputs, size_t required_inputs, uint64_t present,
+                    uint64_t requested);
 
 // A derived type variable's dtype: the one `map` pairs with `from` (the
 // variable it follows, which the call has bound: kUnknown after a failure).
@@ -242,10 +260,28 @@ class Binder {
     if (ok() && *data != in) copies_[copy_count_++] = {*data, in, bytes_[i]};
     *input_data = *data;
   }
-  // Workspace `i`: scratch memory of `count` elements for the call, at *data
-  // once allocate_workspaces() has run.
+  // Output `i`, made only when the caller asks for it (bit `request` of the
+  // request mask): otherwise nullptr, and no result of the call.
   template <typename T>
-  void workspace(size_t i, const char* name, int64_t count, T** data) {
+  void output_on_request(size_t i, size_t request, const char* name, const char* declared, bool batch,
+                         std::initializer_list<int64_t> dims, T** data) {
+    if (ok() && !source_.requested(request)) {
+      *data = nullptr;
+      ++omitted_;
+      fail(source_.unrequested(i, name, dtype_of<T>));
+      return;
+    }
+    output(i, name, declared, batch, dims, data);
+  }
+  // Workspace `i`: scratch memory of `count` elements for the call, at *data
+  // once allocate_workspaces() has run; nullptr on a platform outside
+  // `devices` (a mask of device_bit), where it is not allocated at all.
+  template <typename T>
+  void workspace(size_t i, const char* name, int64_t count, T** data, unsigned devices = kEveryDevice) {
+    if (!(devices & device_bit(source_.device()))) {
+      *data = nullptr;
+      return;
+    }
     request_scratch(i, name, dtype_of<T>, count, data,
                     [](void* slot, void* p) { *static_cast<T**>(slot) = static_cast<T*>(p); });
   }

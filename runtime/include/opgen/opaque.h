@@ -63,12 +63,13 @@ void write_field(std::string& out, size_t offset, T value) {
 std::string header(size_t size, uint64_t fingerprint);
 
 // One fixed field of an op's descriptor, in order: a type variable's dtype
-// code (u8), the presence mask of the optional inputs (u32), the batch count
+// code (u8), the presence mask of the optional inputs (u32), the request
+// mask of the outputs on request (u32), the batch count
 // (i64), a shape symbol (i64), or an attribute (bool u8, i32, i64, f32, f64,
 // an enum's index i32, an array's length u32 with its elements after the
 // fixed fields).
 struct Field {
-  enum Kind : uint8_t { kDtype, kPresent, kBatch, kSymbol, kAttr };
+  enum Kind : uint8_t { kDtype, kPresent, kRequested, kBatch, kSymbol, kAttr };
   Kind kind;
   const char* name;                 // as the spec names it (dtype_T, present_, batch, N, eps)
   AttrKind attr = AttrKind::kBool;  // kAttr: the attribute's type
@@ -87,6 +88,7 @@ struct Values {
   uint8_t dtypes[kMax] = {};  // each type variable's code
   size_t dtype_count = 0;
   uint32_t present = 0;
+  uint32_t requested = 0;
   int64_t batch = 1;
   int64_t symbols[kMax] = {};
   size_t symbol_count = 0;

@@ -97,14 +97,16 @@ inline StableIValue stack_from(const Tensor& t) { return from(t); }
 #pragma GCC diagnostic pop
 
 // A PyTorch call as a Source: the stack holds the inputs (None for an
-// omitted optional one), then the attributes; every tensor must be on the
+// omitted optional one), then the attributes, then a bool per output on
+// request (return_<name>); every tensor must be on the
 // device of the first input, and an input that an output updates in place
 // must share no memory with another input.
 class TorchSource : public Source {
  public:
   static constexpr size_t kMaxInputs = 64;
   // The first `required` inputs are Tensors, the others Tensor? (optional inputs come last).
-  TorchSource(const char* op, const char* const* input_names, size_t inputs, size_t required, StableIValue* stack);
+  TorchSource(const char* op, const char* const* input_names, size_t inputs, size_t required, size_t attrs,
+              StableIValue* stack);
 
   const TensorRef* input(size_t i) override { return i < inputs_ && present_[i] ? &refs_[i] : nullptr; }
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
@@ -113,6 +115,10 @@ class TorchSource : public Source {
   Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
   // One allocation for all of them (a call of paged_attention_decode has three).
   Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override;
+  bool requested(size_t k) override { return stack_to<bool>(stack_[inputs_ + attrs_ + k]); }
+  // The schema returns every output: one not asked for is a tensor of no elements.
+  Status unrequested(size_t i, const char* name, DType dtype) override;
+  Device device() const override { return first_->is_cuda() ? Device::kCuda : Device::kCpu; }
   std::string spell(DType d) const override { return torch_name(d); }
   std::string dtype_hint(DType declared) const override;
 
@@ -124,6 +130,7 @@ class TorchSource : public Source {
   const char* op_;
   const char* const* names_;
   size_t inputs_;
+  size_t attrs_;
   StableIValue* stack_;
   std::vector<std::optional<Tensor>> tensors_;
   std::vector<std::optional<TensorView>> views_;
@@ -182,7 +189,7 @@ class OnCuda {
 // that alias no input on the stack.
 template <typename Rules, typename Device>
 void boxed(StableIValue* stack, uint64_t, uint64_t) {
-  TorchSource source(Rules::kName, Rules::kInputNames, Rules::kInputs, Rules::kRequiredInputs, stack);
+  TorchSource source(Rules::kName, Rules::kInputNames, Rules::kInputs, Rules::kRequiredInputs, Rules::kAttrs, stack);
   const Device device(Rules::kName, source.first());
   Binder b(Rules::kName, source);
   const int instantiation = Rules::select(b);

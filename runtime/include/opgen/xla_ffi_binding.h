@@ -44,7 +44,9 @@ inline DType dtype_of(ffi::DataType t) {
 
 // A typed-FFI call as a Source: the operands are the required inputs, then
 // the optional ones the presence mask (attribute `present_`) names; the
-// results are the outputs, then one byte buffer per workspace; attributes are
+// results are the outputs (those on request only where the request mask,
+// attribute `requested_`, asks for them), then one byte buffer per workspace
+// of the handler's platform; attributes are
 // looked up by name. Workspaces are results, not memory from the FFI's
 // scratch allocator, so that XLA plans them with the rest of the program's
 // buffers (the way its own cuDNN and cuBLAS calls get theirs; jaxlib's GPU
@@ -52,9 +54,11 @@ inline DType dtype_of(ffi::DataType t) {
 // graph.
 class FfiSource : public Source {
  public:
-  // `aliases[i]`: the input output i updates in place, or -1 (result_count).
-  FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, const int* aliases, size_t workspaces,
-            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs);
+  // `aliases[i]`: the input output i updates in place, or -1; `requests[i]`:
+  // output i's bit in the request mask, or -1 (result_count).
+  FfiSource(const char* op, Device device, size_t inputs, size_t required, size_t outputs, const int* aliases,
+            const int* requests, size_t requestable, size_t workspaces, ffi::RemainingArgs args,
+            ffi::RemainingRets rets, ffi::Dictionary attrs);
 
   // The call's operands and results match the op's (else why not).
   const Status& status() const { return status_; }
@@ -64,9 +68,13 @@ class FfiSource : public Source {
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
                 int alias, void** data) override;
   Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
+  bool requested(size_t k) override { return (requested_ >> k) & 1; }
+  Device device() const override { return device_; }
 
  private:
   const char* op_;
+  Device device_;
+  uint64_t requested_ = 0;
   ffi::RemainingRets rets_;
   ffi::Dictionary attrs_;
   size_t outputs_ = 0;  // the results before the workspaces
@@ -100,15 +108,17 @@ ffi::Error run(const Platform& platform, FfiSource& source) {
 template <typename Rules>
 struct Handler {
   static ffi::Error cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases,
-                     Rules::kWorkspaces, args, rets, attrs);
+    FfiSource source(Rules::kName, Device::kCpu, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs,
+                     Rules::kOutputAliases, Rules::kOutputRequests, Rules::kRequestedOutputs,
+                     Rules::kWorkspaces[static_cast<size_t>(Device::kCpu)], args, rets, attrs);
     return run<Rules>(Cpu{}, source);
   }
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
   static ffi::Error cuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                          ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs, Rules::kOutputAliases,
-                     Rules::kWorkspaces, args, rets, attrs);
+    FfiSource source(Rules::kName, Device::kCuda, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs,
+                     Rules::kOutputAliases, Rules::kOutputRequests, Rules::kRequestedOutputs,
+                     Rules::kWorkspaces[static_cast<size_t>(Device::kCuda)], args, rets, attrs);
     return run<Rules>(Cuda{stream}, source);
   }
 #endif
@@ -123,9 +133,10 @@ inline auto cuda_binding() {
 
 // --- FfiSource (inline: the XLA FFI headers are header-only) -------------------
 
-inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size_t outputs, const int* aliases,
-                            size_t workspaces, ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs)
-    : op_(op), rets_(rets), attrs_(attrs), inputs_(inputs), present_(inputs, false) {
+inline FfiSource::FfiSource(const char* op, Device device, size_t inputs, size_t required, size_t outputs,
+                            const int* aliases, const int* requests, size_t requestable, size_t workspaces,
+                            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs)
+    : op_(op), device_(device), rets_(rets), attrs_(attrs), inputs_(inputs), present_(inputs, false) {
   // Bit i of the mask: the i-th optional input is among the operands.
   int64_t mask = 0;
   if (inputs > required) {
@@ -141,8 +152,23 @@ inline FfiSource::FfiSource(const char* op, size_t inputs, size_t required, size
       return;
     }
   }
+  // Bit k of the request mask: the caller asks for the k-th output on request.
+  if (requestable > 0) {
+    ffi::ErrorOr<int64_t> r = attrs_.get<int64_t>("requested_");
+    if (!r.has_value()) {
+      status_ = Status::InvalidArgument(std::string(op) + ": the call has no request mask (attribute 'requested_')");
+      return;
+    }
+    if (r.value() < 0 || (requestable < 63 && (r.value() >> requestable) != 0)) {
+      status_ = Status::InvalidArgument(std::string(op) + ": the request mask " + std::to_string(r.value()) +
+                                        " names outputs beyond the op's " + std::to_string(requestable) +
+                                        " optional one(s)");
+      return;
+    }
+    requested_ = static_cast<uint64_t>(r.value());
+  }
   const size_t expected = required + present_count(mask);
-  outputs_ = result_count(aliases, outputs, required, static_cast<uint64_t>(mask));
+  outputs_ = result_count(aliases, requests, outputs, required, static_cast<uint64_t>(mask), requested_);
   const size_t results = outputs_ + workspaces;
   if (args.size() != expected || rets_.size() != results) {
     status_ = Status::InvalidArgument(std::string(op) + ": the call has " + std::to_string(args.size()) +

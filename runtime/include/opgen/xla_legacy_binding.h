@@ -29,9 +29,9 @@ namespace opgen::xla_legacy {
 // results, which keeps them in XLA's memory planning).
 class LegacySource : public Source {
  public:
-  LegacySource(const opaque::Values& values, size_t inputs, size_t required, size_t outputs,
+  LegacySource(const opaque::Values& values, Device device, size_t inputs, size_t required, size_t outputs,
                const void* const* input_buffers, void* const* output_buffers)
-      : values_(values), outputs_(outputs), output_buffers_(output_buffers) {
+      : values_(values), device_(device), outputs_(outputs), output_buffers_(output_buffers) {
     size_t next = 0;
     for (size_t i = 0; i < inputs && i < kMaxInputs; ++i) {
       const bool given = i < required || (values.present & (1u << (i - required)));
@@ -66,9 +66,12 @@ class LegacySource : public Source {
     *data = output_buffers_[outputs_ + i];
     return Status::Ok();
   }
+  bool requested(size_t k) override { return (values_.requested >> k) & 1; }
+  Device device() const override { return device_; }
 
  private:
   const opaque::Values& values_;
+  Device device_;
   size_t outputs_;
   void* const* output_buffers_;
   TensorRef refs_[kMaxInputs];
@@ -81,7 +84,7 @@ class LegacySource : public Source {
 // array of them when there are several); nullptr: the results follow the
 // operands in `inputs` (XLA:GPU).
 template <typename Rules, typename Platform>
-Status run(const Platform& platform, const void* const* inputs, void* cpu_out, const char* opaque,
+Status run(const Platform& platform, Device device, const void* const* inputs, void* cpu_out, const char* opaque,
            size_t opaque_len) {
   opaque::Values values;
   if (Status s = opaque::decode(opaque, opaque_len, Rules::kDescriptor, Rules::kDescriptorFields,
@@ -94,14 +97,22 @@ Status run(const Platform& platform, const void* const* inputs, void* cpu_out, c
       !e.empty()) {
     return Status::InvalidArgument(e);
   }
-  // A call that omits an optional input updated in place has one result fewer.
-  const size_t results = result_count(Rules::kOutputAliases, Rules::kOutputs, Rules::kRequiredInputs, values.present);
+  if (Rules::kRequestedOutputs < 32 && (values.requested >> Rules::kRequestedOutputs) != 0) {
+    return Status::InvalidArgument(std::string(Rules::kName) + ": the request mask " +
+                                   std::to_string(values.requested) + " names outputs beyond the op's " +
+                                   std::to_string(Rules::kRequestedOutputs) + " optional one(s)");
+  }
+  // A call that omits an optional input updated in place, or does not ask
+  // for an output on request, has one result fewer.
+  const size_t results = result_count(Rules::kOutputAliases, Rules::kOutputRequests, Rules::kOutputs,
+                                      Rules::kRequiredInputs, values.present, values.requested);
+  const size_t workspaces = Rules::kWorkspaces[static_cast<size_t>(device)];
   void* const single[] = {cpu_out};
   void* const* outputs = cpu_out == nullptr ? const_cast<void* const*>(inputs + Rules::kRequiredInputs +
                                                                         present_count(values.present))
-                         : results + Rules::kWorkspaces == 1 ? single
+                         : results + workspaces == 1 ? single
                                                              : static_cast<void* const*>(cpu_out);
-  LegacySource source(values, Rules::kInputs, Rules::kRequiredInputs, results, inputs, outputs);
+  LegacySource source(values, device, Rules::kInputs, Rules::kRequiredInputs, results, inputs, outputs);
   Binder b(Rules::kName, source);
   const int instantiation = Rules::select(b);
   if (!b.ok()) return b.status();
@@ -128,7 +139,7 @@ Status run(const Platform& platform, const void* const* inputs, void* cpu_out, c
 template <typename Rules>
 void cuda(cudaStream_t stream, void** buffers, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status,
           const char* target) {
-  report(status, target, run<Rules>(Cuda{stream}, buffers, nullptr, opaque, opaque_len));
+  report(status, target, run<Rules>(Cuda{stream}, Device::kCuda, buffers, nullptr, opaque, opaque_len));
 }
 #endif
 
@@ -136,7 +147,7 @@ void cuda(cudaStream_t stream, void** buffers, const char* opaque, size_t opaque
 template <typename Rules>
 void cpu(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status,
          const char* target) {
-  report(status, target, run<Rules>(Cpu{}, in, out, opaque, opaque_len));
+  report(status, target, run<Rules>(Cpu{}, Device::kCpu, in, out, opaque, opaque_len));
 }
 
 }  // namespace opgen::xla_legacy
