@@ -238,10 +238,10 @@ def test_torch_outputs_of_an_input_that_requires_grad_are_constants(rng):
 
 # --- CUDA ------------------------------------------------------------------------------------------
 
-# Rows the CUDA body holds in registers (16-byte vectors), rows too long for
-# them (read twice), and rows whose width is no multiple of a vector (element
-# by element).
-GPU_SHAPES = [(64, 4096), (5, 8192), (3, 40000), (9, 1001), (2, 3)]
+# Rows the CUDA body holds in registers (16-byte vectors: 1 to 8 a thread, in
+# blocks of 32 to 256 threads), rows too long for them (read twice), and rows
+# whose width is no multiple of a vector (element by element).
+GPU_SHAPES = [(7, 256), (7, 512), (7, 1024), (64, 4096), (5, 8192), (4, 16384), (3, 40000), (9, 1001), (2, 3)]
 
 
 @requires_torch_cuda
