@@ -162,8 +162,43 @@ def example_topk_softmax(rng, where):
     return out_rows
 
 
+def example_layer_norm(rng, where):
+    """bf16 activations with weight and bias, and the statistics asked for
+    (f32 for bf16); the error is that of the output."""
+    rows, d = (16384, 4096) if where == "cuda" else (64, 1024)
+    x = (rng.standard_normal((rows, d)) + 2).astype(jax.numpy.bfloat16)
+    w, b = (rng.standard_normal(d).astype(jax.numpy.bfloat16) for _ in range(2))
+    x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
+    centred = x64 - x64.mean(-1, keepdims=True)
+    ref = centred / np.sqrt((centred * centred).mean(-1, keepdims=True) + 1e-5) * w64 + b64
+    out_rows = []
+    for v in api_versions("layer_norm", where):
+        f = jax.jit(lambda x, w, b, v=v: ops.layer_norm(x, w, b, return_mean=True, return_rstd=True, api_version=v))
+        (out, mean, _), elapsed = timed(f, *(jax.device_put(a) for a in (x, w, b)))
+        err = max(relative(out, ref), relative(mean, x64.mean(-1)))
+        out_rows.append(("layer_norm bf16", v, f"[{rows}, {d}]", err, elapsed, 1.5e-2))
+    return out_rows
+
+
+def example_dynamic_per_token_scaled_fp8_quant(rng, where):
+    """bf16 activations quantised per row to float8_e4m3fn; the error is that
+    of out * scale against x (e4m3fn keeps 3 bits of mantissa)."""
+    rows, d = (16384, 4096) if where == "cuda" else (64, 1024)
+    x = rng.standard_normal((rows, d)).astype(jax.numpy.bfloat16)
+    out_rows = []
+    for v in api_versions("dynamic_per_token_scaled_fp8_quant", where):
+        f = jax.jit(lambda x, v=v: ops.dynamic_per_token_scaled_fp8_quant(x, out_dtype="float8_e4m3fn", api_version=v))
+        (q, scale), elapsed = timed(f, jax.device_put(x))
+        back = np.asarray(q).astype(np.float64) * np.asarray(scale, np.float64)[:, None]
+        out_rows.append(("fp8 quant bf16>e4m3", v, f"[{rows}, {d}]", relative(back, x.astype(np.float64)), elapsed,
+                         6.5e-2))
+    return out_rows
+
+
 EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu, "flip": example_flip,
-            "kv_cache_write": example_kv_cache_write, "softmax": example_softmax, "topk_softmax": example_topk_softmax}
+            "kv_cache_write": example_kv_cache_write, "softmax": example_softmax, "topk_softmax": example_topk_softmax,
+            "layer_norm": example_layer_norm,
+            "dynamic_per_token_scaled_fp8_quant": example_dynamic_per_token_scaled_fp8_quant}
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
