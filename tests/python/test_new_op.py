@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from scratch_project import REPO, copy_project, run
+from scratch_project import REPO, configure_and_build, copy_project, run
 
 OPGEN = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen"))
 
@@ -124,11 +124,7 @@ def project(tmp_path_factory):
     scaffold = run([str(OPGEN), "new", "scaled_copy", "--specs", "specs", "--kernels", "kernels",
                     "--templates", "templates"], root)
     assert scaffold.returncode == 0, scaffold.stdout + scaffold.stderr
-    configure = run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}",
-                     "-DOPGEN_REGENERATE=ON"], root)
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    build = run(["cmake", "--build", "build"], root)
-    assert build.returncode == 0, build.stdout[-6000:] + build.stderr[-6000:]
+    configure_and_build(root)
     return root, before, scaffold.stdout
 
 

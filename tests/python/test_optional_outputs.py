@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from scratch_project import REPO, copy_project, run
+from scratch_project import REPO, configure_and_build, copy_project, run
 
 OPGEN = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen"))
 FIXTURE = REPO / "tests" / "fixtures" / "row_stats"
@@ -43,11 +43,7 @@ def project(tmp_path_factory):
     shutil.copy(FIXTURE / "row_stats.cc", root / "kernels")
     shutil.copy(FIXTURE / "row_stats.cu", root / "kernels")
     shutil.copy(FIXTURE / "check_row_stats.py", root / "tests" / "python" / "test_row_stats.py")
-    configure = run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}",
-                     "-DOPGEN_REGENERATE=ON"], root)
-    assert configure.returncode == 0, configure.stdout + configure.stderr
-    build = run(["cmake", "--build", "build"], root, timeout=3600)
-    assert build.returncode == 0, build.stdout[-6000:] + build.stderr[-6000:]
+    configure_and_build(root)
     return root
 
 
