@@ -6,6 +6,7 @@ set(OPGEN_PACKAGE_NAME opgen_ops)
 set(OPGEN_PACKAGE_OPS
     flip
     fused_add_rms_norm
+    gemm
     glu
     glu_backward
     kv_cache_write
@@ -22,6 +23,7 @@ set(OPGEN_PACKAGE_OPS
 )
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
 set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
+set(OPGEN_OP_gemm_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
@@ -39,6 +41,7 @@ set(OPGEN_OP_topk_softmax_PLATFORMS cuda cpu)
 set(OPGEN_FILES_XLA
     src/flip_xla.cc
     src/fused_add_rms_norm_xla.cc
+    src/gemm_xla.cc
     src/glu_xla.cc
     src/glu_backward_xla.cc
     src/kv_cache_write_xla.cc
@@ -57,6 +60,7 @@ set(OPGEN_FILES_XLA
 set(OPGEN_FILES_TORCH
     src/flip_torch.cc
     src/fused_add_rms_norm_torch.cc
+    src/gemm_torch.cc
     src/glu_torch.cc
     src/glu_backward_torch.cc
     src/kv_cache_write_torch.cc
@@ -75,6 +79,7 @@ set(OPGEN_FILES_TORCH
 set(OPGEN_FILES_BODY_CPU
     src/flip_body_cpu.cc
     src/fused_add_rms_norm_body_cpu.cc
+    src/gemm_body_cpu.cc
     src/glu_body_cpu.cc
     src/glu_backward_body_cpu.cc
     src/kv_cache_write_body_cpu.cc
@@ -93,6 +98,7 @@ set(OPGEN_FILES_BODY_CPU
 set(OPGEN_FILES_BODY_CUDA
     src/flip_body_cuda.cu
     src/fused_add_rms_norm_body_cuda.cu
+    src/gemm_body_cuda.cu
     src/glu_body_cuda.cu
     src/glu_backward_body_cuda.cu
     src/kv_cache_write_body_cuda.cu
@@ -117,6 +123,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/torch.pyi
     python/opgen_ops/_ops/flip.py
     python/opgen_ops/_ops/fused_add_rms_norm.py
+    python/opgen_ops/_ops/gemm.py
     python/opgen_ops/_ops/glu.py
     python/opgen_ops/_ops/glu_backward.py
     python/opgen_ops/_ops/kv_cache_write.py
@@ -137,6 +144,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/flip_rules.h
     include/opgen_ops/fused_add_rms_norm.h
     include/opgen_ops/fused_add_rms_norm_rules.h
+    include/opgen_ops/gemm.h
+    include/opgen_ops/gemm_rules.h
     include/opgen_ops/glu.h
     include/opgen_ops/glu_rules.h
     include/opgen_ops/glu_backward.h
@@ -169,6 +178,7 @@ set(OPGEN_FILES_DOC
     docs/README.md
     docs/flip.md
     docs/fused_add_rms_norm.md
+    docs/gemm.md
     docs/glu.md
     docs/glu_backward.md
     docs/kv_cache_write.md

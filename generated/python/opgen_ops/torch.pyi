@@ -10,6 +10,7 @@ import torch as _torch  # private: an op may be named torch
 __all__ = [
     'flip',
     'fused_add_rms_norm',
+    'gemm',
     'glu',
     'glu_backward',
     'kv_cache_write',
@@ -39,6 +40,10 @@ def fused_add_rms_norm(
     *,
     eps: float = 1e-06,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
+def gemm(
+    a: _torch.Tensor,
+    b: _torch.Tensor,
+) -> _torch.Tensor: ...
 def glu(
     x: _torch.Tensor,
     *,

@@ -4,6 +4,7 @@
 from . import (
     flip,
     fused_add_rms_norm,
+    gemm,
     glu,
     glu_backward,
     kv_cache_write,
@@ -22,6 +23,7 @@ from . import (
 OPS = (
     flip.OP,
     fused_add_rms_norm.OP,
+    gemm.OP,
     glu.OP,
     glu_backward.OP,
     kv_cache_write.OP,
