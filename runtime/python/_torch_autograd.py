@@ -152,7 +152,7 @@ def _in_place_function(op: Op) -> type:
     differentiating costs one more read and write of the updated tensors; a
     call that needs no gradient runs in place as ever. It takes the inputs,
     then the attributes' values in spec order, then the flags of the outputs
-    on request (`keywords` names them all)."""
+    on request."""
     save, gradients = _autograd_glue(op)
     kernel = getattr(getattr(torch.ops, op.torch_namespace), op.name)
     order = spec_order(op)
@@ -183,7 +183,6 @@ def _in_place_function(op: Op) -> type:
         def backward(ctx, *grads):
             return (*gradients(ctx, grads), *[None] * len(attr_names))
 
-    OutOfPlace.keywords = attr_names
     OutOfPlace.__name__ = OutOfPlace.__qualname__ = f"{op.name}_out_of_place"
     return OutOfPlace
 

@@ -173,8 +173,8 @@ def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         # The op runs on copies (the C++ kernel's in-place rule would see no
         # overlap there), and the same rule is checked on the caller's tensors
         # as they are copied.
-        function = _torch_autograd.IN_PLACE_FUNCTIONS[op.name]
-        values = list(function.apply(*inputs, *[attrs[name] for name in function.keywords]))
+        keywords = [attrs[a.name] for a in op.attrs] + [attrs[t.request_param] for t in op.requested_outputs]
+        values = list(_torch_autograd.IN_PLACE_FUNCTIONS[op.name].apply(*inputs, *keywords))
         for i, k in enumerate(spec_order(op)):
             if k >= 0 and values[i] is not None:
                 values[i] = _torch_autograd.write_back(inputs[k], values[i])

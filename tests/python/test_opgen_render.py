@@ -171,7 +171,7 @@ def test_attribute_literals():
 
 
 def tensor(name, dims, optional=False, alias=None, batch=False):
-    return {"name": name, "optional": optional, "alias": alias, "batch": batch,
+    return {"name": name, "optional": optional, "alias": alias, "batch": batch, "on_request": optional and not alias,
             "dims": [{"text": d} for d in dims]}
 
 
@@ -190,6 +190,11 @@ def test_torch_schema():
     assert spelling.torch_schema(op, True, ATTR_TYPES) == (
         "upd__lowered(Tensor(a!) cache, Tensor x, Tensor? w=None, *, float eps=0.5, int mode2, Tensor dims) -> "
         "(Tensor, Tensor)")
+    # An output on request: a flag after the attributes, and a Tensor in the result all the same.
+    stats = {"name": "stats", "inputs": [tensor("x", ["N"])],
+             "outputs": [tensor("y", ["N"]), tensor("mean", [], optional=True)], "attrs": []}
+    assert spelling.torch_schema(stats, False, ATTR_TYPES) == (
+        "stats(Tensor x, *, bool return_mean=False) -> (Tensor, Tensor)")
 
 
 def test_declared_shapes_and_tuples():
