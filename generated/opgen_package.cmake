@@ -7,6 +7,7 @@ set(OPGEN_PACKAGE_OPS
     dynamic_per_token_scaled_fp8_quant
     flip
     fused_add_rms_norm
+    gemm
     glu
     glu_backward
     kv_cache_write
@@ -26,6 +27,7 @@ set(OPGEN_PACKAGE_OPS
 set(OPGEN_OP_dynamic_per_token_scaled_fp8_quant_PLATFORMS cuda cpu)
 set(OPGEN_OP_flip_PLATFORMS cuda cpu)
 set(OPGEN_OP_fused_add_rms_norm_PLATFORMS cuda cpu)
+set(OPGEN_OP_gemm_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_PLATFORMS cuda cpu)
 set(OPGEN_OP_glu_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
@@ -46,6 +48,7 @@ set(OPGEN_FILES_XLA
     src/dynamic_per_token_scaled_fp8_quant_xla.cc
     src/flip_xla.cc
     src/fused_add_rms_norm_xla.cc
+    src/gemm_xla.cc
     src/glu_xla.cc
     src/glu_backward_xla.cc
     src/kv_cache_write_xla.cc
@@ -67,6 +70,7 @@ set(OPGEN_FILES_TORCH
     src/dynamic_per_token_scaled_fp8_quant_torch.cc
     src/flip_torch.cc
     src/fused_add_rms_norm_torch.cc
+    src/gemm_torch.cc
     src/glu_torch.cc
     src/glu_backward_torch.cc
     src/kv_cache_write_torch.cc
@@ -88,6 +92,7 @@ set(OPGEN_FILES_BODY_CPU
     src/dynamic_per_token_scaled_fp8_quant_body_cpu.cc
     src/flip_body_cpu.cc
     src/fused_add_rms_norm_body_cpu.cc
+    src/gemm_body_cpu.cc
     src/glu_body_cpu.cc
     src/glu_backward_body_cpu.cc
     src/kv_cache_write_body_cpu.cc
@@ -109,6 +114,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/dynamic_per_token_scaled_fp8_quant_body_cuda.cu
     src/flip_body_cuda.cu
     src/fused_add_rms_norm_body_cuda.cu
+    src/gemm_body_cuda.cu
     src/glu_body_cuda.cu
     src/glu_backward_body_cuda.cu
     src/kv_cache_write_body_cuda.cu
@@ -136,6 +142,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/dynamic_per_token_scaled_fp8_quant.py
     python/opgen_ops/_ops/flip.py
     python/opgen_ops/_ops/fused_add_rms_norm.py
+    python/opgen_ops/_ops/gemm.py
     python/opgen_ops/_ops/glu.py
     python/opgen_ops/_ops/glu_backward.py
     python/opgen_ops/_ops/kv_cache_write.py
@@ -160,6 +167,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/flip_rules.h
     include/opgen_ops/fused_add_rms_norm.h
     include/opgen_ops/fused_add_rms_norm_rules.h
+    include/opgen_ops/gemm.h
+    include/opgen_ops/gemm_rules.h
     include/opgen_ops/glu.h
     include/opgen_ops/glu_rules.h
     include/opgen_ops/glu_backward.h
@@ -197,6 +206,7 @@ set(OPGEN_FILES_DOC
     docs/dynamic_per_token_scaled_fp8_quant.md
     docs/flip.md
     docs/fused_add_rms_norm.md
+    docs/gemm.md
     docs/glu.md
     docs/glu_backward.md
     docs/kv_cache_write.md

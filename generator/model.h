@@ -302,6 +302,18 @@ struct Backward {
   std::vector<Location> no_gradient_where;
 };
 
+// `state:`: an object the body keeps for each device (a library handle, an
+// algorithm cache): the body defines it and make_state, the bindings make it
+// once per device, the first time a call runs there, and hand it to every call.
+struct OpState {
+  std::string doc;
+  // The platforms whose calls get one (resolve fills in the op's when the
+  // spec names none); elsewhere the body sees nullptr.
+  std::vector<Platform> platforms;
+  Location platforms_where;
+  Location where;
+};
+
 struct Op {
   std::string name;
   std::string doc;
@@ -325,6 +337,7 @@ struct Op {
   std::vector<Constraint> constraints;  // in spec order
   std::vector<Split> splits;            // in spec order
   std::optional<Backward> backward;
+  std::optional<OpState> state;
   // `differentiable: false`: no output depends differentiably on an input
   // (indices, a router's choice), so under autograd and jax.grad the op runs
   // and its outputs are constants. True (the default) without a backward:

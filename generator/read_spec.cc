@@ -155,6 +155,29 @@ void read_splits(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
   }
 }
 
+// `state: {doc: ..., platforms: [...]}`: what the body keeps per device.
+void read_state(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
+  if (!f.expect_map(node, "'state'")) {
+    ok = false;
+    return;
+  }
+  OpState state;
+  state.where = f.at(node);
+  f.require(node, "'state'", {"doc"});
+  for (const auto& [key, value] : f.entries(node, "'state'", {"doc", "platforms"})) {
+    if (key == "doc") {
+      std::optional<std::string> s = f.string(value, "the doc of 'state'");
+      if (s) state.doc = *s;
+      else ok = false;
+    } else if (key == "platforms") {
+      if (!read_platform_list(f, value, "'platforms' of 'state'", state.platforms)) ok = false;
+      state.platforms_where = f.at(value);
+    }
+  }
+  if (!node["doc"]) ok = false;
+  op.state = std::move(state);
+}
+
 void read_platforms(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
   op.platforms.clear();
   ok = read_platform_list(f, node, "'platforms'", op.platforms) && ok;
@@ -249,7 +272,7 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   const auto top = f.entries(
       root, "the spec",
       {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "split", "platforms",
-       "xla", "backward", "differentiable"});
+       "xla", "backward", "differentiable", "state"});
   f.require(root, "the spec", {"opgen", "name", "inputs", "outputs"});
   if (!check_format_version(f, root)) ok = false;
   // Type variables first: tensors refer to them wherever `types:` stands.
@@ -308,6 +331,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
     } else if (key == "backward") {
       op.backward = read_backward(f, value);
       ok = op.backward.has_value() && ok;
+    } else if (key == "state") {
+      read_state(f, value, op, ok);
     } else if (key == "differentiable") {
       std::optional<bool> b = f.boolean(value, "'differentiable'");
       if (b) op.differentiable = *b;

@@ -278,9 +278,10 @@ bool resolve_sizes(SpecFile& f, const Op& op) {
   return ok;
 }
 
-// A workspace is allocated on the platforms it names (a cuBLASLt workspace
-// on CUDA alone), by default on every platform of the op.
-bool resolve_workspace_platforms(SpecFile& f, Op& op) {
+// A workspace is allocated, and the op's state made, on the platforms each
+// names (a cuBLASLt workspace and handle on CUDA alone), by default on every
+// platform of the op.
+bool resolve_platform_lists(SpecFile& f, Op& op) {
   bool ok = true;
   for (Tensor& w : op.workspaces) {
     if (w.platforms.empty()) {
@@ -292,6 +293,18 @@ bool resolve_workspace_platforms(SpecFile& f, Op& op) {
         f.error(w.platforms_where, std::string("workspace '") + w.name + "' names platform '" +
                                        (p == Platform::kCuda ? "cuda" : "cpu") +
                                        "', which is not among the op's 'platforms'");
+        ok = false;
+      }
+    }
+  }
+  if (op.state && op.state->platforms.empty()) {
+    op.state->platforms = op.platforms;
+  } else if (op.state) {
+    for (Platform p : op.state->platforms) {
+      if (!op.has_platform(p)) {
+        f.error(op.state->platforms_where, std::string("'state' names platform '") +
+                                               (p == Platform::kCuda ? "cuda" : "cpu") +
+                                               "', which is not among the op's 'platforms'");
         ok = false;
       }
     }
@@ -432,7 +445,7 @@ bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
   if (!resolve_constraints(f, op)) return false;
   if (!resolve_value_ranges(f, op)) return false;
   if (!resolve_sizes(f, op)) return false;
-  if (!resolve_workspace_platforms(f, op)) return false;
+  if (!resolve_platform_lists(f, op)) return false;
   if (!resolve_splits(f, op)) return false;
   // vmap by expand_dims/broadcast_all adds leading dimensions to every
   // operand and result: each must take them in its '...'.

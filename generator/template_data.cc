@@ -276,6 +276,13 @@ json op_facts(const Op& op, const std::string& package) {
   out["splits"] = std::move(splits);
   out["opaque"] = opaque_facts(op.opaque_layout(package));
   out["differentiable"] = op.differentiable;
+  if (op.state) {
+    json platforms_of_state = json::array();
+    for (Platform p : op.state->platforms) platforms_of_state.push_back(platform_name(p));
+    out["state"] = {{"doc", op.state->doc}, {"platforms", std::move(platforms_of_state)}};
+  } else {
+    out["state"] = nullptr;
+  }
   if (op.backward) {
     // {op, inputs: [[kind, name]], gradients: [[backward output, forward input]]}
     json b;

@@ -195,10 +195,24 @@ def example_dynamic_per_token_scaled_fp8_quant(rng, where):
     return out_rows
 
 
+def example_gemm(rng, where):
+    """a @ b in bf16 (cuBLASLt on the GPU, through the op's state)."""
+    m, n, k = (2048, 2048, 2048) if where == "cuda" else (96, 80, 64)
+    a = rng.standard_normal((m, k)).astype(jax.numpy.bfloat16)
+    b = rng.standard_normal((k, n)).astype(jax.numpy.bfloat16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out_rows = []
+    for v in api_versions("gemm", where):
+        out, elapsed = timed(jax.jit(lambda a, b, v=v: ops.gemm(a, b, api_version=v)), jax.device_put(a),
+                             jax.device_put(b))
+        out_rows.append(("gemm bf16", v, f"{m}x{n}x{k}", relative(out, ref), elapsed, 1.5e-2))
+    return out_rows
+
+
 EXAMPLES = {"simple_add": example_simple_add, "rms_norm": example_rms_norm, "glu": example_glu, "flip": example_flip,
             "kv_cache_write": example_kv_cache_write, "softmax": example_softmax, "topk_softmax": example_topk_softmax,
             "layer_norm": example_layer_norm,
-            "dynamic_per_token_scaled_fp8_quant": example_dynamic_per_token_scaled_fp8_quant}
+            "dynamic_per_token_scaled_fp8_quant": example_dynamic_per_token_scaled_fp8_quant, "gemm": example_gemm}
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 

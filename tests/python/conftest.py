@@ -24,3 +24,22 @@ def gpu_devices():
 
 
 requires_gpu = pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+
+
+@pytest.fixture(scope="session")
+def fixture_project(tmp_path_factory):
+    """A scratch copy of the project with the fixture ops of tests/fixtures
+    added and its package built, once for every test that needs one (a minute
+    or several); skipped where opgen is not built (OPGEN_BINARY, as
+    test_new_op.py) or CMake and Ninja are missing."""
+    import shutil
+    from pathlib import Path
+
+    from scratch_project import REPO, build_with_fixtures
+
+    opgen = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen"))
+    if not opgen.is_file():
+        pytest.skip(f"no opgen binary at {opgen} (build it, or set OPGEN_BINARY)")
+    if not shutil.which("cmake") or not shutil.which("ninja"):
+        pytest.skip("CMake and Ninja are needed to build the scratch project")
+    return build_with_fixtures(tmp_path_factory.mktemp("scratch") / "project")

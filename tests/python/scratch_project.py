@@ -1,14 +1,17 @@
 """A scratch copy of this project, for tests that add specs and bodies to it
-and build its package (test_new_op.py, test_optional_outputs.py)."""
+and build its package (test_new_op.py; test_optional_outputs.py and
+test_op_state.py, through the fixture ops of tests/fixtures)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def run(cmd, cwd, env=None, timeout=900):
@@ -44,3 +47,33 @@ def configure_and_build(root: Path) -> None:
 
 def _has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None and run(["nvidia-smi", "-L"], REPO).returncode == 0
+
+
+def build_with_fixtures(root: Path) -> Path:
+    """A scratch copy of the project at `root` with every fixture op of
+    tests/fixtures/<op>/ (<op>.yaml, <op>.cc, <op>.cu, and its checks,
+    check_<op>.py, as tests/python/test_<op>.py) added, its package built
+    (configure_and_build): one build serves every test of a fixture."""
+    root.mkdir(parents=True)
+    copy_project(root)
+    for fixture in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
+        op = fixture.name
+        shutil.copy(fixture / f"{op}.yaml", root / "specs")
+        for body in (f"{op}.cc", f"{op}.cu"):
+            if (fixture / body).exists():
+                shutil.copy(fixture / body, root / "kernels")
+        shutil.copy(fixture / f"check_{op}.py", root / "tests" / "python" / f"test_{op}.py")
+    configure_and_build(root)
+    return root
+
+
+def pytest_in(root: Path, *args) -> str:
+    """Runs pytest in the scratch project's tests/python on its built package."""
+    # Two CPU devices for the partitioner; the GPU, where there is one, as the tests find it.
+    env = dict(os.environ, PYTHONPATH=str(root / "build" / "python"),
+               XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip())
+    r = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], root / "tests" / "python", env,
+            timeout=3600)
+    assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
+    assert " passed" in r.stdout, r.stdout[-3000:]
+    return r.stdout

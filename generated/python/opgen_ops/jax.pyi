@@ -11,6 +11,7 @@ __all__ = [
     'dynamic_per_token_scaled_fp8_quant',
     'flip',
     'fused_add_rms_norm',
+    'gemm',
     'glu',
     'glu_backward',
     'kv_cache_write',
@@ -51,6 +52,12 @@ def fused_add_rms_norm(
     eps: float = 1e-06,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
+def gemm(
+    a: _jax.typing.ArrayLike,
+    b: _jax.typing.ArrayLike,
+    *,
+    api_version: int = 4,
+) -> _jax.Array: ...
 def glu(
     x: _jax.typing.ArrayLike,
     *,

@@ -35,6 +35,7 @@ __all__ = [
     'dynamic_per_token_scaled_fp8_quant',
     'flip',
     'fused_add_rms_norm',
+    'gemm',
     'glu',
     'glu_backward',
     'kv_cache_write',
@@ -67,6 +68,11 @@ def flip(x, *, dims=(-1,)):
 def fused_add_rms_norm(x, residual, weight, *, eps=1e-06):
     "residual = x + residual, rounded to T; then x = residual / sqrt(mean(residual^2) + eps) * weight over the last axis, accumulated in f32 (f64 for f64). Both tensors are updated in place, as vLLM's op does.\n\nArgs:\n  x: T[..., D] the layer's output; its rows may be strided (a view)\n  residual: T[..., D] the residual stream\n  weight: T[D] per-channel scale\n  eps: f32 = 1e-06 added to the mean square\n\nReturns:\n  x_out: T[..., D] the normalised sum (the same buffer as x)\n  residual_out: T[..., D] x + residual (the same buffer as residual)"
     return _call(_ops.fused_add_rms_norm.OP, (x, residual, weight), {'eps': eps}, _CAPSULES)
+
+
+def gemm(a, b):
+    'out = a @ b, accumulated in f32 (cuBLASLt on CUDA: torch.matmul, jnp.matmul with precision HIGHEST for f32).\n\nArgs:\n  a: T[M, K]\n  b: T[K, N]\n\nReturns:\n  out: T[M, N]'
+    return _call(_ops.gemm.OP, (a, b), {}, _CAPSULES)
 
 
 def glu(x, *, activation='sigmoid'):

@@ -11,6 +11,7 @@ __all__ = [
     'dynamic_per_token_scaled_fp8_quant',
     'flip',
     'fused_add_rms_norm',
+    'gemm',
     'glu',
     'glu_backward',
     'kv_cache_write',
@@ -48,6 +49,10 @@ def fused_add_rms_norm(
     *,
     eps: float = 1e-06,
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
+def gemm(
+    a: _torch.Tensor,
+    b: _torch.Tensor,
+) -> _torch.Tensor: ...
 def glu(
     x: _torch.Tensor,
     *,

@@ -98,6 +98,10 @@ def op_data(op, package, dtypes, attr_types):
         'attrs': attrs,
         'backward': op['backward'],
         'differentiable': op['differentiable'],
+        # {doc, platforms}: what the body keeps per device (`state:`), or None;
+        # its C++ names on each platform that makes it, by platform.
+        'state': op['state'],
+        'states': {p: sp.state_names(p) for p in (op['state']['platforms'] if op['state'] else [])},
         # Each constraint with the optional inputs it needs (those that bind a
         # symbol it names, which no required input gives): checked when given.
         'constraints': [dict(c, needs_inputs=sorted({s['input'] for s in op['symbols'] if s['name'] in c['names']

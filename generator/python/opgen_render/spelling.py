@@ -107,6 +107,14 @@ def request_param(output):
     return 'return_' + output
 
 
+def state_names(platform):
+    """The C++ names of an op's state on `platform` (`state:`): the type the
+    body defines, the function that makes it, and the field of Args that holds it."""
+    prefix = {'cpu': 'Cpu', 'cuda': 'Cuda'}[platform]
+    return {'platform': platform, 'type': prefix + 'State', 'make': 'make_' + platform + '_state',
+            'field': platform + '_state'}
+
+
 def declared_shape(t):
     """A tensor's shape as the spec writes it: [..., N, 2*D]."""
     out = '['
