@@ -143,7 +143,8 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping, requests: 
     outputs in spec order (an output updated in place is its input tensor;
     an output on request that `requests` does not ask for is None: the
     kernels return it with no elements)."""
-    attrs = dtype_attrs(op, attrs)
+    if op.dtype_attrs:
+        attrs = dtype_attrs(op, attrs)
     if not op.requested_outputs:
         return _call(op, inputs, attrs, capsules)
     requested = _spec.requested_outputs(op, requests or {})
