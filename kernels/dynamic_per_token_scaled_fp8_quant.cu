@@ -15,6 +15,7 @@
 #include "opgen/block_reduce.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
+#include "opgen/row_blocks.h"
 #include "opgen_ops/dynamic_per_token_scaled_fp8_quant.h"
 
 namespace opgen_ops::dynamic_per_token_scaled_fp8_quant {
@@ -107,32 +108,26 @@ __global__ void __launch_bounds__(kThreads) rows_from_memory(Args<T, S, Q> args)
   }
 }
 
-template <typename A>
-struct Launch {
-  void (*kernel)(A);
-  int threads;
+template <typename T, typename S, typename Q, int V>
+struct InRegisters {
+  template <int K, int kBlock>
+  static auto kernel() { return rows_in_registers<T, S, Q, V, K, kBlock>; }
 };
 
-// In registers where the row is on 16 bytes and fits 256 threads x 8
-// vectors (a row of at most 128 vectors gets a block of as many threads as it
-// has vectors, rounded up to a warp, so that none idles); else from memory.
+// In registers where the row is on 16 bytes and fits (opgen/row_blocks.h);
+// else from memory.
 template <typename T, typename S, typename Q>
-Launch<Args<T, S, Q>> kernel_for(const Args<T, S, Q>& args) {
+opgen::kernels::RowLaunch<void (*)(Args<T, S, Q>)> kernel_for(const Args<T, S, Q>& args) {
   constexpr int V = 16 / int(sizeof(T));
   // Every row starts on 16 bytes of x (and V bytes of out) when the bases
   // do and D is a multiple of V.
   const bool vectors = args.D % V == 0 && reinterpret_cast<uintptr_t>(args.x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(args.out) % V == 0;
-  const int64_t n = args.D / V;
   if (!vectors) return {rows_from_memory<T, S, Q, 1>, kThreads};
-  if (n > int64_t{kThreads} * kMaxVectorsPerThread) return {rows_from_memory<T, S, Q, V>, kThreads};
-  if (n <= 32) return {rows_in_registers<T, S, Q, V, 1, 32>, 32};
-  if (n <= 64) return {rows_in_registers<T, S, Q, V, 1, 64>, 64};
-  if (n <= 128) return {rows_in_registers<T, S, Q, V, 1, 128>, 128};
-  if (n <= kThreads) return {rows_in_registers<T, S, Q, V, 1, kThreads>, kThreads};
-  if (n <= 2 * kThreads) return {rows_in_registers<T, S, Q, V, 2, kThreads>, kThreads};
-  if (n <= 4 * kThreads) return {rows_in_registers<T, S, Q, V, 4, kThreads>, kThreads};
-  return {rows_in_registers<T, S, Q, V, kMaxVectorsPerThread, kThreads>, kThreads};
+  const auto launch =
+      opgen::kernels::rows_in_registers<InRegisters<T, S, Q, V>, kThreads, kMaxVectorsPerThread>(args.D / V);
+  if (launch.kernel) return launch;
+  return {rows_from_memory<T, S, Q, V>, kThreads};
 }
 
 }  // namespace
@@ -141,7 +136,7 @@ template <typename T, typename S, typename Q>
 opgen::Status launch_cuda(cudaStream_t stream, const Args<T, S, Q>& args) {
   // CUDA grids hold at most 2^31 - 1 blocks in x; the kernels loop over the rest.
   const unsigned blocks = static_cast<unsigned>(args.batch < 0x7fffffff ? args.batch : 0x7fffffff);
-  const Launch<Args<T, S, Q>> launch = kernel_for(args);
+  const auto launch = kernel_for(args);
   launch.kernel<<<blocks, launch.threads, 0, stream>>>(args);
   return opgen::cuda_launch_status("dynamic_per_token_scaled_fp8_quant");
 }

@@ -13,6 +13,7 @@
 #include "opgen/block_reduce.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
+#include "opgen/row_blocks.h"
 #include "opgen_ops/layer_norm.h"
 
 namespace opgen_ops::layer_norm {
@@ -22,7 +23,7 @@ constexpr int kThreads = 256;  // the most a block has
 constexpr int kMaxVectorsPerThread = 8;
 
 template <typename A>
-using Compute = typename opgen::kernels::Compute<std::remove_const_t<std::remove_pointer_t<decltype(A::x)>>>::type;
+using Compute = opgen::kernels::ComputeOf<decltype(A::x)>;
 
 // The row's statistics, written by one thread where the caller asked for them.
 template <typename A, typename C>
@@ -106,29 +107,26 @@ __global__ void __launch_bounds__(kThreads) rows_from_memory(A args) {
   }
 }
 
-template <typename A>
-struct Launch {
-  void (*kernel)(A);
-  int threads;
+template <typename A, int V>
+struct InRegisters {
+  template <int K, int kBlock>
+  static auto kernel() { return rows_in_registers<A, V, K, kBlock>; }
 };
 
 // The kernel for args: in registers where the rows allow, else from memory.
 template <typename A>
-Launch<A> kernel_for(const A& args) {
+opgen::kernels::RowLaunch<void (*)(A)> kernel_for(const A& args) {
   using T = std::remove_const_t<std::remove_pointer_t<decltype(A::x)>>;
   constexpr int kVector = 16 / int(sizeof(T));
   using opgen::kernels::aligned16;
   const bool dense = args.D % kVector == 0 && aligned16(args.x) && aligned16(args.out) &&
                      (!args.weight || aligned16(args.weight)) && (!args.bias || aligned16(args.bias));
-  const int64_t vectors = args.D / kVector;
-  if (!dense || vectors > int64_t{kThreads} * kMaxVectorsPerThread) return {rows_from_memory<A>, kThreads};
-  if (vectors <= 32) return {rows_in_registers<A, kVector, 1, 32>, 32};
-  if (vectors <= 64) return {rows_in_registers<A, kVector, 1, 64>, 64};
-  if (vectors <= 128) return {rows_in_registers<A, kVector, 1, 128>, 128};
-  if (vectors <= kThreads) return {rows_in_registers<A, kVector, 1, kThreads>, kThreads};
-  if (vectors <= 2 * kThreads) return {rows_in_registers<A, kVector, 2, kThreads>, kThreads};
-  if (vectors <= 4 * kThreads) return {rows_in_registers<A, kVector, 4, kThreads>, kThreads};
-  return {rows_in_registers<A, kVector, kMaxVectorsPerThread, kThreads>, kThreads};
+  if (dense) {
+    const auto launch =
+        opgen::kernels::rows_in_registers<InRegisters<A, kVector>, kThreads, kMaxVectorsPerThread>(args.D / kVector);
+    if (launch.kernel) return launch;
+  }
+  return {rows_from_memory<A>, kThreads};
 }
 
 }  // namespace
@@ -137,7 +135,7 @@ template <typename T, typename S>
 opgen::Status launch_cuda(cudaStream_t stream, const Args<T, S>& args) {
   // CUDA grids hold at most 2^31 - 1 blocks in x; the kernels loop over the rest.
   const unsigned blocks = static_cast<unsigned>(args.batch < 0x7fffffff ? args.batch : 0x7fffffff);
-  const Launch<Args<T, S>> launch = kernel_for(args);
+  const auto launch = kernel_for(args);
   launch.kernel<<<blocks, launch.threads, 0, stream>>>(args);
   return opgen::cuda_launch_status("layer_norm");
 }

@@ -46,7 +46,7 @@ template <typename A>
 using Element = std::remove_const_t<std::remove_pointer_t<decltype(A::x)>>;
 
 template <typename A>
-using Compute = typename opgen::kernels::Compute<Element<A>>::type;
+using Compute = opgen::kernels::ComputeOf<decltype(A::x)>;
 
 // The row sums that grad_x needs: sum (x - m)^2, sum g * w * (x - m) and,
 // centred, sum g * w.

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "opgen/elementwise.h"
@@ -17,7 +16,7 @@ template <bool kCentred, typename A>
 void run_cpu(const A& args) {
   using opgen::kernels::load;
   using opgen::kernels::store;
-  using C = typename opgen::kernels::Compute<std::remove_const_t<std::remove_pointer_t<decltype(A::x)>>>::type;
+  using C = opgen::kernels::ComputeOf<decltype(A::x)>;
   const int64_t d = args.D;
   const int64_t gs = args.grad_out_strides[1];
   std::vector<double> grad_weight(d, 0.0), grad_bias(d, 0.0);

@@ -1,4 +1,5 @@
-"""Ops whose spec declares a backward (rms_norm through rms_norm_backward, glu
+"""Ops whose spec declares a backward (rms_norm through rms_norm_backward,
+layer_norm through layer_norm_backward (the norms' tests are one, parametrised), glu
 through glu_backward, rotary_embedding, which updates its inputs in place,
 through rotary_embedding_backward, and fused_add_rms_norm, in place too,
 through rms_norm_backward with its grad_residual):
@@ -37,37 +38,55 @@ def jax_reference(x, weight=None, bias=None):
     return out + bias if bias is not None else out
 
 
+def torch_layer_norm(x, weight=None, bias=None):
+    return torch.nn.functional.layer_norm(x, [x.shape[-1]], weight, bias, EPS)
+
+
+def jax_layer_norm(x, weight=None, bias=None):
+    mean = x.mean(-1, keepdims=True)
+    out = (x - mean) * jax.lax.rsqrt(((x - mean) ** 2).mean(-1, keepdims=True) + EPS)
+    out = out * weight if weight is not None else out
+    return out + bias if bias is not None else out
+
+
+# The norms with a backward op: each one's torch and JAX reference, written with the framework's own ops.
+NORMS = {"rms_norm": (torch_reference, jax_reference), "layer_norm": (torch_layer_norm, jax_layer_norm)}
+
+
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("given", ["x", "x, weight", "x, weight, bias"])
-def test_torch_gradcheck_in_float64(rng, given):
+def test_torch_gradcheck_in_float64(rng, norm, given):
     n = len(given.split(","))
     tensors = [torch.from_numpy(rng.standard_normal(shape)).requires_grad_() for shape in [(2, 3, 16), (16,), (16,)][:n]]
-    assert torch.autograd.gradcheck(lambda *t: tops.rms_norm(*t, eps=EPS)[0], tensors)
+    assert torch.autograd.gradcheck(lambda *t: getattr(tops, norm)(*t, eps=EPS)[0], tensors)
 
 
-def check_torch_gradients(rng, device, compiled):
+def check_torch_gradients(rng, device, compiled, norm="rms_norm"):
     x, w, b = (torch.from_numpy(rng.standard_normal(s).astype(np.float32)).to(device).requires_grad_()
                for s in [(4, 5, 32), (32,), (32,)])
     cotangent = torch.from_numpy(rng.standard_normal((4, 5, 32)).astype(np.float32)).to(device)
 
     def loss(x, w, b):
-        return (tops.rms_norm(x, w, b, eps=EPS)[0] * cotangent).sum()
+        return (getattr(tops, norm)(x, w, b, eps=EPS)[0] * cotangent).sum()
 
     (torch.compile(loss, fullgraph=True) if compiled else loss)(x, w, b).backward()
     ours = [t.grad for t in (x, w, b)]
     refs = [t.detach().clone().requires_grad_() for t in (x, w, b)]
-    (torch_reference(*refs) * cotangent).sum().backward()
+    (NORMS[norm][0](*refs) * cotangent).sum().backward()
     for got, want in zip(ours, [t.grad for t in refs]):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("compiled", [False, True])
-def test_torch_gradients_match_torch_autograd(rng, compiled):
-    check_torch_gradients(rng, "cpu", compiled)
+def test_torch_gradients_match_torch_autograd(rng, compiled, norm):
+    check_torch_gradients(rng, "cpu", compiled, norm)
 
 
-def test_torch_opcheck_with_autograd(rng):
+@pytest.mark.parametrize("norm", NORMS)
+def test_torch_opcheck_with_autograd(rng, norm):
     x, w, b = (torch.from_numpy(rng.standard_normal(s).astype(np.float32)).requires_grad_() for s in [(3, 8), (8,), (8,)])
-    torch.library.opcheck(torch.ops.opgen_ops.rms_norm.default, (x, w, b), {"eps": EPS},
+    torch.library.opcheck(getattr(torch.ops.opgen_ops, norm).default, (x, w, b), {"eps": EPS},
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor",
                                       "test_aot_dispatch_dynamic"))
 
@@ -80,24 +99,25 @@ def test_rstd_is_not_differentiable(rng):
         jax.grad(lambda a: jops.rms_norm(a)[1].sum())(jax.device_put(rng.standard_normal((3, 8)).astype(np.float32), CPU))
 
 
-def check_jax_gradients(rng, device, api_version):
+def check_jax_gradients(rng, device, api_version, norm="rms_norm"):
+    op, reference = getattr(jops, norm), NORMS[norm][1]
     x, w, b, cotangent = (rng.standard_normal(s).astype(np.float32) for s in [(4, 5, 32), (32,), (32,), (4, 5, 32)])
     args = [jax.device_put(a, device) for a in (x, w, b)]
-    ours = jax.jit(jax.grad(lambda *a: (jops.rms_norm(*a, eps=EPS, api_version=api_version)[0] * cotangent).sum(),
+    ours = jax.jit(jax.grad(lambda *a: (op(*a, eps=EPS, api_version=api_version)[0] * cotangent).sum(),
                             argnums=(0, 1, 2)))(*args)
-    want = jax.grad(lambda *a: (jax_reference(*a) * cotangent).sum(), argnums=(0, 1, 2))(*args)
-    for got, ref in zip(ours, want):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-4, atol=1e-4)
+    want = jax.grad(lambda *a: (reference(*a) * cotangent).sum(), argnums=(0, 1, 2))(*args)
+    for got, expected in zip(ours, want):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
     # Per example under vmap: the gradient of each row's loss.
-    per_row = jax.vmap(jax.grad(lambda r: (jops.rms_norm(r, eps=EPS, api_version=api_version)[0] * r[::-1]).sum()))(
-        args[0])
-    want_rows = jax.vmap(jax.grad(lambda r: (jax_reference(r) * r[::-1]).sum()))(args[0])
+    per_row = jax.vmap(jax.grad(lambda r: (op(r, eps=EPS, api_version=api_version)[0] * r[::-1]).sum()))(args[0])
+    want_rows = jax.vmap(jax.grad(lambda r: (reference(r) * r[::-1]).sum()))(args[0])
     np.testing.assert_allclose(np.asarray(per_row), np.asarray(want_rows), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("api_version", [4, 3])
-def test_jax_grad_matches_jax_autodiff(rng, api_version):
-    check_jax_gradients(rng, CPU, api_version)
+def test_jax_grad_matches_jax_autodiff(rng, api_version, norm):
+    check_jax_gradients(rng, CPU, api_version, norm)
 
 
 def test_jax_grad_without_weight_or_bias(rng):
@@ -168,15 +188,17 @@ def test_training_loss_curves_match_in_both_frameworks(rng):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("compiled", [False, True])
-def test_torch_cuda_gradients_match_torch_autograd(rng, compiled):
-    check_torch_gradients(rng, "cuda", compiled)
+def test_torch_cuda_gradients_match_torch_autograd(rng, compiled, norm):
+    check_torch_gradients(rng, "cuda", compiled, norm)
 
 
 @pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("api_version", [4, 3])
-def test_jax_cuda_grad_matches_jax_autodiff(rng, api_version):
-    check_jax_gradients(rng, gpu_devices()[0], api_version)
+def test_jax_cuda_grad_matches_jax_autodiff(rng, api_version, norm):
+    check_jax_gradients(rng, gpu_devices()[0], api_version, norm)
 
 
 # rms_norm_backward's CUDA body reads each row once where rows are dense and

@@ -1,11 +1,11 @@
 """layer_norm and its backward, layer_norm_backward, against each framework's
 own layer norm on fresh random inputs: the output and the statistics
 (torch.native_layer_norm's mean and rstd: outputs on request, None unless
-asked for, f32 or f64 for f64), gradients through torch autograd
-(eager and torch.compile) and jax.grad (jit, vmap, both api_versions), a row
+asked for, f32 or f64 for f64), a row
 whose mean dwarfs its spread (no cancellation), and the CUDA bodies against
-the CPU bodies at every width their kernels branch on. GPU tests skip without
-a GPU."""
+the CPU bodies at every width their kernels branch on. Its gradients (gradcheck,
+torch autograd eager and compiled, opcheck, jax.grad under jit and vmap) are
+test_backward.py's, one test for both norms. GPU tests skip without a GPU."""
 
 import jax
 import jax.numpy as jnp
@@ -16,17 +16,10 @@ import torch
 import op_references as ref
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
-from conftest import gpu_devices
+from test_backward import jax_layer_norm as jax_reference
 
 CPU = jax.devices("cpu")[0]
 EPS = 1e-5
-
-
-def jax_reference(x, weight=None, bias=None):
-    mean = x.mean(-1, keepdims=True)
-    out = (x - mean) * jax.lax.rsqrt(((x - mean) ** 2).mean(-1, keepdims=True) + EPS)
-    out = out * weight if weight is not None else out
-    return out + bias if bias is not None else out
 
 
 def tensors(rng, shapes, dtype=np.float32, device="cpu"):
@@ -60,13 +53,6 @@ def test_statistics_are_f32_or_f64_for_f64_in_both_frameworks(rng, dtype, stats)
     if dtype == "float64":  # f64 statistics keep f64's digits
         np.testing.assert_allclose(mean.numpy(), x.mean(-1), rtol=1e-13)
         np.testing.assert_allclose(np.asarray(jrstd), 1 / np.sqrt(x.var(-1) + EPS), rtol=1e-13)
-
-
-@pytest.mark.parametrize("given", ["x", "x, weight", "x, weight, bias"])
-def test_torch_gradcheck_in_float64(rng, given):
-    n = len(given.split(","))
-    args = [torch.from_numpy(rng.standard_normal(s)).requires_grad_() for s in [(2, 3, 16), (16,), (16,)][:n]]
-    assert torch.autograd.gradcheck(lambda *t: tops.layer_norm(*t, eps=EPS)[0], args)
 
 
 def test_jax_matches_its_own_layer_norm(rng):
@@ -103,51 +89,6 @@ def test_a_large_mean_does_not_cancel_the_variance(rng):
     np.testing.assert_allclose(out.numpy(), (xd - xd.mean(-1, keepdims=True)) * want_rstd[:, None], atol=2e-3)
 
 
-def check_torch_gradients(rng, device, compiled):
-    x, w, b = (t.requires_grad_() for t in tensors(rng, [(4, 5, 32), (32,), (32,)], device=device))
-    cotangent = tensors(rng, [(4, 5, 32)], device=device)[0]
-
-    def loss(x, w, b):
-        return (tops.layer_norm(x, w, b, eps=EPS)[0] * cotangent).sum()
-
-    (torch.compile(loss, fullgraph=True) if compiled else loss)(x, w, b).backward()
-    refs = [t.detach().clone().requires_grad_() for t in (x, w, b)]
-    (torch.nn.functional.layer_norm(refs[0], [32], refs[1], refs[2], EPS) * cotangent).sum().backward()
-    for got, want in zip((x.grad, w.grad, b.grad), (t.grad for t in refs)):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("compiled", [False, True])
-def test_torch_gradients_match_torch_autograd(rng, compiled):
-    check_torch_gradients(rng, "cpu", compiled)
-
-
-def test_torch_opcheck_with_autograd(rng):
-    x, w, b = (t.requires_grad_() for t in tensors(rng, [(3, 8), (8,), (8,)]))
-    torch.library.opcheck(torch.ops.opgen_ops.layer_norm.default, (x, w, b), {"eps": EPS},
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor",
-                                      "test_aot_dispatch_dynamic"))
-
-
-def check_jax_gradients(rng, device, api_version):
-    x, w, b, cotangent = (rng.standard_normal(s).astype(np.float32) for s in [(4, 5, 32), (32,), (32,), (4, 5, 32)])
-    args = [jax.device_put(a, device) for a in (x, w, b)]
-    ours = jax.jit(jax.grad(lambda *a: (jops.layer_norm(*a, eps=EPS, api_version=api_version)[0] * cotangent).sum(),
-                            argnums=(0, 1, 2)))(*args)
-    want = jax.grad(lambda *a: (jax_reference(*a) * cotangent).sum(), argnums=(0, 1, 2))(*args)
-    for got, expected in zip(ours, want):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
-    per_row = jax.vmap(jax.grad(lambda r: (jops.layer_norm(r, eps=EPS, api_version=api_version)[0] * r[::-1]).sum()))(
-        args[0])
-    want_rows = jax.vmap(jax.grad(lambda r: (jax_reference(r) * r[::-1]).sum()))(args[0])
-    np.testing.assert_allclose(np.asarray(per_row), np.asarray(want_rows), rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("api_version", [4, 3])
-def test_jax_grad_matches_jax_autodiff(rng, api_version):
-    check_jax_gradients(rng, CPU, api_version)
-
-
 def test_backward_adds_grad_residual(rng):
     g, x, w, r = tensors(rng, [(6, 48), (6, 48), (48,), (6, 48)])
     with_residual = tops.layer_norm_backward(g, x, w, r, eps=EPS)
@@ -160,18 +101,6 @@ def test_backward_adds_grad_residual(rng):
 # --- GPU ------------------------------------------------------------------------------------------
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
-
-
-@needs_cuda
-@pytest.mark.parametrize("compiled", [False, True])
-def test_torch_cuda_gradients_match_torch_autograd(rng, compiled):
-    check_torch_gradients(rng, "cuda", compiled)
-
-
-@pytest.mark.skipif(not gpu_devices(), reason="no GPU visible to JAX")
-@pytest.mark.parametrize("api_version", [4, 3])
-def test_jax_cuda_grad_matches_jax_autodiff(rng, api_version):
-    check_jax_gradients(rng, gpu_devices()[0], api_version)
 
 
 def relative_error(got, want):

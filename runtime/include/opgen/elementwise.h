@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "opgen/dtypes.h"
 
@@ -23,6 +24,11 @@ namespace opgen::kernels {
 // The type a body computes in for storage type T.
 template <typename T> struct Compute { using type = float; };
 template <> struct Compute<double> { using type = double; };
+
+// The type a body computes in for the elements a pointer type reaches
+// (`ComputeOf<decltype(A::x)>`: that of an op's input x).
+template <typename Pointer>
+using ComputeOf = typename Compute<std::remove_const_t<std::remove_pointer_t<Pointer>>>::type;
 
 template <typename T>
 OPGEN_HD typename Compute<T>::type load(const T* p, int64_t i) { return static_cast<typename Compute<T>::type>(p[i]); }
