@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -14,8 +13,7 @@
 #include "commands.h"
 #include "diagnostics.h"
 #include "output_writer.h"
-#include "read_backward.h"
-#include "outputs.h"
+#include "check_across_files.h"
 #include "renderer.h"
 #include "spec_reader.h"
 
@@ -54,6 +52,97 @@ std::string display_path(const std::string& path, const std::string& root) {
   return rel.generic_string();
 }
 
+// Each spec file read on its own: several threads at once (the reader shares
+// no state), the results in file order, so messages and ops keep one order.
+struct ReadSpec {
+  std::optional<Op> op;
+  std::optional<Package> package;
+  Diagnostics diags;
+};
+
+std::vector<ReadSpec> read_specs(const std::vector<std::string>& spec_files, const std::string& root, size_t jobs) {
+  std::vector<ReadSpec> read(spec_files.size());
+  std::atomic<size_t> next{0};
+  auto read_some = [&] {
+    for (size_t i; (i = next++) < spec_files.size();) {
+      const std::string shown = display_path(spec_files[i], root);
+      if (fs::path(spec_files[i]).filename() == kPackageSpecFileName) {
+        read[i].package = read_package_spec(spec_files[i], shown, read[i].diags);
+      } else {
+        read[i].op = read_op_spec(spec_files[i], shown, read[i].diags);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t readers = std::min(jobs, spec_files.size() / 64 + 1);
+  for (size_t t = 1; t < readers; ++t) threads.emplace_back(read_some);
+  read_some();
+  for (std::thread& t : threads) t.join();
+  return read;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Renders the package and writes what changed, reporting each file written
+// and each stale one removed, then the counts and the time each phase took
+// (`start`: when the run began; `read_s`: the reading's share).
+int write_package(Renderer& renderer, const Package& package, const std::vector<Op>& ops, const GenerateOptions& o,
+                  std::chrono::steady_clock::time_point start, double read_s) {
+  double plan_s = 0, render_s = 0;
+  std::vector<bool> written;  // by plan index
+  // Opened (locked for this run), checked and listed once the plan is known.
+  std::optional<OutputFolder> output;
+  std::set<std::string> produced;
+  std::string error;
+  try {
+    auto phase = std::chrono::steady_clock::now();
+    renderer.plan(package, ops, o.jobs);
+    std::vector<std::string> planned;
+    for (size_t i = 0; i < renderer.file_count(); ++i) planned.push_back(renderer.path(i));
+    produced.insert(planned.begin(), planned.end());
+    plan_s = seconds_since(phase);
+    output.emplace(o.output_dir, package.name, planned);
+    error = output->error();
+    // Each file is written as it arrives, while the renderer renders the next ones.
+    phase = std::chrono::steady_clock::now();
+    written.assign(planned.size(), false);
+    for (size_t n = 0; error.empty() && n < planned.size(); ++n) {
+      size_t i = 0;
+      const std::string text = renderer.next_file(i);
+      written[i] = output->write_if_changed(planned[i], text, error) == WriteResult::kWritten;
+    }
+    render_s = seconds_since(phase);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    std::cerr << "opgen: error: " << error << "\n";
+    return 1;
+  }
+  size_t written_count = 0;
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i]) continue;
+    ++written_count;
+    if (!o.quiet) std::cout << "opgen: wrote " << output->shown(renderer.path(i)) << "\n";
+  }
+  // Only files that the last run's manifest lists, and this run no longer writes.
+  const std::vector<std::string> stale = output->remove_stale(produced);
+  if (!o.quiet) {
+    for (const std::string& path : output->removed_temporaries()) {
+      std::cout << "opgen: removed " << path << ", left by an interrupted run\n";
+    }
+    for (const std::string& path : stale) std::cout << "opgen: removed stale " << path << "\n";
+    const size_t workers = renderer.workers();
+    std::printf("opgen: %zu op(s), %zu files: %zu written, %zu unchanged, %zu removed (%.2f s: read %.2f, plan "
+                "%.2f, render and write %.2f; rendered in %zu process%s)\n",
+                ops.size(), written.size(), written_count, written.size() - written_count, stale.size(),
+                seconds_since(start), read_s, plan_s, render_s, workers, workers == 1 ? "" : "es");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int check_or_generate(const GenerateOptions& o) {
@@ -64,16 +153,8 @@ int check_or_generate(const GenerateOptions& o) {
   if (spec_files.empty()) return usage_error("no *.yaml files in the given folders");
 
   const auto start = std::chrono::steady_clock::now();
-  // Specs are read on several threads (each file alone: the reader shares
-  // no state), then taken in file order, so messages and ops keep one order.
-  struct Read {
-    std::optional<Op> op;
-    std::optional<Package> package;
-    Diagnostics diags;
-  };
-  std::vector<Read> read(spec_files.size());
   // The renderer starts first: its Python loads Jinja2 and the templates
-  // while these threads read the specs.
+  // while the specs are read.
   std::optional<Renderer> renderer;
   std::string renderer_error;
   if (generating) {
@@ -83,74 +164,15 @@ int check_or_generate(const GenerateOptions& o) {
       renderer_error = e.what();
     }
   }
-  std::atomic<size_t> next{0};
-  auto read_some = [&] {
-    for (size_t i; (i = next++) < spec_files.size();) {
-      const std::string shown = display_path(spec_files[i], o.root);
-      if (fs::path(spec_files[i]).filename() == kPackageSpecFileName) {
-        read[i].package = read_package_spec(spec_files[i], shown, read[i].diags);
-      } else {
-        read[i].op = read_op_spec(spec_files[i], shown, read[i].diags);
-      }
-    }
-  };
-  {
-    std::vector<std::thread> threads;
-    const size_t readers = std::min(o.jobs, spec_files.size() / 64 + 1);
-    for (size_t t = 1; t < readers; ++t) threads.emplace_back(read_some);
-    read_some();
-    for (std::thread& t : threads) t.join();
-  }
   Diagnostics diags;
   std::vector<Op> ops;
   std::vector<Package> packages;
-  std::map<std::string, std::string> op_owner;
-  for (size_t i = 0; i < spec_files.size(); ++i) {
-    diags.append(read[i].diags);
-    if (read[i].package) packages.push_back(*read[i].package);
-    if (!read[i].op) continue;
-    const Op& op = *read[i].op;
-    auto [it, inserted] = op_owner.emplace(op.name, op.spec_path);
-    if (!inserted) {
-      diags.error({op.spec_path, 0, 0}, "op '" + op.name + "' is also defined in " + it->second);
-    } else {
-      ops.push_back(op);
-    }
+  for (ReadSpec& r : read_specs(spec_files, o.root, o.jobs)) {
+    diags.append(r.diags);
+    if (r.package) packages.push_back(std::move(*r.package));
+    if (r.op) ops.push_back(std::move(*r.op));
   }
-  check_backwards(ops, diags);
-  // An op's C++ namespace is <package>::<op>: one named like the package would
-  // hide the package's namespace inside its own.
-  for (const Package& package : packages) {
-    for (const Op& op : ops) {
-      if (op.name == package.name) {
-        diags.error({op.spec_path, 0, 0}, "op '" + op.name + "' has the package's name (" + package.spec_path +
-                                              "); rename the op");
-      }
-    }
-  }
-  // Two ops must not write the same file (op 'x_opaque' beside op 'x' would).
-  std::map<std::string, const Op*> path_owner;
-  for (const Op& op : ops) {
-    for (const OutputFile& file : op_outputs("PKG", op.name)) {
-      const std::string& path = file.path;
-      auto [it, inserted] = path_owner.emplace(path, &op);
-      if (!inserted) {
-        diags.error({op.spec_path, 0, 0},
-                    "op '" + op.name + "' would write the file " + path + ", which op '" +
-                        it->second->name + "' (" + it->second->spec_path +
-                        ") also writes; rename one of them");
-      }
-    }
-  }
-  if (generating && !diags.has_errors()) {
-    if (packages.size() != 1) {
-      diags.error({o.specs.front(), 0, 0},
-                  packages.empty() ? "generate needs the package settings (package.yaml) among the specs"
-                                   : "more than one package.yaml given");
-    } else if (ops.empty()) {
-      diags.error({packages.front().spec_path, 0, 0}, "no op specs given beside the package settings");
-    }
-  }
+  check_across_files(ops, packages, generating, o.specs.front(), diags);
   diags.print(std::cerr);
   if (diags.has_errors()) {
     std::cerr << "opgen: " << diags.error_count() << (diags.error_count() == 1 ? " error" : " errors")
@@ -161,68 +183,11 @@ int check_or_generate(const GenerateOptions& o) {
     if (!o.quiet) std::cout << "opgen: " << spec_files.size() << " spec file(s) OK\n";
     return 0;
   }
-
-  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  const double read_s = seconds_since(start);
-  double plan_s = 0, render_s = 0;
-  std::vector<bool> written;  // by plan index
-  // Opened (locked for this run), checked and listed once the plan is known.
-  std::optional<OutputFolder> output;
-  std::set<std::string> produced;
-  error = renderer_error;
-  if (error.empty()) {
-    try {
-      auto phase = std::chrono::steady_clock::now();
-      renderer->plan(packages.front(), ops, o.jobs);
-      std::vector<std::string> planned;
-      for (size_t i = 0; i < renderer->file_count(); ++i) planned.push_back(renderer->path(i));
-      produced.insert(planned.begin(), planned.end());
-      plan_s = seconds_since(phase);
-      output.emplace(o.output_dir, packages.front().name, planned);
-      error = output->error();
-      // Each file is written as it arrives, while the renderer renders the next ones.
-      phase = std::chrono::steady_clock::now();
-      written.assign(planned.size(), false);
-      for (size_t n = 0; error.empty() && n < planned.size(); ++n) {
-        size_t i = 0;
-        const std::string text = renderer->next_file(i);
-        written[i] = output->write_if_changed(planned[i], text, error) == WriteResult::kWritten;
-      }
-      render_s = seconds_since(phase);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  if (!error.empty()) {
-    std::cerr << "opgen: error: " << error << "\n";
+  if (!renderer_error.empty()) {
+    std::cerr << "opgen: error: " << renderer_error << "\n";
     return 1;
   }
-  size_t written_count = 0;
-  for (size_t i = 0; i < written.size(); ++i) {
-    if (!written[i]) continue;
-    ++written_count;
-    if (!o.quiet) std::cout << "opgen: wrote " << output->shown(renderer->path(i)) << "\n";
-  }
-  // Only files that the last run's manifest lists, and this run no longer writes.
-  const std::vector<std::string> stale = output->remove_stale(produced);
-  if (!o.quiet) {
-    for (const std::string& path : output->removed_temporaries()) {
-      std::cout << "opgen: removed " << path << ", left by an interrupted run\n";
-    }
-    for (const std::string& path : stale) std::cout << "opgen: removed stale " << path << "\n";
-  }
-  const size_t removed = stale.size();
-  const double seconds = seconds_since(start);
-  if (!o.quiet) {
-    const size_t workers = renderer->workers();
-    std::printf("opgen: %zu op(s), %zu files: %zu written, %zu unchanged, %zu removed (%.2f s: read %.2f, plan "
-                "%.2f, render and write %.2f; rendered in %zu process%s)\n",
-                ops.size(), written.size(), written_count, written.size() - written_count, removed, seconds, read_s, plan_s,
-                render_s, workers, workers == 1 ? "" : "es");
-  }
-  return 0;
+  return write_package(*renderer, packages.front(), ops, o, start, seconds_since(start));
 }
 
 }  // namespace opgen::gen

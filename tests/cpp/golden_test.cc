@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -242,6 +243,7 @@ TEST(Golden, GeneratedAttributeChecksAreExactAtTheInt64Limits) {
       "  dims: {type: \"i64[]\", max: 9223372036854775806, default: [9223372036854775806]}\n";
   const CommandResult run = generate_build_and_run(dir, "lim", "edge", spec, R"(#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include "lim/edge_rules.h"
 int main() {
   namespace e = lim::edge;
@@ -278,6 +280,7 @@ TEST(Golden, Int64MinReadsInValueRangesAndConstraints) {
       "  - \"K in [-9223372036854775808, 1, 2]\"\n";
   const CommandResult run = generate_build_and_run(dir, "lim", "edge", spec, R"(#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include "lim/edge_rules.h"
 struct NoSource : opgen::Source {
   const opgen::TensorRef* input(size_t) override { return nullptr; }
@@ -339,6 +342,7 @@ TEST(Golden, GeneratedOutputShapeChecksRefuseOverflow) {
       "  consts: {dtype: f32, shape: [3*4, D]}\n";
   const CommandResult run = generate_build_and_run(dir, "big", "grow", spec, R"(#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include "big/grow_rules.h"
 int main() {
   const struct { int64_t batch, D; } cases[] = {{1, 8}, {1, 8192}, {1, 7000}, {1, 4}, {1, 6}, {int64_t{1} << 40, int64_t{1} << 30},
@@ -371,6 +375,7 @@ TEST(Golden, GeneratedFloorDivisionRoundsDown) {
       "  b: {dtype: f32, shape: [(D-7) // 2]}\n";
   const CommandResult run = generate_build_and_run(dir, "fl", "floors", spec, R"(#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include "fl/floors_rules.h"
 int main() {
   for (int64_t d : {4, 5, 7}) {
@@ -399,6 +404,7 @@ TEST(Golden, GeneratedOutputShapesFromAttributesAreChecked) {
       "attrs:\n  k: {type: i64}\n  b: {type: i64, default: 1}\n";
   const CommandResult run = generate_build_and_run(dir, "rt", "routes", spec, R"(#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include "rt/routes_rules.h"
 int main() {
   const struct { int64_t k, b; } cases[] = {{2, 3}, {-1, 1}, {1, 0}, {2, int64_t{1} << 62}, {int64_t{1} << 62, 1}};
@@ -433,6 +439,7 @@ TEST(Golden, TheDtypesSelectTheirInstantiationWithSeveralTypeVariables) {
       "outputs:\n  out: {dtype: i64, shape: [N]}\nplatforms: [cpu]\nxla:\n  api_versions: [3]\n";
   const CommandResult run = generate_build_and_run(dir, "mix", "pair", spec, R"(#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <type_traits>
 #include "mix/pair.h"
@@ -593,6 +600,26 @@ TEST(Golden, CheckRefusesAnOpNamedLikeItsPackage) {
   const CommandResult r = run_command(opgen("check " + dir.path().string() + " --root " + dir.path().string()));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("kit.yaml: error: op 'kit' has the package's name (package.yaml); rename the op"),
+            std::string::npos)
+      << r.output;
+}
+
+// An op named twice (in two folders) is an error at the second file; op
+// 'a_rules' would write a_rules.h, which op 'a' writes too.
+TEST(Golden, CheckRefusesAnOpNamedTwiceAndTwoOpsWritingOneFile) {
+  const std::string op = "inputs:\n  x: {dtype: f32, shape: [N]}\noutputs:\n  out: {dtype: f32, shape: [N]}\n";
+  opgen_test::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "one");
+  std::filesystem::create_directories(dir.path() / "two");
+  opgen_test::write_file(dir.path() / "one" / "a.yaml", "opgen: 1\nname: a\n" + op);
+  opgen_test::write_file(dir.path() / "one" / "a_rules.yaml", "opgen: 1\nname: a_rules\n" + op);
+  opgen_test::write_file(dir.path() / "two" / "a.yaml", "opgen: 1\nname: a\n" + op);
+  const CommandResult r = run_command(opgen("check " + (dir.path() / "one").string() + " " +
+                                            (dir.path() / "two").string() + " --root " + dir.path().string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("two/a.yaml: error: op 'a' is also defined in one/a.yaml"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("one/a_rules.yaml: error: op 'a_rules' would write the file include/package/a_rules.h, "
+                          "which op 'a' (one/a.yaml) also writes; rename one of them"),
             std::string::npos)
       << r.output;
 }
