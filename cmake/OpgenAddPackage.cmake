@@ -48,23 +48,63 @@ function(opgen_add_package)
   endif()
 
   file(GLOB specs CONFIGURE_DEPENDS "${specs_dir}/*.yaml")
-  # What a regeneration depends on besides the specs: the templates and the
-  # renderer's Python.
-  file(GLOB templates CONFIGURE_DEPENDS "${OPGEN_TEMPLATES_DIR}/*.j2" "${OPGEN_TEMPLATES_DIR}/*/*.j2"
-       "${OPGEN_RENDER_DIR}/opgen_render/*.py")
   list(SORT specs)
   if(NOT specs)
     message(FATAL_ERROR "opgen_add_package: no *.yaml specs in ${specs_dir}")
   endif()
-  # CMake needs the package name and op list at configure time: an installed
-  # opgen writes them now (and again whenever a spec is added or removed,
-  # which reconfigures); opgen's own build reads its committed generated/.
-  if(ARG_REGENERATE AND OPGEN_EXECUTABLE_FILE)
+  _opgen_read_package("${specs}" "${specs_dir}" "${generated}" ${ARG_REGENERATE})
+  set(pkg "${OPGEN_PACKAGE_NAME}")
+  if(NOT ARG_GENERATE_TARGET)
+    set(ARG_GENERATE_TARGET "${pkg}_generate")
+  endif()
+  # Every file opgen writes, by what the build does with it (opgen_package.cmake;
+  # generator/outputs.cc says what each kind is).
+  set(outputs "")
+  foreach(kind IN LISTS OPGEN_FILE_KINDS)
+    set(${kind}_files ${OPGEN_FILES_${kind}})
+    list(TRANSFORM ${kind}_files PREPEND "${generated}/")
+    list(APPEND outputs ${${kind}_files})
+  endforeach()
+  if(ARG_REGENERATE)
+    _opgen_regenerate_rule(${ARG_GENERATE_TARGET} "${pkg}" "${specs}" "${specs_dir}" "${generated}" ${outputs})
+  endif()
+
+  _opgen_check_bodies("${kernels_dir}" "${specs_dir}")
+  set(kernel_sources ${BODY_CPU_files})
+  if(OPGEN_WITH_CUDA)
+    list(APPEND kernel_sources ${BODY_CUDA_files})
+  endif()
+  _opgen_kernels_library(${pkg}_kernels "${generated}" "${kernels_dir}" ${kernel_sources})
+  if(ARG_REGENERATE)
+    add_dependencies(${pkg}_kernels ${ARG_GENERATE_TARGET})
+  endif()
+
+  set(stage "${ARG_OUTPUT}/${pkg}")
+  _opgen_xla_module(${pkg}_C "${pkg}" "${stage}" ${XLA_files})
+  set(package_targets ${pkg}_C)
+  if(OPGEN_WITH_TORCH)
+    _opgen_torch_library(${pkg}_torch_ops "${pkg}" "${stage}" ${TORCH_files})
+    list(APPEND package_targets ${pkg}_torch_ops)
+  endif()
+  _opgen_stage_and_install("${pkg}" "${ARG_OUTPUT}" "${generated}/python/${pkg}" "${ARG_INSTALL_DESTINATION}"
+    ${ARG_INSTALL_COMPONENT} "${package_targets}" ${PYTHON_files})
+
+  set(OPGEN_PACKAGE_NAME "${pkg}" PARENT_SCOPE)
+  set(OPGEN_PACKAGE_OPS "${OPGEN_PACKAGE_OPS}" PARENT_SCOPE)
+endfunction()
+
+# CMake needs the package name and op list at configure time: an installed
+# opgen writes them now (and again whenever a spec is added or removed,
+# which reconfigures); opgen's own build reads its committed generated/.
+# Includes <generated>/opgen_package.cmake into the caller's scope (a macro:
+# its OPGEN_* lists are the caller's).
+macro(_opgen_read_package specs specs_dir generated regenerate)
+  if(${regenerate} AND OPGEN_EXECUTABLE_FILE)
     execute_process(
       COMMAND "${OPGEN_EXECUTABLE_FILE}" generate ${specs} -o "${generated}" --templates "${OPGEN_TEMPLATES_DIR}"
               --root "${CMAKE_CURRENT_SOURCE_DIR}" --quiet
-      RESULT_VARIABLE generate_result)
-    if(NOT generate_result EQUAL 0)
+      RESULT_VARIABLE _opgen_generate_result)
+    if(NOT _opgen_generate_result EQUAL 0)
       message(FATAL_ERROR "opgen_add_package: opgen could not generate from ${specs_dir} (errors above)")
     endif()
   endif()
@@ -73,41 +113,33 @@ function(opgen_add_package)
   endif()
   include("${generated}/opgen_package.cmake")
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${generated}/opgen_package.cmake")
-  set(pkg "${OPGEN_PACKAGE_NAME}")
-  if(NOT ARG_GENERATE_TARGET)
-    set(ARG_GENERATE_TARGET "${pkg}_generate")
-  endif()
+endmacro()
 
-  # Every file opgen writes, by what the build does with it (opgen_package.cmake).
-  set(python_dir "${generated}/python/${pkg}")
-  foreach(kind XLA TORCH BODY_CPU BODY_CUDA PYTHON HEADER DOC BUILD)
-    set(${kind}_files ${OPGEN_FILES_${kind}})
-    list(TRANSFORM ${kind}_files PREPEND "${generated}/")
-  endforeach()
-  set(outputs ${XLA_files} ${TORCH_files} ${BODY_CPU_files} ${BODY_CUDA_files} ${PYTHON_files} ${HEADER_files}
-      ${DOC_files} ${BUILD_files})
+# The build step that refreshes <generated> (target `target`) when a spec, a
+# template or the renderer's Python changes. opgen writes only files whose
+# bytes change (Ninja restats the byproducts, ARGN), so editing one spec
+# recompiles only that op.
+function(_opgen_regenerate_rule target pkg specs specs_dir generated)
+  file(GLOB templates CONFIGURE_DEPENDS "${OPGEN_TEMPLATES_DIR}/*.j2" "${OPGEN_TEMPLATES_DIR}/*/*.j2"
+       "${OPGEN_RENDER_DIR}/opgen_render/*.py")
+  set(stamp "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_opgen.stamp")
+  add_custom_command(
+    OUTPUT "${stamp}"
+    BYPRODUCTS ${ARGN}
+    COMMAND "${OPGEN_COMMAND}" generate ${specs} -o "${generated}" --templates "${OPGEN_TEMPLATES_DIR}"
+            --root "${CMAKE_CURRENT_SOURCE_DIR}"
+    COMMAND "${CMAKE_COMMAND}" -E touch "${stamp}"
+    DEPENDS ${OPGEN_COMMAND} ${specs} ${templates}
+    WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+    COMMENT "opgen: generating ${pkg} from ${specs_dir}"
+    VERBATIM)
+  add_custom_target(${target} DEPENDS "${stamp}")
+endfunction()
 
-  if(ARG_REGENERATE)
-    # opgen writes only files whose bytes change (Ninja restats the
-    # byproducts), so editing one spec recompiles only that op.
-    set(stamp "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_opgen.stamp")
-    add_custom_command(
-      OUTPUT "${stamp}"
-      BYPRODUCTS ${outputs}
-      COMMAND "${OPGEN_COMMAND}" generate ${specs} -o "${generated}" --templates "${OPGEN_TEMPLATES_DIR}"
-              --root "${CMAKE_CURRENT_SOURCE_DIR}"
-      COMMAND "${CMAKE_COMMAND}" -E touch "${stamp}"
-      DEPENDS ${OPGEN_COMMAND} ${specs} ${templates}
-      WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
-      COMMENT "opgen: generating ${pkg} from ${specs_dir}"
-      VERBATIM)
-    add_custom_target(${ARG_GENERATE_TARGET} DEPENDS "${stamp}")
-  endif()
-
-  # The hand-written bodies, compiled once for every binding that calls them,
-  # each through its generated wrapper, which includes it and instantiates it
-  # for every dtype combination of the spec. Adding or removing a body
-  # reconfigures, so a missing one is reported here.
+# Each op's body for each platform its spec lists is in `kernels_dir`, and
+# every body there belongs to an op. Adding or removing a body reconfigures,
+# so a missing one is reported here.
+function(_opgen_check_bodies kernels_dir specs_dir)
   file(GLOB kernel_files CONFIGURE_DEPENDS "${kernels_dir}/*.cc" "${kernels_dir}/*.cu")
   foreach(op IN LISTS OPGEN_PACKAGE_OPS)
     foreach(platform IN LISTS OPGEN_OP_${op}_PLATFORMS)
@@ -130,80 +162,82 @@ function(opgen_add_package)
       message(WARNING "${file} is the body of no op: ${specs_dir} has no ${op}.yaml; it is not built")
     endif()
   endforeach()
-  set(kernel_sources ${BODY_CPU_files})
-  if(OPGEN_WITH_CUDA)
-    list(APPEND kernel_sources ${BODY_CUDA_files})
-  endif()
-  add_library(${pkg}_kernels STATIC ${kernel_sources})
-  target_include_directories(${pkg}_kernels PUBLIC "${generated}/include" PRIVATE "${kernels_dir}")
-  target_link_libraries(${pkg}_kernels PUBLIC opgen_runtime)
-  set_target_properties(${pkg}_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  if(OPGEN_WITH_CUDA)
-    target_compile_definitions(${pkg}_kernels PUBLIC OPGEN_WITH_CUDA=1)
-    target_link_libraries(${pkg}_kernels PUBLIC CUDA::cudart_static)
-  endif()
-  if(ARG_REGENERATE)
-    add_dependencies(${pkg}_kernels ${ARG_GENERATE_TARGET})
-  endif()
+endfunction()
 
-  # <package>._C: the XLA handlers and their capsules (no framework linked in):
-  # each op's handlers register themselves with the runtime's module.
-  set(stage "${ARG_OUTPUT}/${pkg}")
-  pybind11_add_module(${pkg}_C MODULE ${XLA_files} "${OPGEN_RUNTIME_DIR}/src/xla_module.cc")
-  target_compile_definitions(${pkg}_C PRIVATE OPGEN_PACKAGE_NAME="${pkg}")
-  set_target_properties(${pkg}_C PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY "${stage}")
-  target_include_directories(${pkg}_C SYSTEM PRIVATE "${OPGEN_XLA_FFI_INCLUDE_DIR}")
-  target_link_libraries(${pkg}_C PRIVATE ${pkg}_kernels)
-  set(package_targets ${pkg}_C)
+# The hand-written bodies, compiled once for every binding that calls them,
+# each through its generated wrapper (ARGN), which includes it and
+# instantiates it for every dtype combination of the spec.
+function(_opgen_kernels_library target generated kernels_dir)
+  add_library(${target} STATIC ${ARGN})
+  target_include_directories(${target} PUBLIC "${generated}/include" PRIVATE "${kernels_dir}")
+  target_link_libraries(${target} PUBLIC opgen_runtime)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(OPGEN_WITH_CUDA)
+    target_compile_definitions(${target} PUBLIC OPGEN_WITH_CUDA=1)
+    target_link_libraries(${target} PUBLIC CUDA::cudart_static)
+  endif()
+endfunction()
 
-  # <package>/_torch_ops.so: the PyTorch kernels, a plain shared library that
-  # torch.ops.load_library loads; it uses only torch's stable C shim.
-  if(OPGEN_WITH_TORCH)
-    # One file per op, and the runtime's boxed kernel and tensor views.
-    add_library(${pkg}_torch_ops SHARED ${TORCH_files} "${OPGEN_RUNTIME_DIR}/src/torch_stable.cc")
-    set_target_properties(${pkg}_torch_ops PROPERTIES
-      OUTPUT_NAME _torch_ops PREFIX ""
-      CXX_VISIBILITY_PRESET hidden BUILD_RPATH "${OPGEN_TORCH_LIB_DIR}"
-      LIBRARY_OUTPUT_DIRECTORY "${stage}")
-    target_include_directories(${pkg}_torch_ops SYSTEM PRIVATE "${OPGEN_TORCH_INCLUDE_DIR}")
-    target_link_libraries(${pkg}_torch_ops PRIVATE ${pkg}_kernels)
-    # It links everything it calls, so an undefined symbol (a missing kernel
-    # instantiation) fails the link instead of torch.ops.load_library.
-    target_link_options(${pkg}_torch_ops PRIVATE "LINKER:--no-undefined")
-    find_library(opgen_torch_cpu torch_cpu PATHS "${OPGEN_TORCH_LIB_DIR}" NO_DEFAULT_PATH REQUIRED)
-    target_link_libraries(${pkg}_torch_ops PRIVATE "${opgen_torch_cpu}")
-    if(OPGEN_WITH_CUDA)
-      find_library(opgen_torch_cuda torch_cuda PATHS "${OPGEN_TORCH_LIB_DIR}" NO_DEFAULT_PATH)
-      if(NOT opgen_torch_cuda)
-        message(FATAL_ERROR "torch in ${OPGEN_TORCH_LIB_DIR} has no CUDA; build with -DOPGEN_CUDA=OFF "
-                            "or install a CUDA build of torch")
-      endif()
-      target_compile_definitions(${pkg}_torch_ops PRIVATE USE_CUDA=1)
-      target_link_libraries(${pkg}_torch_ops PRIVATE "${opgen_torch_cuda}")
+# <package>._C: the XLA handlers and their capsules (no framework linked in):
+# each op's handlers (ARGN) register themselves with the runtime's module.
+function(_opgen_xla_module target pkg stage)
+  pybind11_add_module(${target} MODULE ${ARGN} "${OPGEN_RUNTIME_DIR}/src/xla_module.cc")
+  target_compile_definitions(${target} PRIVATE OPGEN_PACKAGE_NAME="${pkg}")
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY "${stage}")
+  target_include_directories(${target} SYSTEM PRIVATE "${OPGEN_XLA_FFI_INCLUDE_DIR}")
+  target_link_libraries(${target} PRIVATE ${pkg}_kernels)
+endfunction()
+
+# <package>/_torch_ops.so: the PyTorch kernels, a plain shared library that
+# torch.ops.load_library loads; it uses only torch's stable C shim. One file
+# per op (ARGN), and the runtime's boxed kernel and tensor views.
+function(_opgen_torch_library target pkg stage)
+  add_library(${target} SHARED ${ARGN} "${OPGEN_RUNTIME_DIR}/src/torch_stable.cc")
+  set_target_properties(${target} PROPERTIES
+    OUTPUT_NAME _torch_ops PREFIX ""
+    CXX_VISIBILITY_PRESET hidden BUILD_RPATH "${OPGEN_TORCH_LIB_DIR}"
+    LIBRARY_OUTPUT_DIRECTORY "${stage}")
+  target_include_directories(${target} SYSTEM PRIVATE "${OPGEN_TORCH_INCLUDE_DIR}")
+  target_link_libraries(${target} PRIVATE ${pkg}_kernels)
+  # It links everything it calls, so an undefined symbol (a missing kernel
+  # instantiation) fails the link instead of torch.ops.load_library.
+  target_link_options(${target} PRIVATE "LINKER:--no-undefined")
+  find_library(opgen_torch_cpu torch_cpu PATHS "${OPGEN_TORCH_LIB_DIR}" NO_DEFAULT_PATH REQUIRED)
+  target_link_libraries(${target} PRIVATE "${opgen_torch_cpu}")
+  if(OPGEN_WITH_CUDA)
+    find_library(opgen_torch_cuda torch_cuda PATHS "${OPGEN_TORCH_LIB_DIR}" NO_DEFAULT_PATH)
+    if(NOT opgen_torch_cuda)
+      message(FATAL_ERROR "torch in ${OPGEN_TORCH_LIB_DIR} has no CUDA; build with -DOPGEN_CUDA=OFF "
+                          "or install a CUDA build of torch")
     endif()
-    list(APPEND package_targets ${pkg}_torch_ops)
+    target_compile_definitions(${target} PRIVATE USE_CUDA=1)
+    target_link_libraries(${target} PRIVATE "${opgen_torch_cuda}")
   endif()
+endfunction()
 
-  # The package: the extensions, the generated Python (with its folders under
-  # python/<package>/) and the runtime's Python, staged on every build (only
-  # what changed is copied) so that PYTHONPATH=<OUTPUT> imports it without
-  # installing.
+# The package: the extensions (`targets`), the generated Python (ARGN, with
+# its folders under `python_dir` kept) and the runtime's Python, staged in
+# `output` on every build (only what changed is copied) so that
+# PYTHONPATH=<output> imports it without installing; and the same installed
+# under `install_destination`.
+function(_opgen_stage_and_install pkg output python_dir install_destination install_component targets)
+  set(stage "${output}/${pkg}")
   file(GLOB runtime_python CONFIGURE_DEPENDS "${OPGEN_RUNTIME_DIR}/python/*.py"
        "${OPGEN_RUNTIME_DIR}/python/*.pyi" "${OPGEN_RUNTIME_DIR}/python/py.typed")
   set(stage_script "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_stage.cmake")
   set(copies "")
-  foreach(file IN LISTS PYTHON_files runtime_python)
+  foreach(file IN LISTS ARGN runtime_python)
     if(file IN_LIST runtime_python)
       get_filename_component(relative "${file}" NAME)
     else()
       file(RELATIVE_PATH relative "${python_dir}" "${file}")
     endif()
     get_filename_component(relative_dir "${relative}" DIRECTORY)
-    cmake_path(APPEND ARG_INSTALL_DESTINATION "${pkg}" "${relative_dir}" OUTPUT_VARIABLE destination)
+    cmake_path(APPEND install_destination "${pkg}" "${relative_dir}" OUTPUT_VARIABLE destination)
     cmake_path(NORMAL_PATH destination)
     string(APPEND copies "file(MAKE_DIRECTORY \"${stage}/${relative_dir}\")\n"
            "file(COPY_FILE \"${file}\" \"${stage}/${relative}\" ONLY_IF_DIFFERENT)\n")
-    install(FILES "${file}" DESTINATION "${destination}" COMPONENT ${ARG_INSTALL_COMPONENT})
+    install(FILES "${file}" DESTINATION "${destination}" COMPONENT ${install_component})
   endforeach()
   file(CONFIGURE OUTPUT "${stage_script}" CONTENT "${copies}" @ONLY)
   # Importing _C right after the build turns a missing kernel instantiation
@@ -212,14 +246,11 @@ function(opgen_add_package)
   add_custom_target(${pkg}_stage_python ALL
     COMMAND "${CMAKE_COMMAND}" -P "${stage_script}"
     COMMAND "${Python_EXECUTABLE}" -c "import sys; sys.path.insert(0, sys.argv[1]); import ${pkg}._C"
-            "${ARG_OUTPUT}"
-    DEPENDS ${package_targets}
-    COMMENT "opgen: staging the ${pkg} package in ${ARG_OUTPUT} and importing ${pkg}._C"
+            "${output}"
+    DEPENDS ${targets}
+    COMMENT "opgen: staging the ${pkg} package in ${output} and importing ${pkg}._C"
     VERBATIM)
-  cmake_path(APPEND ARG_INSTALL_DESTINATION "${pkg}" OUTPUT_VARIABLE destination)
+  cmake_path(APPEND install_destination "${pkg}" OUTPUT_VARIABLE destination)
   cmake_path(NORMAL_PATH destination)
-  install(TARGETS ${package_targets} LIBRARY DESTINATION "${destination}" COMPONENT ${ARG_INSTALL_COMPONENT})
-
-  set(OPGEN_PACKAGE_NAME "${pkg}" PARENT_SCOPE)
-  set(OPGEN_PACKAGE_OPS "${OPGEN_PACKAGE_OPS}" PARENT_SCOPE)
+  install(TARGETS ${targets} LIBRARY DESTINATION "${destination}" COMPONENT ${install_component})
 endfunction()

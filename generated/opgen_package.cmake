@@ -43,6 +43,7 @@ set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
 set(OPGEN_OP_softmax_PLATFORMS cuda cpu)
 set(OPGEN_OP_softmax_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_topk_softmax_PLATFORMS cuda cpu)
+set(OPGEN_FILE_KINDS XLA TORCH BODY_CPU BODY_CUDA PYTHON HEADER DOC BUILD STYLE)
 # compiled into the module _C
 set(OPGEN_FILES_XLA
     src/dynamic_per_token_scaled_fp8_quant_xla.cc
@@ -87,7 +88,7 @@ set(OPGEN_FILES_TORCH
     src/softmax_backward_torch.cc
     src/topk_softmax_torch.cc
 )
-# the CPU bodies (kernels/<op>.cc) as compiled
+# the CPU bodies (kernels/<op>.cc) as compiled, into the kernels both link
 set(OPGEN_FILES_BODY_CPU
     src/dynamic_per_token_scaled_fp8_quant_body_cpu.cc
     src/flip_body_cpu.cc
@@ -109,7 +110,7 @@ set(OPGEN_FILES_BODY_CPU
     src/softmax_backward_body_cpu.cc
     src/topk_softmax_body_cpu.cc
 )
-# the CUDA bodies (kernels/<op>.cu) as compiled
+# the CUDA bodies (kernels/<op>.cu) as compiled, into the kernels both link
 set(OPGEN_FILES_BODY_CUDA
     src/dynamic_per_token_scaled_fp8_quant_body_cuda.cu
     src/flip_body_cuda.cu
@@ -131,7 +132,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/softmax_backward_body_cuda.cu
     src/topk_softmax_body_cuda.cu
 )
-# staged into the Python package
+# staged into the Python package (the path under python/<package>/ kept)
 set(OPGEN_FILES_PYTHON
     python/opgen_ops/jax.py
     python/opgen_ops/torch.py
@@ -227,4 +228,9 @@ set(OPGEN_FILES_DOC
 set(OPGEN_FILES_BUILD
     opgen_package.cmake
     opgen_manifest.txt
+)
+# the formatters' settings that the generated files keep
+set(OPGEN_FILES_STYLE
+    .clang-format
+    ruff.toml
 )

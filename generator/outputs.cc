@@ -1,6 +1,25 @@
 #include "outputs.h"
 
+#include "output_writer.h"
+
 namespace opgen::gen {
+
+const std::vector<FileKind>& file_kinds() {
+  static const std::vector<FileKind> kinds = {
+      {"xla", "compiled into the module _C"},
+      {"torch", "compiled into the PyTorch kernels"},
+      {"body_cpu", "the CPU bodies (kernels/<op>.cc) as compiled, into the kernels both link"},
+      {"body_cuda", "the CUDA bodies (kernels/<op>.cu) as compiled, into the kernels both link"},
+      {"python", "staged into the Python package (the path under python/<package>/ kept)"},
+      {"header", "included by the bodies and bindings"},
+      {"doc", "documentation"},
+      {"build", "read by the build"},
+      {"style", "the formatters' settings that the generated files keep"},
+  };
+  return kinds;
+}
+
+OutputFile manifest_output() { return {"manifest.txt.j2", kManifestFileName, "build"}; }
 
 std::vector<OutputFile> package_outputs(const std::string& package) {
   const std::string python = "python/" + package + "/";

@@ -11,15 +11,20 @@ namespace opgen::gen {
 struct OutputFile {
   std::string template_name;  // under the templates folder
   std::string path;           // relative to the output folder
-  // What the package build does with it (opgen_package.cmake lists each kind
-  // for cmake/OpgenAddPackage.cmake): "xla" compiles into <package>._C,
-  // "torch" into the PyTorch kernels, "body_cpu" and "body_cuda" (which
-  // include the hand-written bodies) into the kernels both link, "python" is
-  // staged into the package (its path under python/<package>/ kept);
-  // "header", "doc" and "build" are read where they are, and "style" (the
-  // formatters' settings the generated files keep) by the formatters.
-  std::string kind;
+  std::string kind;  // what the package build does with it: one of file_kinds()
 };
+
+// A kind of generated file, by what the package build does with it:
+// opgen_package.cmake lists the files of each kind (OPGEN_FILES_<NAME>, the
+// kinds themselves in OPGEN_FILE_KINDS) for cmake/OpgenAddPackage.cmake.
+struct FileKind {
+  std::string name;
+  std::string what;  // as opgen_package.cmake's comment says it
+};
+const std::vector<FileKind>& file_kinds();
+
+// The manifest: every other file a run wrote, rendered last.
+OutputFile manifest_output();
 
 // The files of the whole package (their context: the package and every op).
 std::vector<OutputFile> package_outputs(const std::string& package);

@@ -247,7 +247,10 @@ void Renderer::plan(const Package& package, const std::vector<Op>& ops, size_t j
   plan["attr_types"] = attr_type_facts();
   plan["package_files"] = file_triples(package_outputs(package.name));
   plan["op_files"] = std::move(op_files);
-  plan["manifest"] = json::array({"manifest.txt.j2", kManifestFileName, "build"});
+  plan["manifest"] = file_triples({manifest_output()}).at(0);
+  json kinds = json::array();
+  for (const FileKind& k : file_kinds()) kinds.push_back(json::array({k.name, k.what}));
+  plan["file_kinds"] = std::move(kinds);
   json request = json::object();
   request["plan"] = std::move(plan);
   request["jobs"] = jobs;

@@ -7,8 +7,8 @@ shapes and attributes at trace time, against the op's description in
 ``opgen_ops._ops``, and works under ``jax.jit`` and ``jax.vmap``.
 
 api_version selects the custom-call ABI: 4 (typed XLA FFI, the default) or a
-legacy version listed in the op's spec. XLA:CPU runs only 4 and 3; 1 and 2 are
-GPU-only there (XLA:CPU refuses them).
+legacy version listed in the op's spec; the versions each platform has a handler
+for are the op's ``handlers`` in ``_ops`` (docs/spec.md, ``xla.api_versions``).
 
 Under jax.jit with shardings an op with a batch ('...') or a split runs on
 each device's shard; inside unpartitioned() it makes a plain custom call

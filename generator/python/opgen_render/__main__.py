@@ -8,7 +8,7 @@ serves (generator/renderer.cc chooses it and starts it):
 It loads Jinja2 and the templates' environment at once, while opgen reads the specs, then
 reads one request from stdin, a JSON document:
 
-    {"plan": {package, ops, dtypes, attr_types, package_files, op_files, manifest}, "jobs": N}
+    {"plan": {package, ops, dtypes, attr_types, package_files, op_files, manifest, file_kinds}, "jobs": N}
         every file of a package: the checked model's facts (generator/template_data.cc)
         and the table of outputs (generator/outputs.cc), as plan.Plan takes them
     {"render": {"templates": [NAME, ...], "values": {KEY: TEXT}}}

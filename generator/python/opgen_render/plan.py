@@ -12,9 +12,10 @@ class Plan:
     """`package_files`, each op's `op_files` and `manifest` are (template,
     path, kind) triples (generator/outputs.cc); the manifest, of every other
     file, comes last. The package's templates see every file by kind
-    (`files`), for the build."""
+    (`files`), for the build, and the kinds as (name, what) pairs
+    (`file_kinds`)."""
 
-    def __init__(self, env, package, ops, dtypes, attr_types, package_files, op_files, manifest):
+    def __init__(self, env, package, ops, dtypes, attr_types, package_files, op_files, manifest, file_kinds):
         pkg = context.package_data(package, dtypes)
         op_contexts = [context.op_data(op, package, dtypes, attr_types) for op in ops]
         self.paths, self._templates, self._contexts = [], [], []
@@ -36,7 +37,8 @@ class Plan:
         # only the lines of that op in it.
         all_sources = package['spec_path'] + ' and every op spec'
         for template, path, _ in package_files:
-            add(template, path, all_sources, {'package': pkg, 'ops': op_contexts, 'files': by_kind})
+            add(template, path, all_sources,
+                {'package': pkg, 'ops': op_contexts, 'files': by_kind, 'file_kinds': file_kinds})
         for op, op_ctx, files in zip(ops, op_contexts, op_files):
             for template, path, _ in files:
                 add(template, path, package['spec_path'] + ', ' + op['spec_path'], {'package': pkg, 'op': op_ctx})
