@@ -77,10 +77,12 @@ const char* torch_name(DType d) {
 
 // --- TensorView -----------------------------------------------------------------
 
-TensorView::TensorView(const Tensor& t, const std::string& what) : handle(t.get()) {
+TensorView::TensorView(const Tensor& t, const char* op, const char* role, const char* name) : handle(t.get()) {
   bool defined = false;
   check_shim(aoti_torch_is_defined(handle, &defined), "is_defined");
-  if (!defined) fail(what + " is None (an undefined tensor); it must be a tensor");
+  if (!defined) {
+    fail(std::string(op) + ": " + role + " '" + name + "' is None (an undefined tensor); it must be a tensor");
+  }
   check_shim(aoti_torch_get_dtype(handle, &dtype), "get_dtype");
   check_shim(aoti_torch_get_device_type(handle, &device_type), "get_device_type");
   check_shim(aoti_torch_get_device_index(handle, &device_index), "get_device_index");
@@ -134,19 +136,19 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
 
 TorchSource::TorchSource(const char* op, const char* const* input_names, size_t inputs, size_t required, size_t attrs,
                          StableIValue* stack)
-    : op_(op), names_(input_names), inputs_(inputs), attrs_(attrs), stack_(stack), tensors_(inputs), views_(inputs) {
+    : op_(op), names_(input_names), inputs_(inputs), attrs_(attrs), stack_(stack) {
   if (inputs > kMaxInputs) fail(std::string(op) + ": more than 64 inputs");
   for (size_t i = 0; i < inputs; ++i) {
     // A Tensor and a Tensor? travel differently on the stack.
     if (i < required) tensors_[i] = stack_to<Tensor>(stack[i]);
     else tensors_[i] = stack_to<std::optional<Tensor>>(stack[i]);
     if (!tensors_[i]) continue;
-    const TensorView& v = views_[i].emplace(*tensors_[i], std::string(op) + ": input '" + input_names[i] + "'");
+    const TensorView& v = views_[i].emplace(*tensors_[i], op, "input", input_names[i]);
     if (first_ == nullptr) {
       first_ = &v;
     } else if (v.device_type != first_->device_type || v.device_index != first_->device_index) {
       size_t f = 0;
-      while (&*views_[f] != first_) ++f;
+      while (!views_[f] || &*views_[f] != first_) ++f;
       fail(std::string(op) + ": input '" + input_names[i] + "' is on " + v.device_text() + ", but input '" +
            input_names[f] + "' is on " + first_->device_text() + "; all tensors of one call must be on one device");
     }
@@ -184,7 +186,7 @@ Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
     case AttrKind::kI64Array: {
       // The lowered op takes an array as a 1-D CPU tensor of its element type.
       const Tensor& t = keep_.emplace_back(stack_to<Tensor>(v));
-      const TensorView a(t, std::string(op_) + ": attribute '" + name + "'");
+      const TensorView a(t, op_, "attribute", name);
       const bool i32 = kind == AttrKind::kI32Array;
       const int32_t want = i32 ? aoti_torch_dtype_int32() : aoti_torch_dtype_int64();
       bool dense = a.dim == 1 && (a.sizes[0] <= 1 || a.strides[0] == 1);
@@ -205,7 +207,7 @@ Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
 Status TorchSource::unrequested(size_t, const char* name, DType dtype) {
   const int64_t none = 0;
   void* data = nullptr;
-  fresh_.push_back(empty(*first_, &none, 1, torch_dtype(dtype), {op_, "output", &name}, &data));
+  fresh_[fresh_count_++] = empty(*first_, &none, 1, torch_dtype(dtype), {op_, "output", &name}, &data);
   return Status::Ok();
 }
 
@@ -225,7 +227,7 @@ Status TorchSource::output(size_t, const char* name, const char*, DType dtype, c
     *data = a.data;
     return Status::Ok();
   }
-  fresh_.push_back(empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), {op_, "output", &name}, data));
+  fresh_[fresh_count_++] = empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), {op_, "output", &name}, data);
   return Status::Ok();
 }
 

@@ -60,9 +60,9 @@ struct TensorView {
   const int64_t* strides = nullptr;
   void* data = nullptr;
 
-  // `what` names the argument ("simple_add: input 'a'") in the error that an
-  // undefined tensor (None passed for a Tensor) earns.
-  TensorView(const Tensor& t, const std::string& what);
+  // `op`, `role` and `name` name the argument ("simple_add: input 'a'") in
+  // the error that an undefined tensor (None passed for a Tensor) earns.
+  TensorView(const Tensor& t, const char* op, const char* role, const char* name);
 
   bool is_cuda() const { return device_type == aoti_torch_device_type_cuda(); }
   bool is_cpu() const { return device_type == aoti_torch_device_type_cpu(); }
@@ -123,8 +123,9 @@ class TorchSource : public Source {
   std::string dtype_hint(DType declared) const override;
 
   const TensorView& first() const { return *first_; }
-  // The outputs that alias no input, for the stack.
-  const std::vector<Tensor>& fresh() const { return fresh_; }
+  // The outputs that alias no input, for the stack: fresh_count() of them.
+  size_t fresh_count() const { return fresh_count_; }
+  const Tensor& fresh(size_t i) const { return *fresh_[i]; }
 
  private:
   const char* op_;
@@ -132,14 +133,17 @@ class TorchSource : public Source {
   size_t inputs_;
   size_t attrs_;
   StableIValue* stack_;
-  std::vector<std::optional<Tensor>> tensors_;
-  std::vector<std::optional<TensorView>> views_;
+  // Fixed arrays, and messages made only on a failure: a call allocates
+  // nothing on the heap but its outputs (and an array attribute's or a
+  // workspace's place in keep_).
+  std::optional<Tensor> tensors_[kMaxInputs];
+  std::optional<TensorView> views_[kMaxInputs];
   TensorRef refs_[kMaxInputs];
   bool present_[kMaxInputs] = {};
   const TensorView* first_ = nullptr;
-  std::vector<Tensor> fresh_;
+  std::optional<Tensor> fresh_[Binder::kMaxOutputs];
+  size_t fresh_count_ = 0;
   std::vector<Tensor> keep_;  // attribute tensors and workspaces, alive until the call returns
-  std::vector<std::vector<int64_t>> dims_;
 };
 
 #ifdef USE_CUDA
@@ -203,7 +207,7 @@ void boxed(StableIValue* stack, uint64_t, uint64_t) {
         if (Status s = device.platform().run(args); !s.ok()) fail(s.message());
       },
       [] { fail("no instantiation selected"); });
-  for (size_t i = 0; i < source.fresh().size(); ++i) stack[i] = stack_from(source.fresh()[i]);
+  for (size_t i = 0; i < source.fresh_count(); ++i) stack[i] = stack_from(source.fresh(i));
 }
 
 }  // namespace opgen::torch_stable

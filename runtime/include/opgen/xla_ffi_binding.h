@@ -8,11 +8,9 @@
 //                                 opgen::xla_ffi::cpu_binding());
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "opgen/binder.h"
 #include "opgen/dispatch.h"
@@ -51,19 +49,21 @@ inline DType dtype_of(ffi::DataType t) {
 // scratch allocator, so that XLA plans them with the rest of the program's
 // buffers (the way its own cuDNN and cuBLAS calls get theirs; jaxlib's GPU
 // scratch allocator refuses requests) and the call stays capturable in a CUDA
-// graph.
+// graph. `N`, the op's inputs, sizes its storage: a call allocates nothing
+// on the heap unless it fails.
+template <size_t N>
 class FfiSource : public Source {
  public:
   // `aliases[i]`: the input output i updates in place, or -1; `requests[i]`:
   // output i's bit in the request mask, or -1 (result_count).
-  FfiSource(const char* op, Device device, size_t inputs, size_t required, size_t outputs, const int* aliases,
-            const int* requests, size_t requestable, size_t workspaces, ffi::RemainingArgs args,
-            ffi::RemainingRets rets, ffi::Dictionary attrs);
+  FfiSource(const char* op, Device device, size_t required, size_t outputs, const int* aliases, const int* requests,
+            size_t requestable, size_t workspaces, ffi::RemainingArgs args, ffi::RemainingRets rets,
+            ffi::Dictionary attrs);
 
   // The call's operands and results match the op's (else why not).
   const Status& status() const { return status_; }
 
-  const TensorRef* input(size_t i) override { return i < inputs_.size() && present_[i] ? &inputs_[i] : nullptr; }
+  const TensorRef* input(size_t i) override { return i < N && present_[i] ? &inputs_[i] : nullptr; }
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
                 int alias, void** data) override;
@@ -78,14 +78,14 @@ class FfiSource : public Source {
   ffi::RemainingRets rets_;
   ffi::Dictionary attrs_;
   size_t outputs_ = 0;  // the results before the workspaces
-  std::vector<TensorRef> inputs_;
-  std::vector<bool> present_;
+  std::array<TensorRef, N> inputs_{};
+  std::array<bool, N> present_{};
   Status status_;
 };
 
 // Binds the call with the op's rules and runs its body on `platform`.
 template <typename Rules, typename Platform>
-ffi::Error run(const Platform& platform, FfiSource& source) {
+ffi::Error run(const Platform& platform, FfiSource<Rules::kInputs>& source) {
   if (!source.status().ok()) return to_ffi_error(source.status());
   Binder b(Rules::kName, source);
   const int instantiation = Rules::select(b);
@@ -108,17 +108,17 @@ ffi::Error run(const Platform& platform, FfiSource& source) {
 template <typename Rules>
 struct Handler {
   static ffi::Error cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Device::kCpu, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs,
-                     Rules::kOutputAliases, Rules::kOutputRequests, Rules::kRequestedOutputs,
-                     Rules::kWorkspaces[static_cast<size_t>(Device::kCpu)], args, rets, attrs);
+    FfiSource<Rules::kInputs> source(Rules::kName, Device::kCpu, Rules::kRequiredInputs, Rules::kOutputs,
+                                     Rules::kOutputAliases, Rules::kOutputRequests, Rules::kRequestedOutputs,
+                                     Rules::kWorkspaces[static_cast<size_t>(Device::kCpu)], args, rets, attrs);
     return run<Rules>(Cpu{}, source);
   }
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
   static ffi::Error cuda(cudaStream_t stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                          ffi::Dictionary attrs) {
-    FfiSource source(Rules::kName, Device::kCuda, Rules::kInputs, Rules::kRequiredInputs, Rules::kOutputs,
-                     Rules::kOutputAliases, Rules::kOutputRequests, Rules::kRequestedOutputs,
-                     Rules::kWorkspaces[static_cast<size_t>(Device::kCuda)], args, rets, attrs);
+    FfiSource<Rules::kInputs> source(Rules::kName, Device::kCuda, Rules::kRequiredInputs, Rules::kOutputs,
+                                     Rules::kOutputAliases, Rules::kOutputRequests, Rules::kRequestedOutputs,
+                                     Rules::kWorkspaces[static_cast<size_t>(Device::kCuda)], args, rets, attrs);
     return run<Rules>(Cuda{stream}, source);
   }
 #endif
@@ -133,10 +133,12 @@ inline auto cuda_binding() {
 
 // --- FfiSource (inline: the XLA FFI headers are header-only) -------------------
 
-inline FfiSource::FfiSource(const char* op, Device device, size_t inputs, size_t required, size_t outputs,
-                            const int* aliases, const int* requests, size_t requestable, size_t workspaces,
-                            ffi::RemainingArgs args, ffi::RemainingRets rets, ffi::Dictionary attrs)
-    : op_(op), device_(device), rets_(rets), attrs_(attrs), inputs_(inputs), present_(inputs, false) {
+template <size_t N>
+FfiSource<N>::FfiSource(const char* op, Device device, size_t required, size_t outputs, const int* aliases,
+                        const int* requests, size_t requestable, size_t workspaces, ffi::RemainingArgs args,
+                        ffi::RemainingRets rets, ffi::Dictionary attrs)
+    : op_(op), device_(device), rets_(rets), attrs_(attrs) {
+  constexpr size_t inputs = N;
   // Bit i of the mask: the i-th optional input is among the operands.
   int64_t mask = 0;
   if (inputs > required) {
@@ -197,7 +199,8 @@ inline FfiSource::FfiSource(const char* op, Device device, size_t inputs, size_t
   }
 }
 
-inline Status FfiSource::attr(size_t, const char* name, AttrKind kind, AttrValue* value) {
+template <size_t N>
+Status FfiSource<N>::attr(size_t, const char* name, AttrKind kind, AttrValue* value) {
   auto failed = [&](const ffi::Error& e) {
     return Status::InvalidArgument(std::string(op_) + ": attribute '" + name + "': " + e.message());
   };
@@ -256,22 +259,24 @@ inline Status FfiSource::attr(size_t, const char* name, AttrKind kind, AttrValue
   return Status::Ok();
 }
 
-inline Status FfiSource::output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
-                                size_t rank, int, void** data) {
+template <size_t N>
+Status FfiSource<N>::output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
+                            size_t rank, int, void** data) {
   ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> result = rets_.get<ffi::AnyBuffer>(i);
   if (!result.has_value()) {
     return Status::InvalidArgument(std::string(op_) + ": result " + std::to_string(i) + ": " +
                                    result.error().message());
   }
   ffi::Result<ffi::AnyBuffer> r = result.value();
-  const std::string who = std::string(op_) + ": output '" + name + "'";
+  // The message is made only on a failure: this runs for every output of every call.
+  auto who = [&] { return std::string(op_) + ": output '" + name + "'"; };
   if (dtype_of(r->element_type()) != dtype) {
-    return Status::InvalidArgument(who + " has dtype " + dtype_name(r->element_type()) + "; the spec declares " +
+    return Status::InvalidArgument(who() + " has dtype " + dtype_name(r->element_type()) + "; the spec declares " +
                                    opgen::dtype_name(dtype));
   }
   const auto got = r->dimensions();
   if (!same_dims(got.begin(), got.size(), dims, rank)) {
-    return Status::InvalidArgument(who + " has shape " + shape_text(got.begin(), got.size()) +
+    return Status::InvalidArgument(who() + " has shape " + shape_text(got.begin(), got.size()) +
                                    "; the call's inputs make it " + shape_text(dims, rank) + " (the spec declares " +
                                    declared + ")");
   }
@@ -279,7 +284,8 @@ inline Status FfiSource::output(size_t i, const char* name, const char* declared
   return Status::Ok();
 }
 
-inline Status FfiSource::workspace(size_t i, const char*, size_t bytes, void** data) {
+template <size_t N>
+Status FfiSource<N>::workspace(size_t i, const char*, size_t bytes, void** data) {
   ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> result = rets_.get<ffi::AnyBuffer>(outputs_ + i);
   if (!result.has_value()) {
     return Status::InvalidArgument(std::string(op_) + ": result " + std::to_string(outputs_ + i) + ": " +
