@@ -177,7 +177,7 @@ def tensor(name, dims, optional=False, alias=None, batch=False):
 
 ATTR_TYPES = {"f32": {"torch_schema": "float"}, "enum": {"torch_schema": "str"}, "i64[]": {"torch_schema": "int[]"},
               "dtype": {"torch_schema": "ScalarType"}}
-DTYPES = {"f8e5m2": {"torch": "float8_e5m2"}}
+DTYPES = {"f8e5m2": {"python": "float8_e5m2"}}
 
 
 def test_torch_schema():
