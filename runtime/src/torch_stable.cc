@@ -33,7 +33,6 @@ int32_t torch_dtype(DType d) {
 
 // torch's name of a dtype opgen does not take, for the message that refuses it.
 const char* foreign_name(int32_t t) {
-  if (t == aoti_torch_dtype_int8()) return "int8";
   if (t == aoti_torch_dtype_int16()) return "int16";
   if (t == aoti_torch_dtype_uint16()) return "uint16";
   if (t == aoti_torch_dtype_uint32()) return "uint32";

@@ -27,5 +27,6 @@
   OPGEN_DTYPE(kBool, bool, bool, PRED, bool, 1) \
   /* 8-bit floats (storage only: the body converts, e.g. with cuda_fp8.h). */ \
   OPGEN_DTYPE(kF8E4M3FN, f8e4m3fn, opgen::f8e4m3fn, F8E4M3FN, float8_e4m3fn, 1) \
-  OPGEN_DTYPE(kF8E5M2, f8e5m2, opgen::f8e5m2, F8E5M2, float8_e5m2, 1)
+  OPGEN_DTYPE(kF8E5M2, f8e5m2, opgen::f8e5m2, F8E5M2, float8_e5m2, 1) \
+  OPGEN_DTYPE(kI8, i8, int8_t, S8, int8, 1)
 // clang-format on

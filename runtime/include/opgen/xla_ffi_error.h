@@ -37,7 +37,6 @@ inline const char* dtype_name(::xla::ffi::DataType t) {
     case DataType::S1: return "i1";
     case DataType::S2: return "i2";
     case DataType::S4: return "i4";
-    case DataType::S8: return "i8";
     case DataType::S16: return "i16";
     case DataType::U1: return "u1";
     case DataType::U2: return "u2";
