@@ -8,17 +8,9 @@ namespace opgen::gen {
 
 const std::vector<DTypeInfo>& all_dtypes() {
   static const std::vector<DTypeInfo> table = {
-      {DType::kF16, "f16", "opgen::f16", "F16", "float16", "float16", "Half", 2},
-      {DType::kBF16, "bf16", "opgen::bf16", "BF16", "bfloat16", "bfloat16", "BFloat16", 2},
-      {DType::kF32, "f32", "float", "F32", "float32", "float32", "Float", 4},
-      {DType::kF64, "f64", "double", "F64", "float64", "float64", "Double", 8},
-      {DType::kI32, "i32", "int32_t", "S32", "int32", "int32", "Int", 4},
-      {DType::kI64, "i64", "int64_t", "S64", "int64", "int64", "Long", 8},
-      {DType::kU8, "u8", "uint8_t", "U8", "uint8", "uint8", "Byte", 1},
-      {DType::kBool, "bool", "bool", "PRED", "bool", "bool", "Bool", 1},
-      // 8-bit floats (storage only: the body converts, e.g. with cuda_fp8.h).
-      {DType::kF8E4M3FN, "f8e4m3fn", "opgen::f8e4m3fn", "F8E4M3FN", "float8_e4m3fn", "float8_e4m3fn", "Float8_e4m3fn", 1},
-      {DType::kF8E5M2, "f8e5m2", "opgen::f8e5m2", "F8E5M2", "float8_e5m2", "float8_e5m2", "Float8_e5m2", 1},
+#define OPGEN_DTYPE_INFO(e, name, cpp, xla, python, size) {DType::e, #e, #name, #cpp, #xla, #python, size},
+      OPGEN_DTYPES(OPGEN_DTYPE_INFO)
+#undef OPGEN_DTYPE_INFO
   };
   return table;
 }
@@ -35,6 +27,12 @@ std::optional<DType> parse_dtype(std::string_view name) {
     if (name == i.name) return i.dtype;
   }
   return std::nullopt;
+}
+
+std::string dtype_names_text() {
+  std::string out;
+  for (const DTypeInfo& i : all_dtypes()) out += (out.empty() ? "" : ", ") + std::string(i.name);
+  return out;
 }
 
 const std::vector<AttrTypeInfo>& all_attr_types() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "diagnostics.h"
+#include "opgen/dtype_table.h"
 
 namespace opgen::gen {
 
@@ -27,24 +28,30 @@ inline constexpr int kOpaqueLayoutVersion = 1;
 // Element types
 // ---------------------------------------------------------------------------
 
-// In the order of opgen::DType (runtime/include/opgen/dtypes.h): a legacy
-// descriptor carries a dtype as its index here.
-enum class DType { kF16, kBF16, kF32, kF64, kI32, kI64, kU8, kBool, kF8E4M3FN, kF8E5M2 };
+// The rows of opgen's dtype table (runtime/include/opgen/dtype_table.h, which
+// the runtime's opgen::DType expands too), in its order: a legacy descriptor
+// carries a dtype as its index here.
+enum class DType {
+#define OPGEN_DTYPE_ENUMERATOR(e, ...) e,
+  OPGEN_DTYPES(OPGEN_DTYPE_ENUMERATOR)
+#undef OPGEN_DTYPE_ENUMERATOR
+};
 
 struct DTypeInfo {
   DType dtype;
+  const char* enumerator;  // opgen::DType's: kF32
   const char* name;      // spelling in specs: f32
   const char* cpp;       // type the kernel sees: float
   const char* ffi;       // xla::ffi::DataType enumerator: F32
-  const char* numpy;     // numpy / jax.numpy dtype name: float32
-  const char* torch;     // torch dtype name: float32
-  const char* torch_scalar;  // torch ScalarType enumerator: Float
+  const char* python;    // numpy's, jax.numpy's and torch's name: float32
   int size;              // bytes per element
 };
 
 const std::vector<DTypeInfo>& all_dtypes();
 const DTypeInfo& info(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
+// The spec spellings in the table's order, for messages: "f16, bf16, ..., f8e5m2".
+std::string dtype_names_text();
 
 // ---------------------------------------------------------------------------
 // Attributes (compile-time scalars of the op)

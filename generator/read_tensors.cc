@@ -13,17 +13,19 @@ namespace opgen::gen {
 
 // The spec spelling of a dtype written as numpy, C or torch names it, or "".
 std::string dtype_alias(const std::string& s) {
-  static const std::map<std::string, std::string> aliases = {
-      {"float16", "f16"}, {"half", "f16"},     {"fp16", "f16"},     {"bfloat16", "bf16"},
-      {"float32", "f32"}, {"float", "f32"},    {"fp32", "f32"},     {"float64", "f64"},
-      {"double", "f64"},  {"fp64", "f64"},     {"int32", "i32"},    {"int", "i32"},
-      {"int64", "i64"},   {"long", "i64"},     {"uint8", "u8"},     {"byte", "u8"},
-      {"bool_", "bool"},  {"pred", "bool"},    {"s32", "i32"},      {"s64", "i64"},
-      {"F16", "f16"},     {"BF16", "bf16"},    {"F32", "f32"},      {"F64", "f64"},
-      {"I32", "i32"},     {"I64", "i64"},      {"U8", "u8"},        {"S32", "i32"},
-      {"S64", "i64"},     {"PRED", "bool"},    {"float8_e4m3fn", "f8e4m3fn"},   {"F8E4M3FN", "f8e4m3fn"},
-      {"fp8_e4m3", "f8e4m3fn"}, {"e4m3", "f8e4m3fn"}, {"float8_e5m2", "f8e5m2"}, {"F8E5M2", "f8e5m2"},
-      {"fp8_e5m2", "f8e5m2"}, {"e5m2", "f8e5m2"}};
+  static const std::map<std::string, std::string> aliases = [] {
+    // The names the dtype table gives each dtype (XLA's; numpy's and torch's),
+    // and the informal ones people write.
+    std::map<std::string, std::string> m = {
+        {"half", "f16"},      {"fp16", "f16"},     {"float", "f32"},     {"fp32", "f32"},    {"double", "f64"},
+        {"fp64", "f64"},      {"int", "i32"},      {"long", "i64"},      {"byte", "u8"},     {"bool_", "bool"},
+        {"pred", "bool"},     {"s32", "i32"},      {"s64", "i64"},       {"I32", "i32"},     {"I64", "i64"},
+        {"fp8_e4m3", "f8e4m3fn"}, {"e4m3", "f8e4m3fn"}, {"fp8_e5m2", "f8e5m2"}, {"e5m2", "f8e5m2"}};
+    for (const DTypeInfo& i : all_dtypes()) {
+      for (const char* name : {i.ffi, i.python}) m.emplace(name, i.name);
+    }
+    return m;
+  }();
   auto it = aliases.find(s);
   return it == aliases.end() ? "" : it->second;
 }
@@ -164,7 +166,7 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
         std::string message = "unsupported dtype '" + *s + "' for " + what;
         std::string fix = dtype_alias(*s);
         message += !fix.empty() ? "; did you mean '" + fix + "'?"
-                   : type_vars.empty() ? " (supported: f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2, or a type variable declared under 'types')"
+                   : type_vars.empty() ? " (supported: " + dtype_names_text() + ", or a type variable declared under 'types')"
                                        : " (neither a dtype nor a type variable declared under 'types')";
         f.error(f.at(value), message);
         ok = false;
@@ -289,7 +291,7 @@ std::optional<DType> read_dtype_name(SpecFile& f, const YAML::Node& node, const 
   if (std::optional<DType> d = parse_dtype(*s)) return d;
   const std::string fix = dtype_alias(*s);
   f.error(f.at(node), "unsupported dtype '" + *s + "' for " + what +
-                          (fix.empty() ? std::string(" (supported: f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2)")
+                          (fix.empty() ? " (supported: " + dtype_names_text() + ")"
                                        : "; did you mean '" + fix + "'?"));
   return std::nullopt;
 }
@@ -407,7 +409,7 @@ bool read_type_vars(SpecFile& f, const YAML::Node& node, std::vector<TypeVar>& o
         if (s) {
           std::string fix = dtype_alias(*s);
           f.error(f.at(d), "unsupported dtype '" + *s + "' for type variable '" + v.name + "'" +
-                               (fix.empty() ? std::string(" (supported: f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2)")
+                               (fix.empty() ? " (supported: " + dtype_names_text() + ")"
                                             : "; did you mean '" + fix + "'?"));
         }
         ok = false;

@@ -172,11 +172,9 @@ json dtype_facts() {
     json d;
     d["code"] = static_cast<int>(out.size());  // its index in the table: the code descriptors carry
     d["name"] = i.name;
+    d["enum"] = i.enumerator;
     d["cpp"] = i.cpp;
-    d["ffi"] = i.ffi;
-    d["numpy"] = i.numpy;
-    d["torch"] = i.torch;
-    d["torch_scalar"] = i.torch_scalar;
+    d["python"] = i.python;
     d["size"] = i.size;
     out.push_back(std::move(d));
   }

@@ -1,9 +1,11 @@
 // The checked model as plain JSON data -- objects, arrays, strings, integers,
 // floating numbers, booleans, null -- for the templates: the facts of each op
 // (names, dtypes, shapes, symbol bindings, attributes, the descriptor layout)
-// and of the type tables, with no spelling of any language. The renderer
-// (generator/python/opgen_render/context.py) derives the views and spellings
-// the templates read. Objects keep their keys in the order written here.
+// and of the type tables. Of spellings it carries only the names those tables
+// give each type (the dtype table is the runtime's too: opgen/dtype_table.h);
+// the renderer (generator/python/opgen_render/context.py) derives the views,
+// and spelling.py spells everything else. Objects keep their keys in the
+// order written here.
 #pragma once
 
 #include <nlohmann/json.hpp>

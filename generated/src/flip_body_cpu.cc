@@ -18,4 +18,5 @@ template opgen::Status run_cpu(const Args<uint8_t>&);
 template opgen::Status run_cpu(const Args<bool>&);
 template opgen::Status run_cpu(const Args<opgen::f8e4m3fn>&);
 template opgen::Status run_cpu(const Args<opgen::f8e5m2>&);
+template opgen::Status run_cpu(const Args<int8_t>&);
 }  // namespace opgen_ops::flip

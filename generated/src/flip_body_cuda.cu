@@ -18,4 +18,5 @@ template opgen::Status launch_cuda(cudaStream_t, const Args<uint8_t>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<bool>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f8e4m3fn>&);
 template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f8e5m2>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<int8_t>&);
 }  // namespace opgen_ops::flip

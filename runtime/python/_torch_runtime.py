@@ -19,8 +19,8 @@ from torch._subclasses.fake_tensor import is_fake
 from . import _spec, _torch_autograd, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
 from ._torch_direct import DIRECT, Direct
-from ._torch_values import (DTYPES, dtype_attrs, fresh, in_spec_order, lift, lower, placeholders, request_flags,
-                             schema_result, spec_order, split_arguments, split_requests, unasked)
+from ._torch_values import (dtype_attrs, fresh, in_spec_order, lift, lower, placeholders, request_flags,
+                             schema_result, spec_order, split_arguments, split_requests, torch_dtype, unasked)
 from ._torch_xla import xla_custom_call
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,7 +95,7 @@ def register(op: Op, capsules: Mapping) -> None:
         # spec's values, which may size outputs.
         checked = check(op, inputs, attrs, lowered, requested)
         first = next(x for x in inputs if x is not None)
-        made = [None if o.alias or shape is None else first.new_empty(shape, dtype=DTYPES[d])
+        made = [None if o.alias or shape is None else first.new_empty(shape, dtype=torch_dtype(d))
                 for o, shape, d in zip(op.outputs, checked.output_shapes, checked.output_dtypes)]
         return schema_result(op, placeholders(op, checked, made, lambda dtype: first.new_empty((0,), dtype=dtype)))
 

@@ -44,7 +44,7 @@ def lower(op: Op, attrs: Mapping) -> dict:
         elif a.is_array:
             out[a.name] = torch.tensor(v, dtype=torch.int32 if a.type == "i32[]" else torch.int64)
         elif a.type == "dtype":  # the schema's ScalarType
-            out[a.name] = DTYPES[v]
+            out[a.name] = torch_dtype(v)
         else:
             out[a.name] = v
     return out
@@ -59,7 +59,7 @@ def dtype_attrs(op: Op, attrs: Mapping) -> Mapping:
     out = dict(attrs)
     for a in op.attrs:
         if a.name in op.dtype_attrs.values() and a.name in out:
-            out[a.name] = DTYPES[check_attr(op.name, a, out[a.name])]
+            out[a.name] = torch_dtype(check_attr(op.name, a, out[a.name]))
     return out
 
 
@@ -98,7 +98,7 @@ def placeholders(op: Op, checked, values: Sequence, empty) -> list:
     of no elements, ``empty(dtype)``, for each output on request that the call
     does not ask for: the schema returns a Tensor for every output (a custom
     op returns no Tensor?), and the documented function turns it into None."""
-    return [empty(DTYPES[checked.output_dtype(o)]) if skip else v
+    return [empty(torch_dtype(checked.output_dtype(o))) if skip else v
             for o, v, skip in zip(op.outputs, values, unasked(op, checked.requested))]
 
 
@@ -126,9 +126,8 @@ def in_spec_order(order: tuple, inputs: Sequence, fresh: list) -> list:
     return [inputs[k] if k >= 0 else fresh.pop() for k in order]
 
 
-DTYPES = {
-    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-    "float64": torch.float64, "int32": torch.int32, "int64": torch.int64,
-    "uint8": torch.uint8, "bool": torch.bool, "float8_e4m3fn": torch.float8_e4m3fn,
-    "float8_e5m2": torch.float8_e5m2,
-}
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a dtype as the descriptions name it (float8_e4m3fn):
+    opgen's dtype table (runtime/include/opgen/dtype_table.h) gives each dtype
+    one name in numpy, jax.numpy and torch."""
+    return getattr(torch, name)

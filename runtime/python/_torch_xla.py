@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from . import _opaque, _spec
 from ._thread_flag import ThreadFlag
-from ._torch_values import DTYPES
+from ._torch_values import torch_dtype
 
 
 _xla_lock = threading.Lock()
@@ -92,7 +92,7 @@ def xla_custom_call(checked: _spec.Call, capsules) -> list:
     scratch = op.workspaces_on(platform)
     outs = list(torch_xla._XLAC._xla_custom_call(
         checked.operands, target, [list(s) for s in shapes] + [list(checked.workspace_shapes[i]) for i in scratch],
-        [DTYPES[d] for d in dtypes] + [DTYPES[checked.workspace_dtypes[i]] for i in scratch], False,
+        [torch_dtype(d) for d in dtypes] + [torch_dtype(checked.workspace_dtypes[i]) for i in scratch], False,
         _opaque.encode(op, **_opaque.fields_of(checked)), api_version, {},
     )[:len(shapes)])
     return [outs.pop(0) if s is not None else None for s in checked.output_shapes]

@@ -9,16 +9,10 @@ namespace opgen {
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
-    case DType::kBool: return "bool";
-    case DType::kF8E4M3FN: return "f8e4m3fn";
-    case DType::kF8E5M2: return "f8e5m2";
+#define OPGEN_DTYPE_NAME(e, name, ...) \
+  case DType::e: return #name;
+    OPGEN_DTYPES(OPGEN_DTYPE_NAME)
+#undef OPGEN_DTYPE_NAME
     case DType::kUnknown: break;
   }
   return "an unsupported dtype";
@@ -26,16 +20,10 @@ const char* dtype_name(DType d) {
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::kF16:
-    case DType::kBF16: return 2;
-    case DType::kF32:
-    case DType::kI32: return 4;
-    case DType::kF64:
-    case DType::kI64: return 8;
-    case DType::kU8:
-    case DType::kBool:
-    case DType::kF8E4M3FN:
-    case DType::kF8E5M2: return 1;
+#define OPGEN_DTYPE_SIZE(e, name, cpp, xla, python, size) \
+  case DType::e: return size;
+    OPGEN_DTYPES(OPGEN_DTYPE_SIZE)
+#undef OPGEN_DTYPE_SIZE
     case DType::kUnknown: break;
   }
   return 0;
@@ -139,7 +127,7 @@ DType Binder::dtype_attr(size_t i, const char* name, std::initializer_list<DType
     names += (names.empty() ? "" : ", ") + source_.spell(a);
     ++k;
   }
-  const bool known = v.i >= 0 && v.i <= static_cast<int64_t>(DType::kF8E5M2);
+  const bool known = v.i >= 0 && v.i < kDTypeCount;
   const std::string got = known ? source_.spell(static_cast<DType>(v.i))
                           : v.name.empty() ? std::string("an unsupported dtype") : std::string(v.name);
   fail(Status::InvalidArgument(who("attribute", name) + " is " + got +

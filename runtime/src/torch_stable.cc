@@ -13,31 +13,19 @@
 namespace opgen::torch_stable {
 
 DType dtype_of(int32_t t) {
-  if (t == aoti_torch_dtype_float16()) return DType::kF16;
-  if (t == aoti_torch_dtype_bfloat16()) return DType::kBF16;
-  if (t == aoti_torch_dtype_float32()) return DType::kF32;
-  if (t == aoti_torch_dtype_float64()) return DType::kF64;
-  if (t == aoti_torch_dtype_int32()) return DType::kI32;
-  if (t == aoti_torch_dtype_int64()) return DType::kI64;
-  if (t == aoti_torch_dtype_uint8()) return DType::kU8;
-  if (t == aoti_torch_dtype_bool()) return DType::kBool;
-  if (t == aoti_torch_dtype_float8_e4m3fn()) return DType::kF8E4M3FN;
-  if (t == aoti_torch_dtype_float8_e5m2()) return DType::kF8E5M2;
+#define OPGEN_DTYPE_OF_TORCH(e, name, cpp, xla, python, ...) \
+  if (t == aoti_torch_dtype_##python()) return DType::e;
+  OPGEN_DTYPES(OPGEN_DTYPE_OF_TORCH)
+#undef OPGEN_DTYPE_OF_TORCH
   return DType::kUnknown;
 }
 
 int32_t torch_dtype(DType d) {
   switch (d) {
-    case DType::kF16: return aoti_torch_dtype_float16();
-    case DType::kBF16: return aoti_torch_dtype_bfloat16();
-    case DType::kF32: return aoti_torch_dtype_float32();
-    case DType::kF64: return aoti_torch_dtype_float64();
-    case DType::kI32: return aoti_torch_dtype_int32();
-    case DType::kI64: return aoti_torch_dtype_int64();
-    case DType::kU8: return aoti_torch_dtype_uint8();
-    case DType::kBool: return aoti_torch_dtype_bool();
-    case DType::kF8E4M3FN: return aoti_torch_dtype_float8_e4m3fn();
-    case DType::kF8E5M2: return aoti_torch_dtype_float8_e5m2();
+#define OPGEN_TORCH_DTYPE(e, name, cpp, xla, python, ...) \
+  case DType::e: return aoti_torch_dtype_##python();
+    OPGEN_DTYPES(OPGEN_TORCH_DTYPE)
+#undef OPGEN_TORCH_DTYPE
     case DType::kUnknown: break;
   }
   fail("opgen: no torch dtype for an unknown dtype");
@@ -45,7 +33,6 @@ int32_t torch_dtype(DType d) {
 
 // torch's name of a dtype opgen does not take, for the message that refuses it.
 const char* foreign_name(int32_t t) {
-  if (t == aoti_torch_dtype_int8()) return "int8";
   if (t == aoti_torch_dtype_int16()) return "int16";
   if (t == aoti_torch_dtype_uint16()) return "uint16";
   if (t == aoti_torch_dtype_uint32()) return "uint32";
@@ -60,16 +47,10 @@ const char* foreign_name(int32_t t) {
 
 const char* torch_name(DType d) {
   switch (d) {
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kU8: return "uint8";
-    case DType::kBool: return "bool";
-    case DType::kF8E4M3FN: return "float8_e4m3fn";
-    case DType::kF8E5M2: return "float8_e5m2";
+#define OPGEN_TORCH_NAME(e, name, cpp, xla, python, ...) \
+  case DType::e: return #python;
+    OPGEN_DTYPES(OPGEN_TORCH_NAME)
+#undef OPGEN_TORCH_NAME
     case DType::kUnknown: break;
   }
   return "a dtype opgen does not support";

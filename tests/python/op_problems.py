@@ -17,7 +17,7 @@ import numpy as np
 
 from opgen_ops import _spec
 
-_INTEGERS = ("int32", "int64", "uint8")
+_INTEGERS = ("int32", "int64", "uint8", "int8")
 
 
 def instantiations(op) -> list[dict]:

@@ -20,13 +20,15 @@ import op_references as ref
 
 CPU = jax.devices("cpu")[0]
 ACTIVATIONS = ["sigmoid", "gelu", "silu"]
-FLIP_DTYPES = ["float16", "bfloat16", "float32", "int32", "uint8", "bool", "float8_e4m3fn", "float8_e5m2"]
+FLIP_DTYPES = ["float16", "bfloat16", "float32", "int32", "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "int8"]
 DIMS = [(), (-1,), (-2,), (-2, -1), (-1, -2)]
 
 
 def random(rng, shape, dtype):
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)
+    if dtype == "int8":
+        return rng.integers(-128, 128, shape).astype(dtype)
     if dtype in ("int32", "int64", "uint8"):
         return rng.integers(0, 200, shape).astype(dtype)
     return rng.standard_normal(shape).astype(getattr(ml_dtypes, dtype, dtype))

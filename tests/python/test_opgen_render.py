@@ -177,7 +177,7 @@ def tensor(name, dims, optional=False, alias=None, batch=False):
 
 ATTR_TYPES = {"f32": {"torch_schema": "float"}, "enum": {"torch_schema": "str"}, "i64[]": {"torch_schema": "int[]"},
               "dtype": {"torch_schema": "ScalarType"}}
-DTYPES = {"f8e5m2": {"torch": "float8_e5m2"}}
+DTYPES = {"f8e5m2": {"python": "float8_e5m2"}}
 
 
 def test_torch_schema():
@@ -206,3 +206,21 @@ def test_declared_shapes_and_tuples():
     assert spelling.declared_shape(tensor("x", [], batch=True)) == "[...]"
     assert spelling.declared_shape(tensor("x", [])) == "[]"
     assert spelling.py_tuple([]) == "()" and spelling.py_tuple(["a"]) == "(a,)" and spelling.py_tuple("ab") == "(a, b)"
+
+
+def test_cpp_enumerators_and_types():
+    # Each spelling the templates once kept as their own tables (rules.h.j2, context.py).
+    assert [spelling.compare_enum(o) for o in ("==", "!=", "<", "<=", ">", ">=")] == \
+        ["kEq", "kNe", "kLt", "kLe", "kGt", "kGe"]
+    assert [spelling.field_kind_enum(k) for k in ("dtype", "present", "requested", "batch", "symbol", "enum")] == \
+        ["kDtype", "kPresent", "kRequested", "kBatch", "kSymbol", "kAttr"]
+    assert spelling.attr_kind("i64[]") == "kI64Array" and spelling.attr_kind("dtype") == "kDtype"
+    assert spelling.layout_cpp("rows") == "opgen::Layout::kRows"
+    assert spelling.devices_cpp(["cpu", "cuda"], ["cuda", "cpu"]) == "opgen::kEveryDevice"
+    assert spelling.devices_cpp(["cuda"], ["cuda", "cpu"]) == "opgen::device_bit(opgen::Device::kCuda)"
+    assert spelling.attr_cpp("Mode", False, "int32_t") == "Mode"
+    assert spelling.attr_cpp(None, True, "int64_t") == "opgen::Span<const int64_t>"
+    assert spelling.attr_ffi_cpp(True, False, "int32_t") == "std::string_view"
+    assert spelling.attr_ffi_cpp(False, True, "int32_t") == "::xla::ffi::Span<const int32_t>"
+    assert spelling.py_annotation(["a", "b"], "str") == "Literal['a', 'b']"
+    assert spelling.py_annotation(None, "float") == "float"

@@ -84,7 +84,7 @@ def test_jax_glu_activations_on_gpu(rng, activation, dtype, api_version):
 
 
 FLIP_DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "uint8", "bool", "float8_e4m3fn",
-               "float8_e5m2"]
+               "float8_e5m2", "int8"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")

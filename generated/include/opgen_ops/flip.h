@@ -22,7 +22,7 @@
 namespace opgen_ops::flip {
 
 // Reverses x along each axis in dims, counted from the end (-1: the columns, -2: the rows), as jnp.flip(x, dims) and torch.flip(x, dims) do for those axes. Each axis may be listed once; an empty dims copies x.
-// T is one of: opgen::f16, opgen::bf16, float, double, int32_t, int64_t, uint8_t, bool, opgen::f8e4m3fn, opgen::f8e5m2 (f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2).
+// T is one of: opgen::f16, opgen::bf16, float, double, int32_t, int64_t, uint8_t, bool, opgen::f8e4m3fn, opgen::f8e5m2, int8_t (f16, bf16, f32, f64, i32, i64, u8, bool, f8e4m3fn, f8e5m2, i8).
 template <typename T>
 struct Args {
   // Inputs, each dense and row-major, in device memory (CUDA) or host memory (CPU).
@@ -40,7 +40,7 @@ struct Args {
 
 // Every Args the bindings run, in the order they number them (the first type
 // variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>, Args<int32_t>, Args<int64_t>, Args<uint8_t>, Args<bool>, Args<opgen::f8e4m3fn>, Args<opgen::f8e5m2>>;
+using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>, Args<int32_t>, Args<int64_t>, Args<uint8_t>, Args<bool>, Args<opgen::f8e4m3fn>, Args<opgen::f8e5m2>, Args<int8_t>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.

@@ -73,13 +73,13 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "N"},
       {opgen::opaque::Field::kAttr, "dims", opgen::AttrKind::kI64Array},
   };
-  static constexpr uint64_t kFingerprint = 0x468209712FF448A6ull;
+  static constexpr uint64_t kFingerprint = 0x323278B58B6C9671ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
-    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64, opgen::DType::kI32, opgen::DType::kI64, opgen::DType::kU8, opgen::DType::kBool, opgen::DType::kF8E4M3FN, opgen::DType::kF8E5M2}, &T_i_);
+    [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64, opgen::DType::kI32, opgen::DType::kI64, opgen::DType::kU8, opgen::DType::kBool, opgen::DType::kF8E4M3FN, opgen::DType::kF8E5M2, opgen::DType::kI8}, &T_i_);
     return b.ok() ? T_i_ : -1;
   }
 

@@ -8,18 +8,12 @@ from . import spelling as sp
 
 
 def package_data(package, dtypes):
-    for d in dtypes:
-        d['enum'] = sp.dtype_enum(d['name'])
     return {
         'name': package['name'],
         'torch_namespace': package['torch_namespace'],
         'opaque_layout_version': package['opaque_layout_version'],
         'dtypes': dtypes,
     }
-
-
-_ATTR_KINDS = {'bool': 'kBool', 'i32': 'kI32', 'i64': 'kI64', 'f32': 'kF32', 'f64': 'kF64', 'enum': 'kEnum',
-               'i32[]': 'kI32Array', 'i64[]': 'kI64Array', 'dtype': 'kDtype'}
 
 
 def op_data(op, package, dtypes, attr_types):
@@ -38,10 +32,7 @@ def op_data(op, package, dtypes, attr_types):
         t['request'] = k
         t['request_param'] = sp.request_param(t['name'])
     for w in workspaces:
-        # The platforms it is allocated on, as a mask of opgen::device_bit.
-        w['devices_cpp'] = ('opgen::kEveryDevice' if len(w['platforms']) == len(op['platforms']) else
-                            ' | '.join('opgen::device_bit(opgen::Device::k%s)' % ('Cuda' if p == 'cuda' else 'Cpu')
-                                       for p in w['platforms']))
+        w['devices_cpp'] = sp.devices_cpp(w['platforms'], op['platforms'])
     for t in inputs:
         t['aliased_by'] = next((o['name'] for o in op['outputs'] if o['alias'] == t['name']), None)
     attrs = [_attr(a, attr_types, by_name) for a in op['attrs']]
@@ -105,7 +96,8 @@ def op_data(op, package, dtypes, attr_types):
         # Each constraint with the optional inputs it needs (those that bind a
         # symbol it names, which no required input gives): checked when given.
         'constraints': [dict(c, needs_inputs=sorted({s['input'] for s in op['symbols'] if s['name'] in c['names']
-                                                     and op['inputs'][s['input']]['optional']}))
+                                                     and op['inputs'][s['input']]['optional']}),
+                             compare=None if c['operator'] == 'in' else sp.compare_enum(c['operator']))
                         for c in op['constraints']],
         'symbols': [dict(s, input_name=op['inputs'][s['input']]['name'], where=sp.binding_place(op, s))
                     for s in op['symbols']],
@@ -134,7 +126,7 @@ def op_data(op, package, dtypes, attr_types):
         'torch_xla_api_version': legacy[0] if legacy else 0,
         'targets': _targets(op, package),
     }
-    out.update(_cpp_templates(op, by_name))
+    out.update(sp.cpp_templates(op, by_name))
     return out
 
 
@@ -177,8 +169,7 @@ def _tensor(op, t, index, is_input, dtypes):
         'values_max_exclusive': t['values_max_exclusive'],
         'values_range_text': t['values_range_text'],
         'values_unique': t['values_unique'],
-        # contiguous, rows, strided -> the opgen::Layout enumerator
-        'layout_cpp': 'opgen::Layout::k' + t['layout'].capitalize(),
+        'layout_cpp': sp.layout_cpp(t['layout']),
         # A rows or strided input's strides in Args: the batch stride first.
         'strides': None if t['layout'] == 'contiguous' else t['name'] + '_strides',
         'stride_count': len(dims) + (1 if t['batch'] else 0),
@@ -214,26 +205,25 @@ def _attr(a, attr_types, dtypes):
     element = attr_types[a['element_type']]
     if dtype:
         # A dtype attribute's values as Python and its messages name them (float8_e4m3fn).
-        a = dict(a, values=[dtypes[v]['numpy'] for v in a['values']],
-                 default=dtypes[a['default']]['numpy'] if a['has_default'] else None)
+        a = dict(a, values=[dtypes[v]['python'] for v in a['values']],
+                 default=dtypes[a['default']]['python'] if a['has_default'] else None)
     quoted = ', '.join("'" + v + "'" for v in a['values'])
     literal = sp.attr_literal(a['type'], a['default']) if a['has_default'] else ('', '')
-    cpp = a['enum_type'] if enum else 'opgen::Span<const ' + info['cpp'] + '>' if array else info['cpp']
-    ffi_cpp = 'std::string_view' if enum else '::xla::ffi::Span<const ' + info['cpp'] + '>' if array else info['cpp']
+    ffi_cpp = sp.attr_ffi_cpp(enum, array, info['cpp'])
     return {
         'name': a['name'],
         'doc': a['doc'],
         'kind': 'enum' if enum else 'array' if array else 'dtype' if dtype else 'scalar',
         'type': {'cpp': info['cpp'], 'numpy': info['numpy']},  # of the value, or of one element of an array
         'type_name': a['type'],
-        'attr_kind': _ATTR_KINDS[a['type']],  # its opgen::AttrKind
+        'attr_kind': sp.attr_kind(a['type']),  # its opgen::AttrKind
         'enum_type': a['enum_type'],
-        'cpp': cpp,  # the type of the Args field the kernel reads
+        'cpp': sp.attr_cpp(a['enum_type'] if enum else None, array, info['cpp']),  # the kernel's Args field
         'ffi_cpp': ffi_cpp,  # the type the typed XLA FFI decodes the attribute as
         'values': a['values'],
         'values_text': ', '.join(a['values']),
         'type_text': 'one of ' + quoted if enum else 'a dtype, one of ' + ', '.join(a['values']) if dtype else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
-        'py_annotation': 'Literal[' + quoted + ']' if enum else info['py_type'],
+        'py_annotation': sp.py_annotation(a['values'] if enum else None, info['py_type']),
         'size': a['size'],
         'unique': a['unique'],
         'has_default': a['has_default'],
@@ -252,7 +242,8 @@ def _attr(a, attr_types, dtypes):
 
 def _opaque(op):
     o = op['opaque']
-    return dict(o, fingerprint=sp.hex64(o['fingerprint']))
+    return dict(o, fingerprint=sp.hex64(o['fingerprint']),
+                fields=[dict(f, enum=sp.field_kind_enum(f['kind'])) for f in o['fields']])
 
 
 def _targets(op, package):
@@ -273,37 +264,3 @@ def _targets(op, package):
                 'symbol': package['name'] + '_' + op['name'] + '_' + p + kind,
             })
     return out
-
-
-def _cpp_templates(op, dtypes):
-    """The C++ spellings of the type variables: the template parameters, the
-    Args type, each instantiation, and the index of an instantiation in the
-    header's Instantiations from each variable's position <V>_i_ among its
-    dtypes (the first varies slowest)."""
-    names = [v['name'] for v in op['type_vars']]
-    params = ', '.join('typename ' + n for n in names)
-    # The combinations are over the free variables; a derived one follows its own.
-    free = [v for v in op['type_vars'] if not v['from']]
-    index, stride = '', 1
-    for v in reversed(free):
-        term = v['name'] + '_i_' + ('' if stride == 1 else ' * %d' % stride)
-        index = term if not index else term + ' + ' + index
-        stride *= len(v['dtypes'])
-    assignments = [{}]
-    for v in free:
-        assignments = [dict(a, **{v['name']: d}) for a in assignments for d in v['dtypes']]
-    for a in assignments:
-        for v in op['type_vars']:
-            if v['from']:
-                source = next(u for u in op['type_vars'] if u['name'] == v['from'])
-                a[v['name']] = v['map'][source['dtypes'].index(a[v['from']])]
-    template_args = ['<' + ', '.join(dtypes[a[n]]['cpp'] for n in names) + '>' if names else '' for a in assignments]
-    return {
-        'template_params': params,
-        # `template <typename T>` before a declaration over Args, and its Args type.
-        'template_decl': 'template <' + params + '>\n' if names else '',
-        'args_type': 'Args<' + ', '.join(names) + '>' if names else 'Args',
-        'instantiation_index': index or '0',
-        'instantiations': [{'template_args': t} for t in template_args],
-        'instantiation_types': ', '.join('Args' + t for t in template_args),
-    }

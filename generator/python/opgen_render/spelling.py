@@ -1,7 +1,10 @@
 """How the model's facts are spelled in the languages opgen writes: C++
-types and expressions, Python literals and parameters, the torch schema.
-The templates read these through the context (context.py); each spelling
-has one home here."""
+types, expressions and enumerators, Python literals and parameters, the
+torch schema. The templates read these through the context (context.py),
+which keeps no spelling of its own, nor do the templates. The names of each
+dtype (C++ type, enumerator, numpy's and torch's name) are not here: they
+are the dtype table's (runtime/include/opgen/dtype_table.h), which the C++
+runtime reads too, and come with the facts (template_data.cc)."""
 
 
 def comma_list(items):
@@ -90,7 +93,7 @@ def torch_schema(op, lowered, attr_types, dtypes):
         else:
             s += ', ' + attr_types[a['type']]['torch_schema'] + ' ' + a['name']
             if a['has_default'] and a['type'] == 'dtype':
-                s += '=' + dtypes[a['default']]['torch']  # a ScalarType by its name: float8_e4m3fn
+                s += '=' + dtypes[a['default']]['python']  # a ScalarType by its name: float8_e4m3fn
             elif a['has_default']:
                 s += '=' + attr_literal(a['type'], a['default'])[1]
     # An output on request is asked for by a flag; not asked, it is returned
@@ -130,10 +133,94 @@ def binding_place(op, symbol):
     return "input '%s' dimension %d%s" % (t['name'], symbol['axis'], " after its '...'" if t['batch'] else '')
 
 
-def dtype_enum(name):
-    """A dtype's enumerator of opgen::DType: f32 -> kF32, bool -> kBool."""
-    return 'kBool' if name == 'bool' else 'k' + name.upper()
+_ATTR_KINDS = {'bool': 'kBool', 'i32': 'kI32', 'i64': 'kI64', 'f32': 'kF32', 'f64': 'kF64', 'enum': 'kEnum',
+               'i32[]': 'kI32Array', 'i64[]': 'kI64Array', 'dtype': 'kDtype'}
+
+
+def attr_kind(attr_type):
+    """An attribute type's enumerator of opgen::AttrKind: i32[] -> kI32Array."""
+    return _ATTR_KINDS[attr_type]
+
+
+_COMPARES = {'==': 'Eq', '!=': 'Ne', '<': 'Lt', '<=': 'Le', '>': 'Gt', '>=': 'Ge'}
+
+
+def compare_enum(operator):
+    """A constraint's operator as opgen::Compare's enumerator: <= -> kLe."""
+    return 'k' + _COMPARES[operator]
+
+
+_FIELD_KINDS = {'dtype': 'kDtype', 'present': 'kPresent', 'requested': 'kRequested', 'batch': 'kBatch',
+                'symbol': 'kSymbol'}
+
+
+def field_kind_enum(kind):
+    """A descriptor field's kind as opgen::opaque::Field's enumerator (kAttr
+    for an attribute of any type: scalar, enum, array)."""
+    return _FIELD_KINDS.get(kind, 'kAttr')
 
 
 def hex64(v):
     return '0x%016X' % v  # ruff's spelling: upper-case digits
+
+
+def devices_cpp(platforms, op_platforms):
+    """The platforms a workspace is allocated on, as a mask of opgen::device_bit."""
+    if len(platforms) == len(op_platforms):
+        return 'opgen::kEveryDevice'
+    return ' | '.join('opgen::device_bit(opgen::Device::k%s)' % ('Cuda' if p == 'cuda' else 'Cpu') for p in platforms)
+
+
+def layout_cpp(layout):
+    """contiguous, rows, strided -> the opgen::Layout enumerator."""
+    return 'opgen::Layout::k' + layout.capitalize()
+
+
+def attr_cpp(enum_type, array, cpp):
+    """The type of an attribute's Args field, which the kernel reads: its enum
+    type, a Span of its elements, or its C++ type (`cpp`, of one element)."""
+    return enum_type if enum_type else 'opgen::Span<const ' + cpp + '>' if array else cpp
+
+
+def py_annotation(enum_values, py_type):
+    """An attribute's Python annotation: Literal['a', 'b'] for an enum, else its type's."""
+    return 'Literal[' + ', '.join("'" + v + "'" for v in enum_values) + ']' if enum_values else py_type
+
+
+def attr_ffi_cpp(enum, array, cpp):
+    """The type the typed XLA FFI decodes an attribute as."""
+    return 'std::string_view' if enum else '::xla::ffi::Span<const ' + cpp + '>' if array else cpp
+
+
+def cpp_templates(op, dtypes):
+    """The C++ spellings of the type variables: the template parameters, the
+    Args type, each instantiation, and the index of an instantiation in the
+    header's Instantiations from each variable's position <V>_i_ among its
+    dtypes (the first varies slowest)."""
+    names = [v['name'] for v in op['type_vars']]
+    params = ', '.join('typename ' + n for n in names)
+    # The combinations are over the free variables; a derived one follows its own.
+    free = [v for v in op['type_vars'] if not v['from']]
+    index, stride = '', 1
+    for v in reversed(free):
+        term = v['name'] + '_i_' + ('' if stride == 1 else ' * %d' % stride)
+        index = term if not index else term + ' + ' + index
+        stride *= len(v['dtypes'])
+    assignments = [{}]
+    for v in free:
+        assignments = [dict(a, **{v['name']: d}) for a in assignments for d in v['dtypes']]
+    for a in assignments:
+        for v in op['type_vars']:
+            if v['from']:
+                source = next(u for u in op['type_vars'] if u['name'] == v['from'])
+                a[v['name']] = v['map'][source['dtypes'].index(a[v['from']])]
+    template_args = ['<' + ', '.join(dtypes[a[n]]['cpp'] for n in names) + '>' if names else '' for a in assignments]
+    return {
+        'template_params': params,
+        # `template <typename T>` before a declaration over Args, and its Args type.
+        'template_decl': 'template <' + params + '>\n' if names else '',
+        'args_type': 'Args<' + ', '.join(names) + '>' if names else 'Args',
+        'instantiation_index': index or '0',
+        'instantiations': [{'template_args': t} for t in template_args],
+        'instantiation_types': ', '.join('Args' + t for t in template_args),
+    }

@@ -26,16 +26,10 @@ namespace ffi = ::xla::ffi;
 // opgen's dtype of an XLA element type (kUnknown for the ones opgen lacks).
 inline DType dtype_of(ffi::DataType t) {
   switch (t) {
-    case ffi::DataType::F16: return DType::kF16;
-    case ffi::DataType::BF16: return DType::kBF16;
-    case ffi::DataType::F32: return DType::kF32;
-    case ffi::DataType::F64: return DType::kF64;
-    case ffi::DataType::S32: return DType::kI32;
-    case ffi::DataType::S64: return DType::kI64;
-    case ffi::DataType::U8: return DType::kU8;
-    case ffi::DataType::PRED: return DType::kBool;
-    case ffi::DataType::F8E4M3FN: return DType::kF8E4M3FN;
-    case ffi::DataType::F8E5M2: return DType::kF8E5M2;
+#define OPGEN_DTYPE_OF_XLA(e, name, cpp, xla, ...) \
+  case ffi::DataType::xla: return DType::e;
+    OPGEN_DTYPES(OPGEN_DTYPE_OF_XLA)
+#undef OPGEN_DTYPE_OF_XLA
     default: return DType::kUnknown;
   }
 }

@@ -9,7 +9,7 @@ OP = Op(
     package='opgen_ops',
     name='flip',
     doc='Reverses x along each axis in dims, counted from the end (-1: the columns, -2: the rows), as jnp.flip(x, dims) and torch.flip(x, dims) do for those axes. Each axis may be listed once; an empty dims copies x.',
-    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool', 'float8_e4m3fn', 'float8_e5m2')},
+    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64', 'int32', 'int64', 'uint8', 'bool', 'float8_e4m3fn', 'float8_e5m2', 'int8')},
     inputs=(Tensor('x', 'T', ('M', 'N'), batch=True, doc='a batch of M x N matrices'),),
     outputs=(Tensor('out', 'T', ('M', 'N'), batch=True),),
     attrs=(Attr('dims', 'i64[]', default=(-1,), min=-2, max=-1, range='in [-2, -1]', unique=True, doc='the axes to reverse'),),
@@ -22,7 +22,7 @@ OP = Op(
     torch_schema='flip(Tensor x, *, int[] dims=[-1]) -> Tensor',
     torch_lowered=True,
     opaque=Opaque(
-        fingerprint=0x468209712FF448A6,
+        fingerprint=0x323278B58B6C9671,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('batch', 'batch', 'q'),
@@ -30,6 +30,6 @@ OP = Op(
             ('N', 'symbol', 'q'),
             ('dims', 'array', 'I'),
         ),
-        codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7, 'float8_e4m3fn': 8, 'float8_e5m2': 9},
+        codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7, 'float8_e4m3fn': 8, 'float8_e5m2': 9, 'int8': 10},
     ),
 )

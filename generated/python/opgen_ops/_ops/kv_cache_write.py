@@ -33,6 +33,6 @@ OP = Op(
             ('S', 'symbol', 'q'),
             ('H', 'symbol', 'q'),
         ),
-        codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7, 'float8_e4m3fn': 8, 'float8_e5m2': 9},
+        codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7, 'float8_e4m3fn': 8, 'float8_e5m2': 9, 'int8': 10},
     ),
 )
