@@ -58,23 +58,6 @@ const char* foreign_name(int32_t t) {
   return "a dtype opgen does not support";
 }
 
-const char* torch_name(DType d) {
-  switch (d) {
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kU8: return "uint8";
-    case DType::kBool: return "bool";
-    case DType::kF8E4M3FN: return "float8_e4m3fn";
-    case DType::kF8E5M2: return "float8_e5m2";
-    case DType::kUnknown: break;
-  }
-  return "a dtype opgen does not support";
-}
-
 // --- TensorView -----------------------------------------------------------------
 
 TensorView::TensorView(const Tensor& t, const std::string& what) : handle(t.get()) {
@@ -158,7 +141,7 @@ TorchSource::TorchSource(const char* op, const char* const* input_names, size_t 
 }
 
 std::string TorchSource::dtype_hint(DType declared) const {
-  return std::string(" (convert it explicitly, e.g. x.to(torch.") + torch_name(declared) + "))";
+  return std::string(" (convert it explicitly, e.g. x.to(torch.") + numpy_name(declared) + "))";
 }
 
 Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {

@@ -108,6 +108,9 @@ class Source {
   virtual Status unrequested(size_t i, const char* name, DType dtype);
   // The platform the call runs on, which decides the workspaces it has.
   virtual Device device() const;
+  // The platforms whose workspaces the call has (a mask of device_bit): the
+  // device's; every one for a check of shapes alone (shape_source.h).
+  virtual unsigned devices() const;
   // Scratch memory of `bytes` for workspace `i` (`name`), valid until the call returns.
   virtual Status workspace(size_t i, const char* name, size_t bytes, void** data) = 0;
   // Every workspace of the call at once, `n` of them in spec order: workspace(i)
@@ -153,6 +156,8 @@ class Binder {
   const Status& status() const { return status_; }
   // Records `s` unless a failure is recorded already.
   void fail(Status s);
+  // Whether the failure is of an input's dtype (a TypeError to Python users).
+  bool wrong_dtype() const { return wrong_dtype_; }
   // A generated check's result: "" or the message of an invalid argument.
   void check(const std::string& error);
 
@@ -278,7 +283,7 @@ class Binder {
   // `devices` (a mask of device_bit), where it is not allocated at all.
   template <typename T>
   void workspace(size_t i, const char* name, int64_t count, T** data, unsigned devices = kEveryDevice) {
-    if (!(devices & device_bit(source_.device()))) {
+    if (!(devices & source_.devices())) {
       *data = nullptr;
       return;
     }
@@ -290,6 +295,17 @@ class Binder {
   void allocate_workspaces();
 
   // --- for the bindings -----------------------------------------------------
+  // Shape symbol `index` as an input bound it: its name and value (false
+  // where no input bound it: an omitted optional input's, or a legacy call's).
+  bool symbol(size_t index, const char** name, int64_t* value) const {
+    if (index >= kMaxSymbols || origins_[index].symbol == nullptr) return false;
+    *name = origins_[index].symbol;
+    *value = origins_[index].value;
+    return true;
+  }
+  // The batch's dimensions ('...') as the call gives them (none for a legacy call).
+  const int64_t* batch_dims() const { return batch_dims_; }
+  size_t batch_rank() const { return batch_rank_; }
   // Every output has no elements (then the body does not run).
   bool empty() const { return outputs_ > 0 && empty_; }
   // The copies behind aliased outputs, for the platform to make before the body.
@@ -321,11 +337,17 @@ class Binder {
   const char* op_;
   Source& source_;
   Status status_;
-  // Where each symbol was bound: the input and its axis (after '...').
+  bool wrong_dtype_ = false;
+  void fail_dtype(std::string message);
+
+  // Where each symbol was bound: the input and its axis (after '...'), and
+  // the symbol's name and value.
   struct Origin {
     const char* input = nullptr;
     size_t axis = 0;
     bool after_batch = false;
+    const char* symbol = nullptr;
+    int64_t value = 0;
   };
   Origin origins_[kMaxSymbols];
   // The batch: its source, dimensions (when the call gives shapes) and count.
