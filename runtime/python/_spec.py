@@ -348,7 +348,8 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
         symbols, batch, shapes, scratch = _symbolic_shapes(op, described, checked, requested)
     dtypes = _bind_dtypes(op, described, checked)
     out_shapes = tuple(shapes.get(t.name) for t in op.outputs)
-    out_dtypes = tuple(None if shape is None else _result_dtype(op, t, dtypes) for t, shape in zip(op.outputs, out_shapes))
+    out_dtypes = tuple(None if shape is None else _result_dtype(op, t, dtypes)
+                       for t, shape in zip(op.outputs, out_shapes))
     workspace_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.workspaces)
     # A workspace is bytes to the custom call: one dimension of its elements.
     workspace_shapes = tuple(scratch[t.name] if isinstance(scratch[t.name], tuple) else
@@ -380,7 +381,7 @@ def _placeholder(a: Attr, value):
     tensor does not have): the index, and the default or no elements; no
     output's shape depends on either."""
     if a.type == "enum":
-        return int(value) if _is_int(value) or _is_symbolic(value) else 0
+        return int(value) if _is_int(value) else 0
     return tuple(a.default) if a.default is not REQUIRED else ()
 
 
