@@ -336,24 +336,27 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
                           f"optional outputs are {', '.join(sorted(on_request)) or 'none'}")
     mask = sum(1 << i for i, name in enumerate(on_request) if name in requested)
     values = [checked[a.name] if a.name in checked else _placeholder(a, attrs.get(a.name)) for a in op.attrs]
-    symbolic = any(_is_symbolic(d) for x in described if x is not None for d in x[1]) or any(
-        _is_symbolic(v) for v in values)
+    # (A plain int is the common case, and the cheap test: every trace pays it.)
+    symbolic = (any(type(d) is not int and _is_symbolic(d) for x in described if x is not None for d in x[1])
+                or any(_is_symbolic(v) for v in values))
     if not symbolic:
-        symbols, batch, shapes, scratch = _rules_check(op, described, values, mask, hint)
+        symbols, batch, shapes = _rules_check(op, described, values, mask, hint)
     else:
         hints = [None if x is None else (x[0], tuple(_hint(d) for d in x[1])) for x in described]
         hinted = [_hint(v) for v in values]
         if all(d is not None for x in hints if x is not None for d in x[1]) and None not in hinted:
             _rules_check(op, hints, hinted, mask, hint)
-        symbols, batch, shapes, scratch = _symbolic_shapes(op, described, checked, requested)
+        symbols, batch, shapes = _symbolic_shapes(op, described, checked, requested)
     dtypes = _bind_dtypes(op, described, checked)
     out_shapes = tuple(shapes.get(t.name) for t in op.outputs)
     out_dtypes = tuple(None if shape is None else _result_dtype(op, t, dtypes)
                        for t, shape in zip(op.outputs, out_shapes))
+    # Every platform's workspaces, as the rules size them (their checks have
+    # passed for the platform _rules_check names; another platform's kernel
+    # refuses a size only it allocates).
+    sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v) or _is_symbolic(v)}}
+    workspace_shapes = tuple(_shape(op, t, sizes, batch) for t in op.workspaces)
     workspace_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.workspaces)
-    # A workspace is bytes to the custom call: one dimension of its elements.
-    workspace_shapes = tuple(scratch[t.name] if isinstance(scratch[t.name], tuple) else
-                             (scratch[t.name] // _itemsize(d),) for t, d in zip(op.workspaces, workspace_dtypes))
     return Call(op, tuple(inputs), dtypes, symbols, batch, checked, out_shapes, out_dtypes, workspace_shapes,
                 workspace_dtypes, requested)
 
@@ -365,14 +368,17 @@ def _compiled():
 
 
 def _rules_check(op: Op, described: Sequence, values: Sequence, mask: int, hint: str) -> tuple:
-    """(symbols, batch, output shapes by name, workspace bytes by name) from the op's C++ rules."""
+    """(symbols, batch, output shapes by name) from the op's C++ rules, which
+    size the workspaces of the CPU where the op runs there (else of its one
+    platform): a workspace of CUDA alone may be too large for a CPU call to
+    have, which the CUDA kernel refuses when it is one."""
+    platform = "cpu" if "cpu" in op.platforms else op.platforms[0]
     try:
-        symbols, batch, shapes, scratch = _compiled().check(op.name, described, values, mask, hint)
+        return _compiled().check(op.name, described, values, mask, hint, platform)
     except TypeError as e:
         raise OpTypeError(str(e)) from None
     except ValueError as e:
         raise OpValueError(str(e)) from None
-    return symbols, batch, shapes, scratch
 
 
 def _placeholder(a: Attr, value):
@@ -459,10 +465,10 @@ def _bind_dtypes(op: Op, inputs: Sequence, attrs: Mapping) -> dict:
 
 
 def _symbolic_shapes(op: Op, inputs: Sequence, attrs: Mapping, requested: frozenset) -> tuple:
-    """(symbols, batch, output shapes by name, workspace shapes by name) of a
-    call whose sizes are symbolic: each symbol as its first input binds it,
-    and each dimension computed as the C++ rules compute it (they have
-    checked the call's hints; the kernel checks every call that runs)."""
+    """(symbols, batch, output shapes by name) of a call whose sizes are
+    symbolic: each symbol as its first input binds it, and each dimension
+    computed as the C++ rules compute it (they have checked the call's hints;
+    the kernel checks every call that runs)."""
     sizes: dict = {}
     batch = None
     for t, x in zip(op.inputs, inputs):
@@ -479,18 +485,18 @@ def _symbolic_shapes(op: Op, inputs: Sequence, attrs: Mapping, requested: frozen
     symbols = dict(sizes)
     sizes.update({k: v for k, v in attrs.items() if _is_int(v) or _is_symbolic(v)})
     given = {t.name for t, x in zip(op.inputs, inputs) if x is not None}
-
-    def shape_of(t: Tensor) -> tuple:
-        if t.alias:
-            t = next(i for i in op.inputs if i.name == t.alias)
-        dims = tuple(_evaluate(d.tree, sizes) if isinstance(d, Expr) else d if isinstance(d, int) else sizes[d]
-                     for d in t.shape)
-        return (batch if t.batch else ()) + dims
-
-    shapes = {t.name: shape_of(t) for t in op.outputs
+    shapes = {t.name: _shape(op, t, sizes, batch) for t in op.outputs
               if (not t.alias or t.alias in given) and (not t.on_request or t.name in requested)}
-    scratch = {t.name: (math.prod(shape_of(t)),) for t in op.workspaces}
-    return symbols, batch, shapes, scratch
+    return symbols, batch, shapes
+
+
+def _shape(op: Op, t: Tensor, sizes: Mapping, batch: tuple) -> tuple:
+    """The shape of output or workspace `t` for sizes the rules have checked."""
+    if t.alias:
+        t = next(i for i in op.inputs if i.name == t.alias)
+    dims = tuple(_evaluate(d.tree, sizes) if isinstance(d, Expr) else d if isinstance(d, int) else sizes[d]
+                 for d in t.shape)
+    return (tuple(batch) if t.batch else ()) + dims
 
 
 def _evaluate(tree, sizes: Mapping):
@@ -529,13 +535,6 @@ def attrs_key(attrs: Mapping):
     except TypeError:
         return None
     return out
-
-
-def _itemsize(dtype: str) -> int:
-    """Bytes per element of a dtype by its framework name: bool is one byte,
-    every other dtype carries its width in bits in its name (float8_e4m3fn)."""
-    digits = "".join(c for c in dtype.split("_")[0] if c.isdigit())
-    return int(digits) // 8 if digits else 1
 
 
 # --- Attributes: Python values as the rules take them ------------------------------------------

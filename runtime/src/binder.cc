@@ -75,7 +75,6 @@ bool Source::requested(size_t) { return false; }
 Status Source::unrequested(size_t, const char*, DType) { return Status::Ok(); }
 
 Device Source::device() const { return Device::kCpu; }
-unsigned Source::devices() const { return device_bit(device()); }
 
 Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
   for (size_t i = 0; i < n; ++i) {

@@ -7,9 +7,9 @@
 
 namespace opgen {
 
-ShapeSource::ShapeSource(const char* op, Framework framework, std::vector<Input> inputs, std::vector<Attr> attrs,
-                         uint64_t requested)
-    : op_(op), framework_(framework), inputs_(std::move(inputs)), refs_(inputs_.size()), attrs_(std::move(attrs)),
+ShapeSource::ShapeSource(const char* op, Framework framework, Device device, std::vector<Input> inputs,
+                         std::vector<Attr> attrs, uint64_t requested)
+    : op_(op), framework_(framework), device_(device), inputs_(std::move(inputs)), refs_(inputs_.size()), attrs_(std::move(attrs)),
       i32s_(attrs_.size()), requested_(requested) {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const Input& in = inputs_[i];
@@ -105,12 +105,6 @@ Status ShapeSource::output(size_t, const char* name, const char* declared, DType
                                    " bytes, more than 2^63 - 1");
   }
   outputs_.push_back({name, std::vector<int64_t>(dims, dims + rank)});
-  return Status::Ok();
-}
-
-Status ShapeSource::workspace(size_t, const char* name, size_t bytes, void** data) {
-  *data = nullptr;
-  workspaces_.push_back({name, bytes});
   return Status::Ok();
 }
 

@@ -155,12 +155,13 @@ opgen::ShapeSource::Attr attr_of(py::handle v) {
 // per input of the spec, None or (dtype name, sizes); `attrs`, per attribute
 // of the spec, its value converted to the spec's type (bool, int, float, an
 // enum's or a dtype's name, a sequence of ints); `requested`, the request
-// mask; `framework` ("jax" or "torch"), whose spelling the messages use.
-// Returns (symbols {name: size}, batch dims, outputs {name: shape} of those
-// the call has, workspaces {name: bytes} of every platform). A refusal raises
-// TypeError (an input's dtype) or ValueError with the rules' message.
+// mask; `framework` ("jax" or "torch"), whose spelling the messages use;
+// `platform` ("cpu" or "cuda"), whose workspaces are sized. Returns (symbols
+// {name: size}, batch dims, outputs {name: shape} of those the call has). A
+// refusal raises TypeError (an input's dtype) or ValueError with the rules'
+// message.
 py::tuple check(const std::string& name, const py::sequence& inputs, const py::sequence& attrs, uint64_t requested,
-                const std::string& framework) {
+                const std::string& framework, const std::string& platform) {
   const opgen::xla::OpTargets& op = op_named(name);
   std::vector<opgen::ShapeSource::Input> ins(inputs.size());
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -177,18 +178,18 @@ py::tuple check(const std::string& name, const py::sequence& inputs, const py::s
   opgen::ShapeSource source(op.op,
                             framework == "jax" ? opgen::ShapeSource::Framework::kJax
                                                : opgen::ShapeSource::Framework::kTorch,
-                            std::move(ins), std::move(values), requested);
+                            platform == "cuda" ? opgen::Device::kCuda : opgen::Device::kCpu, std::move(ins),
+                            std::move(values), requested);
   const opgen::ShapeCheck c = op.check(source);
   if (!c.status.ok()) {
     if (c.status.code() != opgen::StatusCode::kInvalidArgument) throw std::runtime_error(c.status.message());
     if (c.wrong_dtype) throw py::type_error(c.status.message());
     throw py::value_error(c.status.message());
   }
-  py::dict symbols, outputs, workspaces;
+  py::dict symbols, outputs;
   for (const auto& [symbol, value] : c.symbols) symbols[py::str(symbol)] = value;
   for (const auto& o : source.outputs()) outputs[py::str(o.name)] = py::tuple(py::cast(o.dims));
-  for (const auto& w : source.workspaces()) workspaces[py::str(w.name)] = w.bytes;
-  return py::make_tuple(symbols, py::tuple(py::cast(c.batch)), outputs, workspaces);
+  return py::make_tuple(symbols, py::tuple(py::cast(c.batch)), outputs);
 }
 
 }  // namespace
@@ -207,7 +208,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("in_place_conflict", &in_place_conflict, py::arg("op"), py::arg("names"), py::arg("inputs"),
         py::arg("updated"), "Why `inputs[updated]` cannot be updated in place by `op`, or None.");
   m.def("check", &check, py::arg("op"), py::arg("inputs"), py::arg("attrs"), py::arg("requested"),
-        py::arg("framework"), "Checks a call given by shapes alone with the op's C++ rules (opgen/shape_source.h).");
+        py::arg("framework"), py::arg("platform"), "Checks a call given by shapes alone with the op's C++ rules (opgen/shape_source.h).");
   // The rules' refusals of an attribute value that a PyTorch wrapper meets as
   // it lowers the value for the kernel (an enum to its index, a dtype to a
   // ScalarType), before any kernel could refuse it.

@@ -115,7 +115,7 @@ def test_every_entry_point_gives_the_one_message(rng, op, name, make, match, tor
     checked += [None] * (len(described.inputs) - len(checked))
     values = [_spec.check_attr(op, a, attrs.get(a.name, a.default)) for a in described.attrs]
     with pytest.raises((TypeError, ValueError)) as e:
-        _C.check(op, checked, values, 0, "jax")
+        _C.check(op, checked, values, 0, "jax", "cpu")
     assert str(e.value) == jax_message
 
 
@@ -262,7 +262,7 @@ def test_a_required_attribute_is_named():
 
 
 def test_the_rules_size_outputs_and_workspaces():
-    # Outputs as the rules size them; workspaces as the elements of each (bytes to the custom call).
+    # Outputs and workspaces as the rules size them, and the symbols as the inputs bind them.
     op = _ops.paged_attention_decode.OP
     S, H, KVH, Dh, NB, BS, MB = 3, 4, 2, 64, 5, 16, 40
     x = jax.ShapeDtypeStruct
@@ -271,8 +271,7 @@ def test_the_rules_size_outputs_and_workspaces():
                        {"scale": 0.125})
     assert call.output_shapes == ((S, H, Dh),)
     chunks = (MB * BS + 255) // 256
-    sizes = {"partial_out": S * H * chunks * Dh, "partial_max": S * H * chunks, "partial_sum": S * H * chunks}
-    assert call.workspace_shapes == tuple((sizes[w.name],) for w in op.workspaces)
+    assert call.workspace_shapes == ((S, H, chunks, Dh), (S, H, chunks), (S, H, chunks))
     assert call.symbols == {"S": S, "H": H, "Dh": Dh, "NB": NB, "BS": BS, "KVH": KVH, "MB": MB}
 
 

@@ -108,9 +108,6 @@ class Source {
   virtual Status unrequested(size_t i, const char* name, DType dtype);
   // The platform the call runs on, which decides the workspaces it has.
   virtual Device device() const;
-  // The platforms whose workspaces the call has (a mask of device_bit): the
-  // device's; every one for a check of shapes alone (shape_source.h).
-  virtual unsigned devices() const;
   // Scratch memory of `bytes` for workspace `i` (`name`), valid until the call returns.
   virtual Status workspace(size_t i, const char* name, size_t bytes, void** data) = 0;
   // Every workspace of the call at once, `n` of them in spec order: workspace(i)
@@ -283,7 +280,7 @@ class Binder {
   // `devices` (a mask of device_bit), where it is not allocated at all.
   template <typename T>
   void workspace(size_t i, const char* name, int64_t count, T** data, unsigned devices = kEveryDevice) {
-    if (!(devices & source_.devices())) {
+    if (!(devices & device_bit(source_.device()))) {
       *data = nullptr;
       return;
     }

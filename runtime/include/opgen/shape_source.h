@@ -2,9 +2,10 @@
 // Python entry point knows it at trace time (a JAX wrapper, a PyTorch fake
 // kernel, a torchax lowering): the op's own rules (`<op>_rules.h`, run by
 // opgen::Binder) check it, as they check every call that runs, and record
-// what the entry point builds from it: the output shapes, the workspaces'
-// bytes, the shape symbols and the batch. No buffer exists and none is
-// made. The package's module _C exposes it as `_C.check` (xla_module.cc),
+// what the entry point builds from it: the output shapes, the shape symbols
+// and the batch. No buffer exists and none is made; the workspaces of the
+// platform it is checked for are sized, and those of another platform are
+// not even that (a size only that platform refuses is its kernel's to refuse). The package's module _C exposes it as `_C.check` (xla_module.cc),
 // so that a rule and its message are written once, in C++.
 #pragma once
 
@@ -40,17 +41,13 @@ class ShapeSource : public Source {
     std::vector<int64_t> ints;
   };
   // What the rules made of the call: each output the call has by name (the
-  // spec's; outputs left out are absent), and each workspace's bytes.
+  // spec's; outputs left out are absent).
   struct Output {
     const char* name;
     std::vector<int64_t> dims;
   };
-  struct Workspace {
-    const char* name;
-    size_t bytes;
-  };
 
-  ShapeSource(const char* op, Framework framework, std::vector<Input> inputs, std::vector<Attr> attrs,
+  ShapeSource(const char* op, Framework framework, Device device, std::vector<Input> inputs, std::vector<Attr> attrs,
               uint64_t requested);
 
   const TensorRef* input(size_t i) override { return i < refs_.size() && inputs_[i].present ? &refs_[i] : nullptr; }
@@ -58,26 +55,27 @@ class ShapeSource : public Source {
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
                 int alias, void** data) override;
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
-  // Every workspace of the spec, whatever platform allocates it: the caller
-  // keeps those of the platform it lowers for.
-  unsigned devices() const override { return kEveryDevice; }
-  Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
+  Device device() const override { return device_; }
+  // Sized and checked by the rules, never allocated.
+  Status workspace(size_t, const char*, size_t, void** data) override {
+    *data = nullptr;
+    return Status::Ok();
+  }
   std::string spell(DType d) const override { return numpy_name(d); }
   std::string dtype_hint(DType declared) const override;
 
   const std::vector<Output>& outputs() const { return outputs_; }
-  const std::vector<Workspace>& workspaces() const { return workspaces_; }
 
  private:
   const char* op_;
   Framework framework_;
+  Device device_;
   std::vector<Input> inputs_;
   std::vector<TensorRef> refs_;
   std::vector<Attr> attrs_;
   std::vector<std::vector<int32_t>> i32s_;  // i32[] attributes, narrowed
   uint64_t requested_;
   std::vector<Output> outputs_;
-  std::vector<Workspace> workspaces_;
 };
 
 // What checking a call gives its caller besides the source's records.
