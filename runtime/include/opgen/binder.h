@@ -20,8 +20,8 @@
 // [N, topk], is read and its range checked before output_dims, so that the
 // outputs are sized from a checked value) and a Binder runs it over a Source:
 // what one framework gives the call (the typed XLA FFI, a legacy custom call,
-// a PyTorch boxed kernel; see xla_ffi_binding.h, xla_legacy_binding.h,
-// torch_stable.h). So every entry
+// a PyTorch boxed kernel, a Python entry point's shapes at trace time; see
+// xla_ffi_binding.h, xla_legacy_binding.h, torch_stable.h, shape_source.h). So every entry
 // point checks the same rules in the same order with the same messages, by
 // construction. The first failure is kept and every later step does nothing.
 #pragma once
