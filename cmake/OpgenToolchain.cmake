@@ -81,6 +81,7 @@ if(NOT TARGET opgen_runtime)
     "${OPGEN_RUNTIME_DIR}/src/footprint.cc"
     "${OPGEN_RUNTIME_DIR}/src/opaque.cc"
     "${OPGEN_RUNTIME_DIR}/src/shape_check.cc"
+    "${OPGEN_RUNTIME_DIR}/src/shape_source.cc"
     "${OPGEN_RUNTIME_DIR}/src/xla_legacy_status.cc"
     "${OPGEN_RUNTIME_DIR}/src/xla_targets.cc")
   target_include_directories(opgen_runtime PUBLIC "${OPGEN_RUNTIME_DIR}/include")

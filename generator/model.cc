@@ -1,8 +1,8 @@
 #include "model.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
+
+#include "opgen/shape_check.h"
 
 namespace opgen::gen {
 
@@ -91,16 +91,9 @@ bool numeric_less(const AttrValue& a, const AttrValue& b) {
 
 std::string number_text(const AttrValue& v) {
   if (std::holds_alternative<int64_t>(v)) return std::to_string(std::get<int64_t>(v));
-  const double d = std::get<double>(v);
-  // The shortest spelling that reads back to `d`, as Python's repr finds it.
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, d);
-    if (std::strtod(buf, nullptr) == d) break;
-  }
-  std::string s = buf;
-  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
-  return s;
+  // The runtime's spelling of a number in its messages, so that a range the
+  // generator writes into a message reads as the value the runtime prints.
+  return opgen::number_text(std::get<double>(v));
 }
 
 const char* constraint_operator(Constraint::Kind kind) {

@@ -98,6 +98,10 @@ json attr_facts(const Attr& a) {
   out["default"] = value(a.default_value);
   out["min"] = value(a.min);
   out["max"] = value(a.max);
+  // As the runtime's messages spell them (number_text), for the Python
+  // description and the docs.
+  out["min_text"] = a.min ? json(number_text(*a.min)) : json(nullptr);
+  out["max_text"] = a.max ? json(number_text(*a.max)) : json(nullptr);
   out["min_exclusive"] = a.min_exclusive;
   out["max_exclusive"] = a.max_exclusive;
   out["range_text"] = range_text(a);

@@ -3,7 +3,8 @@
 // The XLA custom-call targets of opgen_ops.fused_add_rms_norm: the handlers of
 // opgen/xla_ffi_binding.h (typed FFI, api_version 4) and the shims of
 // opgen/xla_legacy_binding.h (api_version 1-3) over the op's rules (fused_add_rms_norm_rules.h),
-// registered with the package's module _C (opgen/xla_targets.h).
+// registered with the package's module _C (opgen/xla_targets.h), with the same rules
+// over shapes alone for the Python entry points (opgen/shape_source.h).
 #include <iterator>
 
 #include "opgen/xla_ffi_binding.h"
@@ -46,7 +47,8 @@ const opgen::xla::Target kTargets[] = {
     {"cpu", 3, "opgen_ops_fused_add_rms_norm_legacy_v3", reinterpret_cast<void*>(&opgen_ops_fused_add_rms_norm_cpu_legacy_v3)},
 };
 
-constexpr opgen::xla::OpTargets kOp{"fused_add_rms_norm", &kLayout, kTargets, std::size(kTargets)};
+constexpr opgen::xla::OpTargets kOp{"fused_add_rms_norm", &kLayout, kTargets, std::size(kTargets),
+                                    &opgen::check_shapes<Rules>};
 const opgen::xla::Registration kRegistration{kOp};
 
 }  // namespace

@@ -1,5 +1,5 @@
 """Type stubs of <package>._C, the extension module with the custom-call targets
-(runtime/src/xla_module.cc)."""
+and each op's rules over shapes alone (runtime/src/xla_module.cc)."""
 
 from typing import Any
 
@@ -11,6 +11,20 @@ def targets() -> dict[str, dict[int, dict[str, Any]]]:
 
 def decode_opaque(op: str, blob: bytes) -> dict[str, int | float | bool | list[int]]:
     """Decodes a legacy opaque descriptor with the shims' own decoder (for tests)."""
+
+def check(op: str, inputs: list[tuple[str, tuple[int, ...]] | None], attrs: list[Any], requested: int,
+          framework: str, platform: str) -> tuple[dict[str, int], tuple[int, ...], dict[str, tuple[int, ...]]]:
+    """Checks a call given by shapes alone with the op's C++ rules (opgen/shape_source.h): each input as
+    (dtype name, sizes) or None, each attribute's value in spec order, the request mask, the framework ("jax",
+    "torch") whose spelling the messages use, the platform ("cpu", "cuda") whose workspaces are sized. Returns
+    (symbols, batch dimensions, the shape of each output the call has); raises TypeError (an input's dtype) or
+    ValueError with the rules' message."""
+
+def enum_unknown(op: str, attr: str, value: str, values: str) -> str:
+    """The rules' message for an enum attribute's unknown value."""
+
+def dtype_attr_refused(op: str, attr: str, got: str, allowed: str) -> str:
+    """The rules' message for a dtype attribute's value outside its values."""
 
 def legacy_status_available() -> bool:
     """Whether legacy (api_version 2, 3) failures can reach XLA as a status in this process."""

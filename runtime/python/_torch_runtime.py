@@ -42,19 +42,13 @@ def _dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _require(condition, message) -> None:
-    # Sizes may be symbolic under torch.compile: torch._check records the
-    # condition as a guard (or a run-time assertion) instead of failing.
-    torch._check(condition, message)
-
-
 def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = (), requested=()) -> _spec.Call:
     """``_spec.check`` for torch tensors."""
     for t, x in zip(op.inputs, inputs):
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
-    return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, require=_require,
-                       unchecked=unchecked, requested=requested)
+    return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, unchecked=unchecked,
+                       requested=requested)
 
 
 def _check_devices(op: Op, inputs: Sequence, lowered_attrs: Mapping) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from . import _C
 from ._spec import Op, OpValueError, check_attr
 
 
@@ -40,14 +41,24 @@ def lower(op: Op, attrs: Mapping) -> dict:
     for a in op.attrs:
         v = attrs[a.name]
         if a.type == "enum":
+            if v not in a.values:  # it has no index to lower to: the rules' refusal, here
+                raise OpValueError(_C.enum_unknown(op.name, a.name, v, ", ".join(a.values)))
             out[a.name] = a.values.index(v)
         elif a.is_array:
             out[a.name] = torch.tensor(v, dtype=torch.int32 if a.type == "i32[]" else torch.int64)
         elif a.type == "dtype":  # the schema's ScalarType
-            out[a.name] = torch_dtype(v)
+            out[a.name] = _scalar_type(op, a, v)
         else:
             out[a.name] = v
     return out
+
+
+def _scalar_type(op: Op, a, name: str) -> torch.dtype:
+    """A dtype attribute's value as the schema's ScalarType; one outside its
+    values (which the schema may not even have) is the rules' refusal, here."""
+    if name not in a.values:
+        raise OpValueError(_C.dtype_attr_refused(op.name, a.name, name, ", ".join(a.values)))
+    return torch_dtype(name)
 
 
 def dtype_attrs(op: Op, attrs: Mapping) -> Mapping:
@@ -59,7 +70,7 @@ def dtype_attrs(op: Op, attrs: Mapping) -> Mapping:
     out = dict(attrs)
     for a in op.attrs:
         if a.name in op.dtype_attrs.values() and a.name in out:
-            out[a.name] = torch_dtype(check_attr(op.name, a, out[a.name]))
+            out[a.name] = _scalar_type(op, a, check_attr(op.name, a, out[a.name]))
     return out
 
 

@@ -1,6 +1,7 @@
 #include "opgen/binder.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "opgen/shape_check.h"
@@ -16,6 +17,24 @@ const char* dtype_name(DType d) {
     case DType::kUnknown: break;
   }
   return "an unsupported dtype";
+}
+
+const char* numpy_name(DType d) {
+  switch (d) {
+#define OPGEN_PYTHON_NAME(e, name, cpp, xla, python, size) \
+  case DType::e: return #python;
+    OPGEN_DTYPES(OPGEN_PYTHON_NAME)
+#undef OPGEN_PYTHON_NAME
+    case DType::kUnknown: break;
+  }
+  return "a dtype opgen does not support";
+}
+
+DType dtype_of_name(const char* name) {
+  for (int code = 0; code < kDTypeCount; ++code) {
+    if (std::strcmp(name, numpy_name(static_cast<DType>(code))) == 0) return static_cast<DType>(code);
+  }
+  return DType::kUnknown;
 }
 
 size_t dtype_size(DType d) {
@@ -52,6 +71,12 @@ void Binder::fail(Status s) {
   if (status_.ok() && !s.ok()) status_ = std::move(s);
 }
 
+void Binder::fail_dtype(std::string message) {
+  if (!ok()) return;
+  fail(Status::InvalidArgument(std::move(message)));
+  wrong_dtype_ = true;
+}
+
 void Binder::check(const std::string& error) {
   if (!error.empty()) fail(Status::InvalidArgument(error));
 }
@@ -78,8 +103,8 @@ void Binder::dtype(size_t i, const char* name, DType declared) {
   if (!ok()) return;
   const TensorRef* t = source_.input(i);
   if (t == nullptr || !has_dtype(*t) || t->dtype == declared) return;
-  fail(Status::InvalidArgument(who("input", name) + " has dtype " + got_text(source_, *t) + "; the spec declares " +
-                               source_.spell(declared) + source_.dtype_hint(declared)));
+  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + "; the spec declares " +
+             source_.spell(declared) + source_.dtype_hint(declared));
 }
 
 DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* name,
@@ -104,8 +129,8 @@ DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* n
   }
   std::string names;
   for (DType a : allowed) names += (names.empty() ? "" : ", ") + source_.spell(a);
-  fail(Status::InvalidArgument(who("input", name) + " has dtype " + got_text(source_, *t) + "; " + var_name +
-                               " must be one of " + names));
+  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + "; " + var_name + " must be one of " +
+             names);
   return DType::kUnknown;
 }
 
@@ -130,8 +155,7 @@ DType Binder::dtype_attr(size_t i, const char* name, std::initializer_list<DType
   const bool known = v.i >= 0 && v.i < kDTypeCount;
   const std::string got = known ? source_.spell(static_cast<DType>(v.i))
                           : v.name.empty() ? std::string("an unsupported dtype") : std::string(v.name);
-  fail(Status::InvalidArgument(who("attribute", name) + " is " + got +
-                               "; it must be one of " + names));
+  fail(Status::InvalidArgument(dtype_attr_refused(op_, name, got, names)));
   return DType::kUnknown;
 }
 
@@ -139,8 +163,8 @@ void Binder::same_dtype(size_t i, const char* name, const char* var_name, const 
   if (!ok()) return;
   const TensorRef* t = source_.input(i);
   if (t == nullptr || !has_dtype(*t) || t->dtype == bound) return;
-  fail(Status::InvalidArgument(who("input", name) + " has dtype " + got_text(source_, *t) + ", but its dtype " +
-                               var_name + " is " + source_.spell(bound) + " (bound by input '" + bound_by + "')"));
+  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + ", but its dtype " + var_name + " is " +
+             source_.spell(bound) + " (bound by input '" + bound_by + "')");
 }
 
 // --- inputs -----------------------------------------------------------------
@@ -209,7 +233,7 @@ Binder::Input& Binder::Input::bind(size_t axis, size_t index, const char* symbol
   }
   *value = t_->dims[lead_ + axis];
   sizes_[axis] = *value;
-  if (index < kMaxSymbols) b.origins_[index] = {name_, axis, has_batch_};
+  if (index < kMaxSymbols) b.origins_[index] = {name_, axis, has_batch_, symbol, *value};
   return *this;
 }
 

@@ -105,6 +105,10 @@ std::string enum_unknown(const char* op, const char* attr, const char* value, si
   return std::string(op) + ": attribute '" + attr + "' is '" + shown + "'; it must be one of " + values;
 }
 
+std::string dtype_attr_refused(const char* op, const char* attr, const std::string& got, const std::string& allowed) {
+  return std::string(op) + ": attribute '" + attr + "' is " + got + "; it must be one of " + allowed;
+}
+
 std::string enum_index_out_of_range(const char* op, const char* attr, int64_t index, size_t count,
                                     const char* values) {
   return std::string(op) + ": attribute '" + attr + "' has index " + std::to_string(index) + "; it has " +

@@ -45,17 +45,6 @@ const char* foreign_name(int32_t t) {
   return "a dtype opgen does not support";
 }
 
-const char* torch_name(DType d) {
-  switch (d) {
-#define OPGEN_TORCH_NAME(e, name, cpp, xla, python, ...) \
-  case DType::e: return #python;
-    OPGEN_DTYPES(OPGEN_TORCH_NAME)
-#undef OPGEN_TORCH_NAME
-    case DType::kUnknown: break;
-  }
-  return "a dtype opgen does not support";
-}
-
 // --- TensorView -----------------------------------------------------------------
 
 TensorView::TensorView(const Tensor& t, const char* op, const char* role, const char* name) : handle(t.get()) {
@@ -141,7 +130,7 @@ TorchSource::TorchSource(const char* op, const char* const* input_names, size_t 
 }
 
 std::string TorchSource::dtype_hint(DType declared) const {
-  return std::string(" (convert it explicitly, e.g. x.to(torch.") + torch_name(declared) + "))";
+  return std::string(" (convert it explicitly, e.g. x.to(torch.") + numpy_name(declared) + "))";
 }
 
 Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {

@@ -1,6 +1,8 @@
 // The extension module <package>._C, the same for every package: a PyCapsule
 // for every custom-call target its ops registered (opgen/xla_targets.h),
-// grouped by platform and API version, for JAX and torch_xla to register.
+// grouped by platform and API version, for JAX and torch_xla to register; and
+// each op's rules over a call's shapes alone (`check`, opgen/shape_source.h),
+// which every Python entry point runs at trace time.
 // The build compiles it into each package's module with OPGEN_PACKAGE_NAME
 // defined (cmake/OpgenAddPackage.cmake).
 #include <pybind11/pybind11.h>
@@ -10,10 +12,12 @@
 #include <optional>
 #include <tuple>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "opgen/footprint.h"
 #include "opgen/opaque.h"
+#include "opgen/shape_check.h"
 #include "opgen/xla_legacy_status.h"
 #include "opgen/xla_targets.h"
 
@@ -115,6 +119,79 @@ py::object in_place_conflict(const std::string& op, const std::vector<std::strin
   return s.ok() ? py::object(py::none()) : py::object(py::str(s.message()));
 }
 
+const opgen::xla::OpTargets& op_named(const std::string& name) {
+  static const auto* by_name = [] {
+    auto* m = new std::unordered_map<std::string, const opgen::xla::OpTargets*>();
+    for (const opgen::xla::OpTargets* op : opgen::xla::registered()) (*m)[op->op] = op;
+    return m;
+  }();
+  auto it = by_name->find(name);
+  if (it == by_name->end()) throw py::value_error("no op named '" + name + "' in " OPGEN_PACKAGE_NAME);
+  return *it->second;
+}
+
+opgen::ShapeSource::Attr attr_of(py::handle v) {
+  opgen::ShapeSource::Attr a;
+  if (PyBool_Check(v.ptr())) {
+    a.tag = a.kBool;
+    a.b = v.ptr() == Py_True;
+  } else if (PyLong_Check(v.ptr())) {
+    a.tag = a.kInt;
+    a.i = v.cast<int64_t>();
+  } else if (PyFloat_Check(v.ptr())) {
+    a.tag = a.kFloat;
+    a.f = PyFloat_AS_DOUBLE(v.ptr());
+  } else if (PyUnicode_Check(v.ptr())) {
+    a.tag = a.kStr;
+    a.s = v.cast<std::string>();
+  } else {
+    a.tag = a.kInts;
+    a.ints = v.cast<std::vector<int64_t>>();
+  }
+  return a;
+}
+
+// Checks a call of `op` given by shapes alone with the op's rules: `inputs`,
+// per input of the spec, None or (dtype name, sizes); `attrs`, per attribute
+// of the spec, its value converted to the spec's type (bool, int, float, an
+// enum's or a dtype's name, a sequence of ints); `requested`, the request
+// mask; `framework` ("jax" or "torch"), whose spelling the messages use;
+// `platform` ("cpu" or "cuda"), whose workspaces are sized. Returns (symbols
+// {name: size}, batch dims, outputs {name: shape} of those the call has). A
+// refusal raises TypeError (an input's dtype) or ValueError with the rules'
+// message.
+py::tuple check(const std::string& name, const py::sequence& inputs, const py::sequence& attrs, uint64_t requested,
+                const std::string& framework, const std::string& platform) {
+  const opgen::xla::OpTargets& op = op_named(name);
+  std::vector<opgen::ShapeSource::Input> ins(inputs.size());
+  for (size_t i = 0; i < ins.size(); ++i) {
+    py::handle x = inputs[i];
+    if (x.is_none()) continue;
+    auto t = x.cast<py::tuple>();
+    ins[i].present = true;
+    ins[i].dtype = t[0].cast<std::string>();
+    ins[i].dims = t[1].cast<std::vector<int64_t>>();
+  }
+  std::vector<opgen::ShapeSource::Attr> values;
+  values.reserve(attrs.size());
+  for (py::handle v : attrs) values.push_back(attr_of(v));
+  opgen::ShapeSource source(op.op,
+                            framework == "jax" ? opgen::ShapeSource::Framework::kJax
+                                               : opgen::ShapeSource::Framework::kTorch,
+                            platform == "cuda" ? opgen::Device::kCuda : opgen::Device::kCpu, std::move(ins),
+                            std::move(values), requested);
+  const opgen::ShapeCheck c = op.check(source);
+  if (!c.status.ok()) {
+    if (c.status.code() != opgen::StatusCode::kInvalidArgument) throw std::runtime_error(c.status.message());
+    if (c.wrong_dtype) throw py::type_error(c.status.message());
+    throw py::value_error(c.status.message());
+  }
+  py::dict symbols, outputs;
+  for (const auto& [symbol, value] : c.symbols) symbols[py::str(symbol)] = value;
+  for (const auto& o : source.outputs()) outputs[py::str(o.name)] = py::tuple(py::cast(o.dims));
+  return py::make_tuple(symbols, py::tuple(py::cast(c.batch)), outputs);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -130,6 +207,19 @@ PYBIND11_MODULE(_C, m) {
         "Decodes a legacy opaque descriptor with the shims' own decoder (for tests).");
   m.def("in_place_conflict", &in_place_conflict, py::arg("op"), py::arg("names"), py::arg("inputs"),
         py::arg("updated"), "Why `inputs[updated]` cannot be updated in place by `op`, or None.");
+  m.def("check", &check, py::arg("op"), py::arg("inputs"), py::arg("attrs"), py::arg("requested"),
+        py::arg("framework"), py::arg("platform"), "Checks a call given by shapes alone with the op's C++ rules (opgen/shape_source.h).");
+  // The rules' refusals of an attribute value that a PyTorch wrapper meets as
+  // it lowers the value for the kernel (an enum to its index, a dtype to a
+  // ScalarType), before any kernel could refuse it.
+  m.def("enum_unknown", [](const std::string& op, const std::string& attr, const std::string& value,
+                           const std::string& values) {
+    return opgen::enum_unknown(op.c_str(), attr.c_str(), value.data(), value.size(), values.c_str());
+  }, "The rules' message for an enum attribute's unknown value.");
+  m.def("dtype_attr_refused", [](const std::string& op, const std::string& attr, const std::string& got,
+                                 const std::string& allowed) {
+    return opgen::dtype_attr_refused(op.c_str(), attr.c_str(), got, allowed);
+  }, "The rules' message for a dtype attribute's value outside its values.");
   m.def("legacy_status_available", [] { return opgen::xla_legacy::failure_setter() != nullptr; },
         "Whether legacy (api_version 2, 3) failures can reach XLA as a status in this process.");
 }

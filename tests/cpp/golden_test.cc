@@ -332,7 +332,8 @@ int main() {
 
 // Output sizes computed from expressions never wrap: each operation is
 // checked (opgen::CheckedDim), a negative size and an output of more than
-// 2^63 - 1 elements are refused, with the same words as the Python runtime.
+// 2^63 - 1 elements are refused (every entry point, the Python ones too, runs
+// these checks).
 TEST(Golden, GeneratedOutputShapeChecksRefuseOverflow) {
   opgen_test::TempDir dir;
   const std::string spec =
@@ -366,7 +367,8 @@ int main() {
 }
 
 // `//` rounds down, as Python's (C++'s `/` rounds toward zero), in the
-// generated checks as in the Python runtime; a zero divisor is refused.
+// generated checks (the Python runtime computes symbolic sizes the same way); a
+// zero divisor is refused.
 TEST(Golden, GeneratedFloorDivisionRoundsDown) {
   opgen_test::TempDir dir;
   const std::string spec =
@@ -395,7 +397,7 @@ int main() {
 // An output sized by integer attributes, alone or in an expression with shape
 // symbols ([N, k], [N * k + E * (b - 1)]): the attributes are checked as an
 // expression's symbols are, a negative size and an overflow refused by the
-// output they would size, in the Python runtime's words.
+// output they would size.
 TEST(Golden, GeneratedOutputShapesFromAttributesAreChecked) {
   opgen_test::TempDir dir;
   const std::string spec =
@@ -424,6 +426,36 @@ int main() {
             "[routes: output 'flat' has a dimension N * k + E * (b - 1) = -2 < 0]\n"
             "[routes: output 'flat' has a dimension N * k + E * (b - 1) that overflows int64]\n"
             "[routes: output 'w' [N, k] = [3, 4611686018427387904] would have more than 2^63 - 1 elements]\n");
+}
+
+// A workspace sized by an integer attribute is checked as an output is, and
+// refused by name; an exact division by zero is refused by the output it
+// would size. (These are the rules every entry point runs, the Python ones
+// included, through _C.check.)
+TEST(Golden, GeneratedWorkspaceShapesFromAttributesAreChecked) {
+  opgen_test::TempDir dir;
+  const std::string spec =
+      "opgen: 1\nname: scratchy\ninputs:\n  x: {dtype: f32, shape: [D]}\noutputs:\n"
+      "  out: {dtype: f32, shape: [D]}\n  q: {dtype: f32, shape: [D/(D-4)]}\n"
+      "attrs:\n  n: {type: i64, default: 4}\nworkspace:\n  partial: {dtype: f64, shape: [n, D]}\n";
+  const CommandResult run = generate_build_and_run(dir, "sc", "scratchy", spec, R"(#include <cstdint>
+#include <cstdio>
+#include "sc/scratchy_rules.h"
+int main() {
+  const struct { int64_t D, n; } cases[] = {{8, 3}, {8, -1}, {4, 3}};
+  for (const auto& c : cases) {
+    sc::scratchy::Args a{};
+    a.D = c.D;
+    a.n = c.n;
+    std::printf("[%s] [%s]\n", sc::scratchy::checks::output_dims(a).c_str(),
+                sc::scratchy::checks::workspace_dims(a).c_str());
+  }
+})", "-fsanitize=undefined -fno-sanitize-recover=all");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output,
+            "[] []\n"
+            "[] [scratchy: workspace 'partial' has a dimension n = -1 < 0]\n"
+            "[scratchy: output 'q' is declared [D/(D-4)], but 4 is not divisible by 0] []\n");
 }
 
 // Every binding numbers an op's instantiations the same way (the first type

@@ -77,3 +77,33 @@ def pytest_in(root: Path, *args) -> str:
     assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-4000:]
     assert " passed" in r.stdout, r.stdout[-3000:]
     return r.stdout
+
+
+def build_rules_module(generated: Path, package: str, ops, dest: Path) -> None:
+    """`<dest>/_C`: the package's extension module with its ops' rules alone
+    (what `_spec.check` asks; no custom-call target, no kernel body), compiled
+    from the generated headers and the runtime in a few seconds, for tests of
+    a generated package that is not built (the names, the wrappers)."""
+    import sysconfig
+
+    import pybind11
+
+    units = []
+    for op in ops:
+        unit = dest / f"{op}_rules_module.cc"
+        # The registration a generated <op>_xla.cc makes, less its targets.
+        unit.write_text(f'#include "opgen/xla_targets.h"\n#include "{package}/{op}_rules.h"\n'
+                        f"namespace {{\nusing R = {package}::{op}::Rules;\n"
+                        "constexpr opgen::opaque::Layout kLayout{R::kDescriptor, R::kDescriptorFields, R::kFingerprint};\n"
+                        f'constexpr opgen::xla::OpTargets kOp{{"{op}", &kLayout, nullptr, 0, &opgen::check_shapes<R>}};\n'
+                        "const opgen::xla::Registration kRegistration{kOp};\n}\n")
+        units.append(str(unit))
+    runtime = REPO / "runtime" / "src"
+    sources = [runtime / f for f in ("xla_module.cc", "binder.cc", "shape_check.cc", "shape_source.cc", "opaque.cc",
+                                     "footprint.cc", "xla_targets.cc", "xla_legacy_status.cc")]
+    out = dest / f"_C{sysconfig.get_config_var('EXT_SUFFIX')}"
+    cmd = ["c++", "-std=c++17", "-O0", "-shared", "-fPIC", f'-DOPGEN_PACKAGE_NAME="{package}"',
+           f"-I{generated / 'include'}", f"-I{REPO / 'runtime' / 'include'}", f"-I{pybind11.get_include()}",
+           f"-I{sysconfig.get_paths()['include']}", *units, *map(str, sources), "-o", str(out)]
+    p = run(cmd, dest)
+    assert p.returncode == 0, p.stderr[-4000:]

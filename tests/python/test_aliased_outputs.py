@@ -120,7 +120,7 @@ def test_torch_refuses_a_cache_it_cannot_update_in_place(rng):
 
 def test_jax_checks_shapes_before_the_call(rng):
     cache, values, pos, _ = case(rng)
-    with pytest.raises(ValueError, match=r"kv_cache_write: input 'values' has shape \(4, 9\); dimension 1 must be H = 10"):
+    with pytest.raises(ValueError, match=r"kv_cache_write: input 'values' has shape \[4, 9\]; dimension 1 must be 10 \(H, "):
         jops.kv_cache_write(cache, values[:, :9], pos)
     with pytest.raises(TypeError, match=r"input 'pos' has dtype int64; the spec declares int32"):
         jops.kv_cache_write(cache, values, pos.astype(np.int64))

@@ -4,8 +4,9 @@ like the modules the bindings use. The generated wrappers use only private
 names (`_call`, `_ops`) and their own parameters, so nothing a spec names can
 shadow what they need.
 
-The real opgen binary generates the package; its Python then runs with a stub
-`_C` (no targets: JAX lowers a custom call without running it) and, for
+The real opgen binary generates the package; its Python then runs with a `_C`
+of the ops' rules alone (no targets: JAX lowers a custom call without
+running it) and, for
 PyTorch, the schemas defined from Python in place of the C++ kernel library,
 so the fake kernels run on meta tensors.
 
@@ -21,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scratch_project import build_rules_module
 
 REPO = Path(__file__).resolve().parents[2]
 OPGEN = Path(os.environ.get("OPGEN_BINARY", REPO / "build" / "generator" / "opgen")).resolve()
@@ -76,8 +78,9 @@ def package(tmp_path_factory):
     shutil.copytree(out / "python" / PACKAGE, pkg)
     for f in (REPO / "runtime" / "python").glob("*.py"):
         shutil.copy(f, pkg)
-    # No compiled targets: JAX lowers a custom call whether or not its target is registered.
-    (pkg / "_C.py").write_text("built_with_cuda = False\nopaque_layout_version = 1\n\ndef targets():\n    return {}\n")
+    # No custom-call target (JAX lowers a custom call whether or not its target is registered): the
+    # module holds the ops' rules alone, which the checker asks.
+    build_rules_module(out, PACKAGE, ["torch", "jax_like"], pkg)
     return pkg
 
 

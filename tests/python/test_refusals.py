@@ -9,6 +9,7 @@ The sweep over every op's refusals runs each through every api_version the op
 lists that runs here (XLA:CPU runs 4 and 3)."""
 
 import os
+import re
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
@@ -20,7 +21,7 @@ import torch
 
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
-from opgen_ops import _opaque, _ops, _spec
+from opgen_ops import _C, _opaque, _ops, _spec
 
 CPU = jax.devices("cpu")[0]
 
@@ -29,37 +30,38 @@ def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-# (op, case name, the wrapper's arguments built from rng, the message of the JAX wrapper's refusal,
-# the message of the torch kernel's: the C++ kernels spell shapes as C++ does, [7], and torch
-# itself refuses an argument of the wrong Python type)
+# (op, case name, the wrapper's arguments built from rng, the message of the refusal). Every
+# entry point asks the op's one set of C++ rules (the JAX wrapper at trace time through _C.check,
+# the torch kernel on the buffers), so the messages are the same text; only an argument of the
+# wrong Python type is refused before the rules, by each framework in its own words (the last
+# element: torch's, where it differs).
 REFUSALS = [
     ("simple_add", "alpha too large", lambda r: ((f32(r, 8), f32(r, 8)), {"alpha": 1e39}),
-     r"alpha' = 1e\+39 does not fit f32", r"alpha' = .* does not fit f32"),
+     r"alpha' = 1e\+39 does not fit f32", None),
     ("simple_add", "alpha not a float", lambda r: ((f32(r, 8), f32(r, 8)), {"alpha": "2"}),
      r"alpha' must be a float", r"'alpha'"),
     ("simple_add", "shapes differ", lambda r: ((f32(r, 8), f32(r, 7)), {}),
-     r"input 'b' has shape \(7,\); dimension 0 must be N = 8", r"input 'b' has shape \[7\]; dimension 0 must be 8"),
+     r"input 'b' has shape \[7\]; dimension 0 must be 8 \(N, bound by input 'a' dimension 0\)", None),
     ("simple_add", "dtype", lambda r: ((f32(r, 8), np.arange(8, dtype=np.int32)), {}),
-     r"input 'b' has dtype int32", r"input 'b' has dtype int32"),
+     r"input 'b' has dtype int32", None),
     ("rms_norm", "eps negative", lambda r: ((f32(r, 2, 8),), {"eps": -1.0}),
-     r"eps' = -1.0 must be > 0.0", r"eps' = -1.0 must be > 0.0"),
+     r"eps' = -1.0 must be > 0.0", None),
     ("rms_norm", "eps nan", lambda r: ((f32(r, 2, 8),), {"eps": float("nan")}),
-     r"eps' = nan is not finite", r"eps' = nan is not finite"),
+     r"eps' = nan is not finite", None),
     ("rms_norm", "weight shape", lambda r: ((f32(r, 2, 8), f32(r, 7)), {}),
-     r"input 'weight' has shape \(7,\)", r"input 'weight' has shape \[7\]"),
+     r"input 'weight' has shape \[7\]", None),
     ("glu", "odd width", lambda r: ((f32(r, 2, 9),), {}),
-     r"output 'out' is declared \[\.\.\., D/2\], but 9 is not divisible by 2",
-     r"output 'out' is declared \[\.\.\., D/2\], but 9 is not divisible by 2"),
+     r"output 'out' is declared \[\.\.\., D/2\], but 9 is not divisible by 2", None),
     ("glu", "unknown activation", lambda r: ((f32(r, 2, 8),), {"activation": "tanh"}),
-     r"'activation' is 'tanh'", r"'activation' is 'tanh'"),
+     r"'activation' is 'tanh'", None),
     ("flip", "axis twice", lambda r: ((f32(r, 2, 3),), {"dims": (-1, -1)}),
-     r"'dims' lists -1 twice \(element 0 and element 1\)", r"'dims' lists -1 twice \(element 0 and element 1\)"),
+     r"'dims' lists -1 twice \(element 0 and element 1\)", None),
     ("flip", "axis out of range", lambda r: ((f32(r, 2, 3),), {"dims": (-3,)}),
-     r"'dims' element 0 = -3 must be in", r"'dims' element 0 = -3 must be in"),
+     r"'dims' element 0 = -3 must be in", None),
     ("kv_cache_write", "positions dtype", lambda r: ((f32(r, 2, 4, 3), f32(r, 2, 3), np.zeros(2, np.float32)), {}),
-     r"input 'pos' has dtype float32", r"input 'pos' has dtype float32"),
+     r"input 'pos' has dtype float32", None),
     ("kv_cache_write", "values width", lambda r: ((f32(r, 2, 4, 3), f32(r, 2, 5), np.zeros(2, np.int32)), {}),
-     r"dimension 1 must be H = 3", r"dimension 1 must be 3 \(H, bound by input 'cache' dimension 2\)"),
+     r"dimension 1 must be 3 \(H, bound by input 'cache' dimension 2\)", None),
 ]
 IDS = [f"{case[0]}-{case[1]}" for case in REFUSALS]
 
@@ -68,21 +70,53 @@ def cpu_versions(op):
     return [v for v in getattr(_ops, op).OP.api_versions if v in (4, 3)]
 
 
+def jax_refusal(op, inputs, attrs, api_version=4):
+    fn = lambda *xs: getattr(jops, op)(*xs, **attrs, api_version=api_version)  # noqa: E731
+    # .trace() runs the wrapper and nothing of XLA: the refusal happens there.
+    with pytest.raises((TypeError, ValueError)) as e:
+        jax.jit(fn).trace(*inputs)
+    return str(e.value)
+
+
+def torch_refusal(op, inputs, attrs):
+    with pytest.raises(RuntimeError) as e:
+        getattr(tops, op)(*[torch.from_numpy(x) for x in inputs], **attrs)
+    return str(e.value)
+
+
 @pytest.mark.parametrize("op, name, make, match, torch_match", REFUSALS, ids=IDS)
 def test_every_refusal_comes_at_trace_time_for_every_api_version(rng, op, name, make, match, torch_match):
     inputs, attrs = make(rng)
     for api_version in cpu_versions(op):
-        fn = lambda *xs: getattr(jops, op)(*xs, **attrs, api_version=api_version)  # noqa: E731
-        # .trace() runs the wrapper and nothing of XLA: the refusal happens there.
-        with pytest.raises((TypeError, ValueError), match=match):
-            jax.jit(fn).trace(*inputs)
+        assert re.search(match, jax_refusal(op, inputs, attrs, api_version))
 
 
 @pytest.mark.parametrize("op, name, make, match, torch_match", REFUSALS, ids=IDS)
 def test_torch_refuses_the_same(rng, op, name, make, match, torch_match):
     inputs, attrs = make(rng)
-    with pytest.raises(RuntimeError, match=torch_match):
-        getattr(tops, op)(*[torch.from_numpy(x) for x in inputs], **attrs)
+    assert re.search(torch_match or match, torch_refusal(op, inputs, attrs))
+
+
+def without_hint(message):
+    """A dtype message without the conversion it suggests, which names the framework's own call."""
+    return re.sub(r" \(convert it explicitly, e\.g\. [^)]*\)\)$", "", message)
+
+
+@pytest.mark.parametrize("op, name, make, match, torch_match", [c for c in REFUSALS if c[4] is None],
+                         ids=[i for i, c in zip(IDS, REFUSALS) if c[4] is None])
+def test_every_entry_point_gives_the_one_message(rng, op, name, make, match, torch_match):
+    # The JAX wrapper's refusal at trace time, the torch kernel's on the buffers and _C.check's are
+    # one text, word for word (but the conversion a dtype message suggests): one routine wrote it.
+    inputs, attrs = make(rng)
+    jax_message = jax_refusal(op, inputs, attrs)
+    assert without_hint(jax_message) == without_hint(torch_refusal(op, inputs, attrs))
+    described = getattr(_ops, op).OP
+    checked = [None if x is None else (x.dtype.name, x.shape) for x in inputs]
+    checked += [None] * (len(described.inputs) - len(checked))
+    values = [_spec.check_attr(op, a, attrs.get(a.name, a.default)) for a in described.attrs]
+    with pytest.raises((TypeError, ValueError)) as e:
+        _C.check(op, checked, values, 0, "jax", "cpu")
+    assert str(e.value) == jax_message
 
 
 # --- A refused legacy call leaves poison, never stale memory -----------------------------------
@@ -150,45 +184,8 @@ def test_an_unsupported_xla_dtype_is_named(rng):
 
 
 # --- Output sizes never overflow ---------------------------------------------------------------
-
-
-def expr_op(*outputs):
-    """An op over x [..., D] with the given output dimension expressions."""
-    return _spec.Op(
-        package="t", name="shapes", inputs=(_spec.Tensor("x", "float32", ("D",), batch=True),),
-        outputs=tuple(_spec.Tensor(f"o{i}", "float32", (d,), batch=True) for i, d in enumerate(outputs)))
-
-
-class Shaped:
-    def __init__(self, *shape):
-        self.shape, self.dtype = shape, np.dtype("float32")
-
-
-@pytest.mark.parametrize("tree, text, d, match", [
-    (("*", ("*", ("*", ("*", "D", "D"), "D"), "D"), "D"), "D*D*D*D*D", 8192, "has a dimension D\\*D\\*D\\*D\\*D that overflows int64"),
-    (("*", ("*", ("*", ("*", "D", "D"), "D"), "D"), "D"), "D*D*D*D*D", 7000, "overflows int64"),
-    (("-", "D", 5), "D-5", 4, r"has a dimension D-5 = -1 < 0"),
-    (("/", "D", ("-", "D", "D")), "D/(D-D)", 4, r"but 4 is not divisible by 0"),
-    (("//", "D", ("-", "D", "D")), "D//(D-D)", 4, r"but 4 is not divisible by 0"),
-    (("//", ("-", "D", 7), 2), "(D-7)//2", 5, r"has a dimension \(D-7\)//2 = -1 < 0"),  # rounds down, not to 0
-])
-def test_output_expressions_are_checked(tree, text, d, match):
-    op = expr_op(_spec.Expr(text, tree))
-    with pytest.raises(ValueError, match=match):
-        _spec.check(op, [Shaped(d)], {})
-
-
-def test_floor_division_rounds_down_as_python_does():
-    op = expr_op(_spec.Expr("(D+3)//4", ("//", ("+", "D", 3), 4)))
-    assert [_spec.check(op, [Shaped(d)], {}).output_shapes for d in (1, 5, 13)] == [((1,),), ((2,),), ((4,),)]
-
-
-def test_an_output_of_more_than_2_63_elements_is_refused():
-    op = expr_op(_spec.Expr("2*D", ("*", 2, "D")))
-    assert _spec.check(op, [Shaped(2**20, 2**30)], {}).output_shapes == ((2**20, 2**31),)
-    with pytest.raises(ValueError, match=r"output 'o0' \[\.\.\., 2\*D\] of shape .* would take \d+ bytes, "
-                                         r"more than 2\^63 - 1"):
-        _spec.check(op, [Shaped(2**40, 2**30)], {})
+# (The rules of output and workspace expressions -- overflow, inexact and zero division, negative
+# sizes, attributes in them -- are the generated C++ checks, tested in tests/cpp/golden_test.cc.)
 
 
 def test_a_huge_batch_of_nothing_is_an_empty_result():
@@ -254,45 +251,28 @@ def test_jax_refuses_an_output_of_more_than_2_63_bytes_at_trace_time():
     # 2^62 f32 elements fit int64, their 2^64 bytes do not: XLA would abort
     # the process ("overflow in static extent product").
     x = jax.ShapeDtypeStruct((2**62,), jnp.float32)
-    with pytest.raises(ValueError, match=r"simple_add: output 'out' \[N\] of shape \(4611686018427387904,\) and "
+    with pytest.raises(ValueError, match=r"simple_add: output 'out' \[N\] of shape \[4611686018427387904\] and "
                                          r"dtype float32 would take 18446744073709551616 bytes, more than 2\^63 - 1"):
         jax.jit(lambda a, b: jops.simple_add(a, b)).trace(x, x)
 
 
-def test_a_negative_attribute_sized_workspace_is_refused_by_name():
-    op = _spec.Op(
-        package="t", name="scratchy", inputs=(_spec.Tensor("x", "float32", ("D",)),),
-        outputs=(_spec.Tensor("out", "float32", ("D",)),),
-        attrs=(_spec.Attr("n", "i64", default=4),),
-        workspaces=(_spec.Tensor("partial", "float64", ("n", "D")),))
-    assert _spec.check(op, [Shaped(8)], {"n": 3}).workspace_shapes == ((3, 8),)
-    with pytest.raises(ValueError, match=r"scratchy: workspace 'partial' has a dimension n = -1 < 0"):
-        _spec.check(op, [Shaped(8)], {"n": -1})
+def test_a_required_attribute_is_named():
+    with pytest.raises(TypeError, match=r"topk_softmax: attribute 'topk' is required"):
+        _spec.check(_ops.topk_softmax.OP, [np.zeros((3, 5), np.float32)], {})
 
 
-def test_an_attribute_sized_output_is_checked_by_name():
-    # [N * k + E * (b - 1)]: attributes in an expression with shape symbols,
-    # each refused by the output it would size.
-    op = _spec.Op(
-        package="t", name="routes", inputs=(_spec.Tensor("x", "float32", ("N", "E")),),
-        outputs=(_spec.Tensor("w", "float32", ("N", "k")),
-                 _spec.Tensor("flat", "int32", (_spec.Expr("N * k + E * (b - 1)", ("+", ("*", "N", "k"),
-                                                                                   ("*", "E", ("-", "b", 1)))),))),
-        attrs=(_spec.Attr("k", "i64"), _spec.Attr("b", "i64", default=1)))
-    x = Shaped(3, 5)
-    assert _spec.check(op, [x], {"k": 2, "b": 3}).output_shapes == ((3, 2), (3 * 2 + 5 * 2,))
-    with pytest.raises(ValueError, match=r"routes: output 'w' has a dimension k = -1 < 0"):
-        _spec.check(op, [x], {"k": -1})
-    with pytest.raises(ValueError, match=r"routes: output 'flat' has a dimension N \* k \+ E \* \(b - 1\) = -2 < 0"):
-        _spec.check(op, [x], {"k": 1, "b": 0})
-    with pytest.raises(ValueError, match=r"routes: output 'flat' has a dimension N \* k \+ E \* \(b - 1\) that "
-                                         r"overflows int64"):
-        _spec.check(op, [x], {"k": 2, "b": 2**62})
-    with pytest.raises(ValueError, match=r"routes: output 'w' \[N, k\] of shape \(3, 4611686018427387904\) and dtype "
-                                         r"float32 would take \d+ bytes, more than 2\^63 - 1"):
-        _spec.check(op, [x], {"k": 2**62})
-    with pytest.raises(TypeError, match=r"routes: attribute 'k' is required"):
-        _spec.check(op, [x], {})
+def test_the_rules_size_outputs_and_workspaces():
+    # Outputs and workspaces as the rules size them, and the symbols as the inputs bind them.
+    op = _ops.paged_attention_decode.OP
+    S, H, KVH, Dh, NB, BS, MB = 3, 4, 2, 64, 5, 16, 40
+    x = jax.ShapeDtypeStruct
+    call = _spec.check(op, [x((S, H, Dh), jnp.float32), x((NB, BS, KVH, Dh), jnp.float32),
+                            x((NB, BS, KVH, Dh), jnp.float32), x((S, MB), jnp.int32), x((S,), jnp.int32)],
+                       {"scale": 0.125})
+    assert call.output_shapes == ((S, H, Dh),)
+    chunks = (MB * BS + 255) // 256
+    assert call.workspace_shapes == ((S, H, chunks, Dh), (S, H, chunks), (S, H, chunks))
+    assert call.symbols == {"S": S, "H": H, "Dh": Dh, "NB": NB, "BS": BS, "KVH": KVH, "MB": MB}
 
 
 def test_an_allocation_torch_refuses_is_named_by_op_and_buffer():

@@ -230,9 +230,8 @@ def test_a_topk_whose_outputs_overflow_int64_is_refused_before_allocation():
                                            r"4611686018427387904\] would have more than 2\^63 - 1 elements"):
         torch.ops.opgen_ops.topk_softmax.default._op(x, topk=2**62, renormalize=False)
     s = jax.ShapeDtypeStruct((4, 8), jnp.float32)
-    with pytest.raises(ValueError, match=r"topk_softmax: output 'topk_weights' \[N, topk\] of shape "
-                                         r"\(4, 4611686018427387904\) and dtype float32 would take \d+ bytes, "
-                                         r"more than 2\^63 - 1"):
+    with pytest.raises(ValueError, match=r"topk_softmax: output 'topk_weights' \[N, topk\] = \[4, "
+                                         r"4611686018427387904\] would have more than 2\^63 - 1 elements"):
         jax.eval_shape(lambda x: jops.topk_softmax(x, topk=2**62), s)
 
 

@@ -26,11 +26,6 @@ def float_literal(v, single):
 INT64_MIN = -(2**63)
 
 
-def bound_text(v):
-    """A range bound as Python and docs spell it."""
-    return None if v is None else str(v) if isinstance(v, int) else float_literal(v, False)
-
-
 def int_cpp(v):
     """An integer as C++ source: -2^63 has no literal (2^63 does not fit), so it is an expression."""
     return '(-9223372036854775807 - 1)' if v == INT64_MIN else str(v)

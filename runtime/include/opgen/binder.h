@@ -20,8 +20,8 @@
 // [N, topk], is read and its range checked before output_dims, so that the
 // outputs are sized from a checked value) and a Binder runs it over a Source:
 // what one framework gives the call (the typed XLA FFI, a legacy custom call,
-// a PyTorch boxed kernel; see xla_ffi_binding.h, xla_legacy_binding.h,
-// torch_stable.h). So every entry
+// a PyTorch boxed kernel, a Python entry point's shapes at trace time; see
+// xla_ffi_binding.h, xla_legacy_binding.h, torch_stable.h, shape_source.h). So every entry
 // point checks the same rules in the same order with the same messages, by
 // construction. The first failure is kept and every later step does nothing.
 #pragma once
@@ -153,6 +153,8 @@ class Binder {
   const Status& status() const { return status_; }
   // Records `s` unless a failure is recorded already.
   void fail(Status s);
+  // Whether the failure is of an input's dtype (a TypeError to Python users).
+  bool wrong_dtype() const { return wrong_dtype_; }
   // A generated check's result: "" or the message of an invalid argument.
   void check(const std::string& error);
 
@@ -290,6 +292,17 @@ class Binder {
   void allocate_workspaces();
 
   // --- for the bindings -----------------------------------------------------
+  // Shape symbol `index` as an input bound it: its name and value (false
+  // where no input bound it: an omitted optional input's, or a legacy call's).
+  bool symbol(size_t index, const char** name, int64_t* value) const {
+    if (index >= kMaxSymbols || origins_[index].symbol == nullptr) return false;
+    *name = origins_[index].symbol;
+    *value = origins_[index].value;
+    return true;
+  }
+  // The batch's dimensions ('...') as the call gives them (none for a legacy call).
+  const int64_t* batch_dims() const { return batch_dims_; }
+  size_t batch_rank() const { return batch_rank_; }
   // Every output has no elements (then the body does not run).
   bool empty() const { return outputs_ > 0 && empty_; }
   // The copies behind aliased outputs, for the platform to make before the body.
@@ -321,11 +334,17 @@ class Binder {
   const char* op_;
   Source& source_;
   Status status_;
-  // Where each symbol was bound: the input and its axis (after '...').
+  bool wrong_dtype_ = false;
+  void fail_dtype(std::string message);
+
+  // Where each symbol was bound: the input and its axis (after '...'), and
+  // the symbol's name and value.
   struct Origin {
     const char* input = nullptr;
     size_t axis = 0;
     bool after_batch = false;
+    const char* symbol = nullptr;
+    int64_t value = 0;
   };
   Origin origins_[kMaxSymbols];
   // The batch: its source, dimensions (when the call gives shapes) and count.

@@ -44,6 +44,11 @@ inline constexpr int kDTypeCount = 0 OPGEN_DTYPES(OPGEN_DTYPE_ONE);
 
 // The spec's spelling: "f16", ..., "f8e5m2" ("an unsupported dtype" for kUnknown).
 const char* dtype_name(DType d);
+// The name numpy, JAX and PyTorch give it: "float16", ..., "float8_e5m2"
+// ("a dtype opgen does not support" for kUnknown), as messages to their users spell it.
+const char* numpy_name(DType d);
+// The DType of a numpy/torch dtype name (kUnknown for one opgen lacks).
+DType dtype_of_name(const char* name);
 // Bytes per element (0 for kUnknown).
 size_t dtype_size(DType d);
 

@@ -64,6 +64,10 @@ std::string attr_size_mismatch(const char* op, const char* attr, size_t size, in
 std::string enum_unknown(const char* op, const char* attr, const char* value, size_t value_size,
                          const char* values);
 
+// "quant: attribute 'out_dtype' is float16; it must be one of float8_e4m3fn, float8_e5m2"
+// (`got` and `allowed` spelled as the caller's framework spells dtypes)
+std::string dtype_attr_refused(const char* op, const char* attr, const std::string& got, const std::string& allowed);
+
 // "glu: attribute 'activation' has index 7; it has 3 values (sigmoid, gelu, silu)"
 std::string enum_index_out_of_range(const char* op, const char* attr, int64_t index, size_t count,
                                     const char* values);

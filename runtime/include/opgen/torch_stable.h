@@ -42,11 +42,10 @@ inline void check_shim(AOTITorchError error, const char* what) {
   if (error != AOTI_TORCH_SUCCESS) fail(std::string("opgen: torch shim call failed: ") + what);
 }
 
-// opgen's dtype of a torch dtype code, torch's name of an opgen dtype, and
+// opgen's dtype of a torch dtype code, the torch dtype code of an opgen dtype, and the name
 // of a torch dtype opgen does not take.
 DType dtype_of(int32_t torch_dtype);
 int32_t torch_dtype(DType d);
-const char* torch_name(DType d);
 const char* foreign_name(int32_t torch_dtype);
 
 // The metadata of one tensor argument, read once.
@@ -119,7 +118,7 @@ class TorchSource : public Source {
   // The schema returns every output: one not asked for is a tensor of no elements.
   Status unrequested(size_t i, const char* name, DType dtype) override;
   Device device() const override { return first_->is_cuda() ? Device::kCuda : Device::kCpu; }
-  std::string spell(DType d) const override { return torch_name(d); }
+  std::string spell(DType d) const override { return numpy_name(d); }
   std::string dtype_hint(DType declared) const override;
 
   const TensorView& first() const { return *first_; }

@@ -1,14 +1,15 @@
 // The custom-call targets of a package, for its extension module _C
 // (runtime/src/xla_module.cc). Each op's generated <op>_xla.cc defines its
-// handlers and registers them, with its descriptor layout, through a static
-// Registration, so that no generated file lists every op: adding an op adds
-// files and changes none.
+// handlers and registers them, with its descriptor layout and its rules,
+// through a static Registration, so that no generated file lists every op:
+// adding an op adds files and changes none.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
 #include "opgen/opaque.h"
+#include "opgen/shape_source.h"
 
 namespace opgen::xla {
 
@@ -20,12 +21,14 @@ struct Target {
   void* function;
 };
 
-// The targets of one op, and the layout of its legacy descriptor.
+// The targets of one op, the layout of its legacy descriptor, and its rules
+// over a call's shapes alone (for the Python entry points: _C.check).
 struct OpTargets {
   const char* op;
   const opaque::Layout* layout;
   const Target* targets;
   size_t count;
+  ShapeChecker check;
 };
 
 // Registers an op's targets while the module loads.
