@@ -164,9 +164,12 @@ def _custom_call(checked: _spec.Call, api_version: int):
         return on(op.platforms[0])
     # A workspace some platform does not allocate: each platform's lowering
     # gets its own results (XLA lowers only the branch of the platform it
-    # compiles for).
+    # compiles for). Under jit, so that the branch is the platform the call
+    # is compiled for: outside one (an eager jax.vmap, which maps a
+    # sequential custom call through scan) platform_dependent would take the
+    # default backend's branch, the CUDA one for CPU arrays on a GPU machine.
     branches = {platform: on(platform) for platform in op.platforms}
-    return lambda *xs: jax.lax.platform_dependent(*xs, **branches)
+    return jax.jit(lambda *xs: jax.lax.platform_dependent(*xs, **branches))
 
 
 def _derivative(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):
