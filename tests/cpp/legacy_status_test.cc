@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "model/model.h"
 #include "opgen/opaque.h"
 #include "opgen/xla_legacy_status.h"
 #include "simple_add_descriptor.h"

@@ -11,11 +11,11 @@
 #include <random>
 #include <string>
 
-#include "model.h"
+#include "model/model.h"
 #include "opgen/opaque.h"
 #include "opgen/status.h"
+#include "reading/read_spec.h"
 #include "simple_add_descriptor.h"
-#include "spec_reader.h"
 #include "test_util.h"
 
 namespace {

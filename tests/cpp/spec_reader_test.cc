@@ -10,10 +10,10 @@
 #include <variant>
 #include <vector>
 
-#include "diagnostics.h"
-#include "model.h"
-#include "read_backward.h"
-#include "spec_reader.h"
+#include "model/diagnostics.h"
+#include "model/model.h"
+#include "reading/read_backward.h"
+#include "reading/read_spec.h"
 #include "test_util.h"
 
 namespace {

@@ -37,9 +37,9 @@
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
 
-#include "diagnostics.h"
-#include "model.h"
-#include "spec_reader.h"
+#include "model/diagnostics.h"
+#include "model/model.h"
+#include "reading/read_spec.h"
 
 namespace {
 

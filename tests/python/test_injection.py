@@ -2,7 +2,7 @@
 
 Every free-text field of the spec format (the op's `doc`, each input's and
 output's `doc`, each attribute's `doc`; see docs/spec.md and
-generator/read_spec.cc, read_tensors.cc, read_attrs.cc) gets text that tries to break out of wherever it
+generator/reading/read_spec.cc, read_tensors.cc, read_attrs.cc) gets text that tries to break out of wherever it
 lands: comment terminators, Python triple quotes, escaped quotes, C++ line
 splices (a trailing backslash, also followed by a space or tab) followed by
 `#include` and `import os; os.system(...)`, Jinja syntax, control characters,

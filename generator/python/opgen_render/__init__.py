@@ -1,5 +1,5 @@
 """opgen's renderer: the Python that renders opgen's Jinja2 templates from the
-checked model, run by opgen as `python -m opgen_render` (generator/renderer.cc
+checked model, run by opgen as `python -m opgen_render` (generator/rendering/renderer.cc
 starts it and speaks its protocol, __main__.py).
 
 - environment.py: the Jinja2 environment

@@ -1,5 +1,5 @@
 """opgen's renderer as a process of its own, run by the Python of the environment that opgen
-serves (generator/renderer.cc chooses it and starts it):
+serves (generator/rendering/renderer.cc chooses it and starts it):
 
     python -m opgen_render TEMPLATES_DIR [CACHE_DIR]
 
@@ -9,8 +9,8 @@ It loads Jinja2 and the templates' environment at once, while opgen reads the sp
 reads one request from stdin, a JSON document:
 
     {"plan": {package, ops, dtypes, attr_types, package_files, op_files, manifest, file_kinds}, "jobs": N}
-        every file of a package: the checked model's facts (generator/template_data.cc)
-        and the table of outputs (generator/outputs.cc), as plan.Plan takes them
+        every file of a package: the checked model's facts (generator/rendering/template_data.cc)
+        and the table of outputs (generator/rendering/outputs.cc), as plan.Plan takes them
     {"render": {"templates": [NAME, ...], "values": {KEY: TEXT}}}
         templates that read plain values (the skeletons of `opgen new` and `opgen init`)
 

@@ -10,7 +10,7 @@ from .escaping import stamp_text
 
 class Plan:
     """`package_files`, each op's `op_files` and `manifest` are (template,
-    path, kind) triples (generator/outputs.cc); the manifest, of every other
+    path, kind) triples (generator/rendering/outputs.cc); the manifest, of every other
     file, comes last. The package's templates see every file by kind
     (`files`), for the build, and the kinds as (name, what) pairs
     (`file_kinds`)."""

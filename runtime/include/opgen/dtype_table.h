@@ -1,6 +1,6 @@
 // opgen's dtype table, the one place that lists the dtypes and their names:
 // the runtime (opgen/dtypes.h, the XLA and torch bindings) and the generator
-// (generator/model.cc, whence every generated file) expand it. A row's place
+// (generator/model/model.cc, whence every generated file) expand it. A row's place
 // is its code, which legacy descriptors carry: add a dtype at the end.
 // Preprocessor only (no includes), so that the generator, which is not built
 // against the runtime, reads it too.
