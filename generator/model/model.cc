@@ -256,32 +256,29 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
 
 OpaqueLayout Op::opaque_layout(const std::string& package) const {
   OpaqueLayout layout;
-  auto add = [&](const std::string& field, OpaqueField::Kind kind, const char* cpp, int size, const char* code) {
-    layout.fields.push_back({field, kind, cpp, size, layout.size, code, "", AttrType::kI64});
-    layout.size += size;
+  auto add = [&](const std::string& field, OpaqueField::Kind kind, const char* code) {
+    layout.fields.push_back({field, kind, code, ""});
     return &layout.fields.back();
   };
   // The dtype of each type variable, as its index in the dtype table.
   // (A derived variable follows from its own; a dtype attribute carries its
   // variable's code, among the attributes.)
   for (const TypeVar& v : type_vars) {
-    if (v.free() && v.attr.empty()) add("dtype_" + v.name, OpaqueField::Kind::kDtype, "uint8_t", 1, "B")->type_var = v.name;
+    if (v.free() && v.attr.empty()) add("dtype_" + v.name, OpaqueField::Kind::kDtype, "B")->type_var = v.name;
   }
   // Bit i set: the i-th optional input is given (and is among the buffers).
-  if (optional_inputs() > 0) add("present_", OpaqueField::Kind::kPresent, "uint32_t", 4, "I");
+  if (optional_inputs() > 0) add("present_", OpaqueField::Kind::kPresent, "I");
   // Bit i set: the caller asks for the i-th output it may ask for (and it is among the results).
-  if (requested_outputs() > 0) add("requested_", OpaqueField::Kind::kRequested, "uint32_t", 4, "I");
-  if (has_batch()) add(kBatchField, OpaqueField::Kind::kBatch, "int64_t", 8, "q");
-  for (const SymbolBinding& s : symbols) add(s.symbol, OpaqueField::Kind::kSymbol, "int64_t", 8, "q");
+  if (requested_outputs() > 0) add("requested_", OpaqueField::Kind::kRequested, "I");
+  if (has_batch()) add(kBatchField, OpaqueField::Kind::kBatch, "q");
+  for (const SymbolBinding& s : symbols) add(s.symbol, OpaqueField::Kind::kSymbol, "q");
   // An enum travels as its index; an array as its length here, with its
   // elements after the fixed fields, in attribute order.
   for (const Attr& a : attrs) {
-    const AttrTypeInfo& i = info(a.type);
     const OpaqueField::Kind kind = is_array(a.type) ? OpaqueField::Kind::kArray
                                    : a.type == AttrType::kEnum ? OpaqueField::Kind::kEnum
                                                                : OpaqueField::Kind::kAttr;
-    OpaqueField* f = add(a.name, kind, is_array(a.type) ? "uint32_t" : i.cpp, i.size, i.struct_format);
-    f->element = element_type(a.type);
+    add(a.name, kind, info(a.type).struct_format);
   }
   layout.fingerprint = opaque_fingerprint(package);
   return layout;

@@ -269,18 +269,12 @@ inline constexpr const char* kBatchField = "batch";
 struct OpaqueField {
   std::string name;
   enum class Kind { kDtype, kPresent, kRequested, kBatch, kSymbol, kAttr, kEnum, kArray } kind;
-  const char* cpp;           // the field's C++ type (an array's: its length's, uint32_t)
-  int size;                  // bytes
-  int offset;                // from the start of the descriptor
-  const char* struct_code;   // Python struct code
+  const char* struct_code;   // Python struct code (its width: opgen/opaque.h lays the fields out)
   std::string type_var;      // kDtype: the type variable
-  AttrType element = AttrType::kI64;  // kArray: the element type
 };
 
 struct OpaqueLayout {
-  static constexpr int kHeaderSize = 16;  // magic[4], layout u16, reserved u16, fingerprint u64
   std::vector<OpaqueField> fields;
-  int size = kHeaderSize;  // of the header and the fixed fields
   uint64_t fingerprint = 0;
 };
 

@@ -126,35 +126,18 @@ const char* kind_name(OpaqueField::Kind k) {
 }
 
 json opaque_facts(const OpaqueLayout& layout) {
-  json fields = json::array(), tail = json::array();
-  std::string format = "<4sHHQ";
+  json fields = json::array();
   for (const OpaqueField& f : layout.fields) {
     json d;
     d["name"] = f.name;
     d["kind"] = kind_name(f.kind);
-    d["cpp"] = f.cpp;
-    d["offset"] = f.offset;
-    d["size"] = f.size;
     d["code"] = f.struct_code;
-    format += f.struct_code;
     if (f.kind == OpaqueField::Kind::kDtype) d["type_var"] = f.type_var;
-    if (f.kind == OpaqueField::Kind::kArray) {
-      const AttrTypeInfo& e = info(f.element);
-      d["element_cpp"] = e.cpp;
-      d["element_size"] = e.size;
-      d["element_format"] = e.struct_format;
-      tail.push_back(d);
-    }
     fields.push_back(std::move(d));
   }
   json out;
   out["fields"] = std::move(fields);
-  out["tail"] = tail;  // the array fields, whose elements follow the fixed fields
-  out["size"] = layout.size;
-  out["header_size"] = OpaqueLayout::kHeaderSize;
-  out["struct_format"] = format;
   out["fingerprint"] = layout.fingerprint;
-  out["layout_version"] = kOpaqueLayoutVersion;
   return out;
 }
 
@@ -166,7 +149,6 @@ json package_facts(const Package& package) {
   out["name"] = package.name;
   out["torch_namespace"] = package.torch_namespace;
   out["spec_path"] = package.spec_path;
-  out["opaque_layout_version"] = kOpaqueLayoutVersion;
   return out;
 }
 

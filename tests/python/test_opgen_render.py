@@ -225,7 +225,5 @@ def test_cpp_enumerators_and_types():
     assert spelling.devices_cpp(["cuda"], ["cuda", "cpu"]) == "opgen::device_bit(opgen::Device::kCuda)"
     assert spelling.attr_cpp("Mode", False, "int32_t") == "Mode"
     assert spelling.attr_cpp(None, True, "int64_t") == "opgen::Span<const int64_t>"
-    assert spelling.attr_ffi_cpp(True, False, "int32_t") == "std::string_view"
-    assert spelling.attr_ffi_cpp(False, True, "int32_t") == "::xla::ffi::Span<const int32_t>"
     assert spelling.py_annotation(["a", "b"], "str") == "Literal['a', 'b']"
     assert spelling.py_annotation(None, "float") == "float"

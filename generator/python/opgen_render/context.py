@@ -11,7 +11,6 @@ def package_data(package, dtypes):
     return {
         'name': package['name'],
         'torch_namespace': package['torch_namespace'],
-        'opaque_layout_version': package['opaque_layout_version'],
         'dtypes': dtypes,
     }
 
@@ -78,9 +77,7 @@ def op_data(op, package, dtypes, attr_types):
         'namespace': package['name'] + '::' + op['name'],
         'inputs': inputs,
         'required_inputs': required,
-        'optional_inputs': [t for t in inputs if t['optional']],
         'outputs': outputs,
-        'fresh_outputs': [t for t in outputs if not t['alias']],  # allocated by the binding
         'requested_outputs': requested,  # made only when the caller asks for them
         'aliased_outputs': [t for t in outputs if t['alias']],  # an input's buffer, updated in place
         'workspaces': workspaces,
@@ -109,7 +106,6 @@ def op_data(op, package, dtypes, attr_types):
         'legacy_versions': legacy,
         'command_buffer_compatible': op['command_buffer_compatible'],
         'opaque': _opaque(op),
-        'ffi_target': package['name'] + '_' + op['name'] + '_ffi',
         'torch_schema': sp.torch_schema(op, False, attr_types, by_name),
         'torch_lowered': lowered,
         'torch_kernel_schema': sp.torch_schema(op, lowered, attr_types, by_name),
@@ -179,9 +175,6 @@ def _tensor(op, t, index, is_input, dtypes):
         'alias_index': None,
         'aliased_by': None,
         'py_param': t['name'] + '=None' if t['optional'] else t['name'],
-        # How the typed-FFI handler reaches the buffer's members: an output is a
-        # Result and an optional input a std::optional, both through '->'.
-        'ffi_member': '->' if not is_input or t['optional'] else '.',
         'rank': len(dims),
         'declared': sp.declared_shape(t),
         'dims': dims,
@@ -209,7 +202,6 @@ def _attr(a, attr_types, dtypes):
                  default=dtypes[a['default']]['python'] if a['has_default'] else None)
     quoted = ', '.join("'" + v + "'" for v in a['values'])
     literal = sp.attr_literal(a['type'], a['default']) if a['has_default'] else ('', '')
-    ffi_cpp = sp.attr_ffi_cpp(enum, array, info['cpp'])
     return {
         'name': a['name'],
         'doc': a['doc'],
@@ -219,7 +211,6 @@ def _attr(a, attr_types, dtypes):
         'attr_kind': sp.attr_kind(a['type']),  # its opgen::AttrKind
         'enum_type': a['enum_type'],
         'cpp': sp.attr_cpp(a['enum_type'] if enum else None, array, info['cpp']),  # the kernel's Args field
-        'ffi_cpp': ffi_cpp,  # the type the typed XLA FFI decodes the attribute as
         'values': a['values'],
         'values_text': ', '.join(a['values']),
         'type_text': 'one of ' + quoted if enum else 'a dtype, one of ' + ', '.join(a['values']) if dtype else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
@@ -229,7 +220,6 @@ def _attr(a, attr_types, dtypes):
         'has_default': a['has_default'],
         'default_py': literal[0],
         'py_param': a['name'] + '=' + literal[0] if a['has_default'] else a['name'],
-        'ffi_param': ffi_cpp + ' ' + a['name'],
         'min': a['min_text'],
         'max': a['max_text'],
         'min_cpp': sp.bound_cpp(a['min']),

@@ -182,11 +182,6 @@ def py_annotation(enum_values, py_type):
     return 'Literal[' + ', '.join("'" + v + "'" for v in enum_values) + ']' if enum_values else py_type
 
 
-def attr_ffi_cpp(enum, array, cpp):
-    """The type the typed XLA FFI decodes an attribute as."""
-    return 'std::string_view' if enum else '::xla::ffi::Span<const ' + cpp + '>' if array else cpp
-
-
 def cpp_templates(op, dtypes):
     """The C++ spellings of the type variables: the template parameters, the
     Args type, each instantiation, and the index of an instantiation in the
