@@ -67,6 +67,10 @@ Status Source::workspaces(size_t n, const char* const* names, const size_t* byte
 std::string Source::spell(DType d) const { return dtype_name(d); }
 std::string Source::dtype_hint(DType) const { return {}; }
 
+std::string torch_dtype_hint(DType declared) {
+  return std::string(" (convert it explicitly, e.g. x.to(torch.") + numpy_name(declared) + "))";
+}
+
 void Binder::fail(Status s) {
   if (status_.ok() && !s.ok()) status_ = std::move(s);
 }

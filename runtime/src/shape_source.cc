@@ -23,9 +23,8 @@ ShapeSource::ShapeSource(const char* op, Framework framework, Device device, std
 }
 
 std::string ShapeSource::dtype_hint(DType declared) const {
-  const std::string name = numpy_name(declared);
-  return framework_ == Framework::kJax ? " (convert it explicitly, e.g. x.astype(jnp." + name + "))"
-                                       : " (convert it explicitly, e.g. x.to(torch." + name + "))";
+  if (framework_ == Framework::kTorch) return torch_dtype_hint(declared);
+  return std::string(" (convert it explicitly, e.g. x.astype(jnp.") + numpy_name(declared) + "))";
 }
 
 Status ShapeSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {

@@ -129,9 +129,7 @@ TorchSource::TorchSource(const char* op, const char* const* input_names, size_t 
   if (first_ == nullptr) fail(std::string(op) + ": every input is None");
 }
 
-std::string TorchSource::dtype_hint(DType declared) const {
-  return std::string(" (convert it explicitly, e.g. x.to(torch.") + numpy_name(declared) + "))";
-}
+std::string TorchSource::dtype_hint(DType declared) const { return torch_dtype_hint(declared); }
 
 Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {
   const StableIValue v = stack_[inputs_ + i];

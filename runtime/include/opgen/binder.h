@@ -119,6 +119,10 @@ class Source {
   virtual std::string dtype_hint(DType declared) const;
 };
 
+// What a dtype message suggests to a PyTorch user: " (convert it explicitly,
+// e.g. x.to(torch.float32))" (the torch kernels' and the torch checks' own).
+std::string torch_dtype_hint(DType declared);
+
 // The number of results a call of an op has: its outputs, less those that
 // update an optional input (`aliases[i]`: the input output i updates, or -1)
 // that the call omits (`present`: bit k, the k-th optional input is given),
