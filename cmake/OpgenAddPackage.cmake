@@ -178,11 +178,18 @@ function(_opgen_kernels_library target generated kernels_dir)
   endif()
 endfunction()
 
-# <package>._C: the XLA handlers and their capsules (no framework linked in):
-# each op's handlers (ARGN) register themselves with the runtime's module.
+# <package>._C: the XLA handlers and their capsules, and the eager PyTorch
+# route (no framework linked in): each op's handlers (ARGN) register themselves
+# with the runtime's module.
 function(_opgen_xla_module target pkg stage)
-  pybind11_add_module(${target} MODULE ${ARGN} "${OPGEN_RUNTIME_DIR}/src/xla_module.cc")
+  pybind11_add_module(${target} MODULE ${ARGN} "${OPGEN_RUNTIME_DIR}/src/xla_module.cc"
+                      "${OPGEN_RUNTIME_DIR}/src/torch_eager.cc")
   target_compile_definitions(${target} PRIVATE OPGEN_PACKAGE_NAME="${pkg}")
+  if(OPGEN_WITH_TORCH_EAGER)
+    # Only ATen/dlpack.h of torch's headers: _C links no torch library.
+    target_compile_definitions(${target} PRIVATE OPGEN_TORCH_EAGER=1)
+    target_include_directories(${target} SYSTEM PRIVATE "${OPGEN_TORCH_INCLUDE_DIR}")
+  endif()
   set_target_properties(${target} PROPERTIES OUTPUT_NAME _C LIBRARY_OUTPUT_DIRECTORY "${stage}")
   target_include_directories(${target} SYSTEM PRIVATE "${OPGEN_XLA_FFI_INCLUDE_DIR}")
   target_link_libraries(${target} PRIVATE ${pkg}_kernels)

@@ -5,7 +5,8 @@
 #
 # Cache options: OPGEN_CUDA and OPGEN_TORCH (AUTO, ON, OFF), OPGEN_LTO (OFF),
 # OPGEN_XLA_FFI_INCLUDE_DIR.
-# Sets: OPGEN_WITH_CUDA, OPGEN_WITH_TORCH, OPGEN_TORCH_INCLUDE_DIR, OPGEN_TORCH_LIB_DIR.
+# Sets: OPGEN_WITH_CUDA, OPGEN_WITH_TORCH, OPGEN_TORCH_INCLUDE_DIR, OPGEN_TORCH_LIB_DIR,
+# OPGEN_WITH_TORCH_EAGER.
 # Expects OPGEN_RUNTIME_DIR (the runtime/ folder: include/, src/, python/).
 include_guard(GLOBAL)
 
@@ -73,6 +74,16 @@ if(NOT OPGEN_TORCH STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "opgen: PyTorch kernels ${OPGEN_WITH_TORCH}")
+# The eager route around torch's dispatcher (opgen/torch_eager.h) reads DLPack's
+# C exchange API, which torch's headers have from torch 2.10.
+set(OPGEN_WITH_TORCH_EAGER OFF)
+if(OPGEN_WITH_TORCH AND EXISTS "${OPGEN_TORCH_INCLUDE_DIR}/ATen/dlpack.h")
+  file(STRINGS "${OPGEN_TORCH_INCLUDE_DIR}/ATen/dlpack.h" opgen_exchange_api REGEX "typedef struct DLPackExchangeAPI ")
+  if(opgen_exchange_api)
+    set(OPGEN_WITH_TORCH_EAGER ON)
+  endif()
+endif()
+message(STATUS "opgen: eager PyTorch route around the dispatcher ${OPGEN_WITH_TORCH_EAGER}")
 
 # --- The runtime every package links -----------------------------------------
 if(NOT TARGET opgen_runtime)

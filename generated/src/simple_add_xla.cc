@@ -4,7 +4,8 @@
 // opgen/xla_ffi_binding.h (typed FFI, api_version 4) and the shims of
 // opgen/xla_legacy_binding.h (api_version 1-3) over the op's rules (simple_add_rules.h),
 // registered with the package's module _C (opgen/xla_targets.h), with the same rules
-// over shapes alone for the Python entry points (opgen/shape_source.h).
+// over shapes alone for the Python entry points (opgen/shape_source.h) and over
+// torch.Tensor objects for the eager PyTorch route (opgen/torch_eager.h).
 #include <iterator>
 
 #include "opgen/xla_ffi_binding.h"
@@ -62,7 +63,9 @@ const opgen::xla::Target kTargets[] = {
 };
 
 constexpr opgen::xla::OpTargets kOp{"simple_add", &kLayout, kTargets, std::size(kTargets),
-                                    &opgen::check_shapes<Rules>};
+                                    &opgen::check_shapes<Rules>,
+                                    {Rules::kName, Rules::kInputNames, Rules::kInputs,
+                                     &opgen::torch_eager::run<Rules, true, true>}};
 const opgen::xla::Registration kRegistration{kOp};
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace opgen::gen {
 
 const std::vector<DTypeInfo>& all_dtypes() {
   static const std::vector<DTypeInfo> table = {
-#define OPGEN_DTYPE_INFO(e, name, cpp, xla, python, size) {DType::e, #e, #name, #cpp, #xla, #python, size},
+#define OPGEN_DTYPE_INFO(e, name, cpp, xla, python, size, ...) {DType::e, #e, #name, #cpp, #xla, #python, size},
       OPGEN_DTYPES(OPGEN_DTYPE_INFO)
 #undef OPGEN_DTYPE_INFO
   };

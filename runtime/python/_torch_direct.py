@@ -1,8 +1,12 @@
-"""The direct route of a plain eager PyTorch call: the C++ kernel's overload
-itself, for a call with no mode, subclass, compiler or gradient in the way."""
+"""The direct route of a plain eager PyTorch call, for a call with no mode,
+subclass, compiler or gradient in the way: the package's eager route around
+torch's dispatcher where torch has DLPack's exchange API (torch >= 2.10:
+``_C.torch_eager``, opgen/torch_eager.h), else the C++ kernel's overload
+itself."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -18,16 +22,45 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack
 _grad_enabled = torch.is_grad_enabled
 _functorch_layers = torch._C._functorch.peek_interpreter_stack  # torch.func.vmap, grad, ...
+_profiling = torch._C._autograd._profiler_enabled  # the profiler records ops the dispatcher runs
+_increment_version = torch._C._increment_version
+
+
+def _eager_runner(op: Op):
+    """The op's runner of the package's eager route, or None where the route
+    is off: torch without DLPack's exchange API (before 2.10), a package built
+    against such a torch, or OPGEN_TORCH_EAGER=0 in the environment."""
+    if os.environ.get("OPGEN_TORCH_EAGER", "1") == "0":
+        return None
+    api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+    compiled = _spec._compiled()
+    if api is None or not hasattr(compiled, "torch_eager") or compiled.torch_eager_api(api):
+        return None
+    return compiled.torch_eager_op(op.name)
+
+
+def bump_versions(order: tuple, inputs: Sequence) -> None:
+    """Tells autograd that the inputs an op updated in place changed, as a
+    native in-place op does: a tensor saved for a gradient and then updated
+    makes backward raise, instead of reading the new values."""
+    for k in order:
+        if k >= 0 and inputs[k] is not None:
+            _increment_version(inputs[k])
 
 
 class Direct:
-    """The direct route of `call` for a plain eager call: the C++ kernel's
-    overload itself, below the Python autograd formula (no input needs a
-    gradient), with an op's lowered attributes computed once per distinct
-    value. It skips what only tracing, autograd, tensor subclasses and modes
-    need (the op's Python layers: the lowering to ``<op>__lowered``,
-    torch.library's autograd kernel), and runs the same kernel, which checks
-    the call as ever. `plain` says whether a call may take it."""
+    """The direct route of `call` for a plain eager call. Where the package's
+    eager route is on, the call goes to it: the op's rules and body on the
+    tensors themselves, around torch's dispatcher (no input needs a gradient,
+    so no autograd node is due). Where it is off, or where it hands the call
+    back (a value the rules refuse, a tensor DLPack cannot describe), the C++
+    kernel's overload runs it, below the Python autograd formula, with an
+    op's lowered attributes computed once per distinct value. Either skips
+    what only tracing, autograd, tensor subclasses and modes need (the op's
+    Python layers: the lowering to ``<op>__lowered``, torch.library's
+    autograd kernel); the rules check the call as ever, and an input updated
+    in place has its version bumped as a native in-place op's is. `plain`
+    says whether a call may take this route."""
 
     def __init__(self, op: Op):
         self.op = op
@@ -41,12 +74,19 @@ class Direct:
         self.order = spec_order(op) if op.aliased_outputs else None
         self.single = len(op.outputs) == 1
         self.lowered: dict = {}  # attributes (as a hashable key) -> what the lowered kernel takes
+        self.eager = _eager_runner(op)
+        self.torch_eager = _spec._compiled().torch_eager if self.eager is not None else None
+        # The request mask's bit of each output on request, by its schema flag (return_<name>).
+        self.request_flags = tuple((1 << i, t.request_param) for i, t in enumerate(op.requested_outputs))
 
     def plain(self, inputs: Sequence) -> bool:
         """Whether the call is eager on plain CPU or CUDA tensors of which none
-        needs a gradient, with no mode, subclass or compiler in the way. (It
-        runs on every call, so it reads only cheap attributes.)"""
-        if _is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layers() is not None:
+        needs a gradient, with no mode, subclass, compiler or profiler in the
+        way (under torch.profiler the call takes the dispatcher's route, so
+        that the trace names the op). It runs on every call, so it reads only
+        cheap attributes."""
+        if (_is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layers() is not None
+                or _profiling()):
             return False
         grad = _grad_enabled()
         for x, required in zip(inputs, self.required):
@@ -58,16 +98,24 @@ class Direct:
         return True
 
     def __call__(self, inputs: Sequence, attrs: Mapping):
-        op = self.op
-        if op.torch_lowered:
-            attrs = self.lower(attrs)
-        if self.below_autograd:
-            with torch._C._AutoDispatchBelowAutograd():
-                result = self.kernel(*inputs, **attrs)
-        else:
-            result = self.kernel(*inputs, **attrs)
+        result = NotImplemented
+        if self.eager is not None:
+            mask = 0
+            for bit, flag in self.request_flags:
+                if attrs.get(flag):
+                    mask |= bit
+            result = self.torch_eager(self.eager, tuple(inputs), attrs, mask)
+        if result is NotImplemented:  # the route is off, or it took not the call: the kernel runs it or says why not
+            op = self.op
+            kernel_attrs = self.lower(attrs) if op.torch_lowered else attrs
+            if self.below_autograd:
+                with torch._C._AutoDispatchBelowAutograd():
+                    result = self.kernel(*inputs, **kernel_attrs)
+            else:
+                result = self.kernel(*inputs, **kernel_attrs)
         if self.order is None:
             return result
+        bump_versions(self.order, inputs)
         values = in_spec_order(self.order, inputs, fresh(result))
         return values[0] if self.single else tuple(values)
 

@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from . import _spec, _torch_autograd, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
-from ._torch_direct import DIRECT, Direct
+from ._torch_direct import DIRECT, Direct, bump_versions
 from ._torch_values import (dtype_attrs, fresh, in_spec_order, lift, lower, placeholders, request_flags,
                              schema_result, spec_order, split_arguments, split_requests, torch_dtype, unasked)
 from ._torch_xla import xla_custom_call
@@ -197,6 +197,8 @@ def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         made = [value for o, value in zip(op.outputs, outs) if not o.alias]
     else:
         made = fresh(getattr(getattr(torch.ops, op.torch_namespace), op.name)(*inputs, **attrs))
+        if op.aliased_outputs and not torch.compiler.is_compiling():
+            bump_versions(spec_order(op), inputs)
     if needs_grad and made:
         made = list(_torch_autograd.NoBackward.apply(_torch_autograd.no_backward_message(op), *made))
     values = in_spec_order(spec_order(op), inputs, made)

@@ -21,7 +21,7 @@ const char* dtype_name(DType d) {
 
 const char* numpy_name(DType d) {
   switch (d) {
-#define OPGEN_PYTHON_NAME(e, name, cpp, xla, python, size) \
+#define OPGEN_PYTHON_NAME(e, name, cpp, xla, python, size, ...) \
   case DType::e: return #python;
     OPGEN_DTYPES(OPGEN_PYTHON_NAME)
 #undef OPGEN_PYTHON_NAME
@@ -39,7 +39,7 @@ DType dtype_of_name(const char* name) {
 
 size_t dtype_size(DType d) {
   switch (d) {
-#define OPGEN_DTYPE_SIZE(e, name, cpp, xla, python, size) \
+#define OPGEN_DTYPE_SIZE(e, name, cpp, xla, python, size, ...) \
   case DType::e: return size;
     OPGEN_DTYPES(OPGEN_DTYPE_SIZE)
 #undef OPGEN_DTYPE_SIZE
@@ -64,6 +64,19 @@ Status Source::workspaces(size_t n, const char* const* names, const size_t* byte
   }
   return Status::Ok();
 }
+Status pack_workspaces(const char* op, size_t n, const size_t* bytes, size_t* offsets, size_t* total) {
+  constexpr size_t kAlign = 256;
+  *total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offsets[i] = *total;
+    if (__builtin_add_overflow(*total, (bytes[i] + kAlign - 1) / kAlign * kAlign, total) ||
+        *total > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+      return Status::InvalidArgument(std::string(op) + ": the workspaces would take more than 2^63 - 1 bytes");
+    }
+  }
+  return Status::Ok();
+}
+
 std::string Source::spell(DType d) const { return dtype_name(d); }
 std::string Source::dtype_hint(DType) const { return {}; }
 

@@ -28,12 +28,16 @@ std::string ShapeSource::dtype_hint(DType declared) const {
 }
 
 Status ShapeSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {
+  if (i >= attrs_.size()) return Status::Internal(std::string(op_) + ": attribute '" + name + "' was not handed over");
+  return read_attr(op_, name, kind, attrs_[i], i32s_[i], value);
+}
+
+Status ShapeSource::read_attr(const char* op, const char* name, AttrKind kind, const Attr& a,
+                              std::vector<int32_t>& narrow, AttrValue* value) {
   const auto wrong = [&](const char* what) {
-    return Status::Internal(std::string(op_) + ": attribute '" + name + "' was handed over as " + what +
+    return Status::Internal(std::string(op) + ": attribute '" + name + "' was handed over as " + what +
                             "; its spec type takes another");
   };
-  if (i >= attrs_.size()) return Status::Internal(std::string(op_) + ": attribute '" + name + "' was not handed over");
-  const Attr& a = attrs_[i];
   switch (kind) {
     case AttrKind::kBool:
       if (a.tag != Attr::kBool) return wrong("a non-bool");
@@ -67,12 +71,11 @@ Status ShapeSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
     }
     case AttrKind::kI32Array: {
       if (a.tag != Attr::kInts) return wrong("a non-sequence");
-      std::vector<int32_t>& narrow = i32s_[i];
       narrow.clear();
       for (size_t k = 0; k < a.ints.size(); ++k) {
         const int64_t v = a.ints[k];
         if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-          return Status::InvalidArgument(std::string(op_) + ": attribute '" + name + "' element " +
+          return Status::InvalidArgument(std::string(op) + ": attribute '" + name + "' element " +
                                          std::to_string(k) + " = " + std::to_string(v) + " does not fit i32");
         }
         narrow.push_back(static_cast<int32_t>(v));

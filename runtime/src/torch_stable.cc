@@ -6,10 +6,6 @@
 
 #include "opgen/footprint.h"
 
-#ifdef USE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 namespace opgen::torch_stable {
 
 DType dtype_of(int32_t t) {
@@ -207,17 +203,9 @@ Status TorchSource::workspace(size_t, const char* name, size_t bytes, void** dat
 
 Status TorchSource::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
   if (n == 1) return workspace(0, names[0], bytes[0], &data[0]);
-  // Each workspace starts on 256 bytes, as torch's allocator aligns a tensor.
-  constexpr size_t kAlign = 256;
   size_t offsets[Binder::kMaxOutputs];
   size_t total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    offsets[i] = total;
-    if (__builtin_add_overflow(total, (bytes[i] + kAlign - 1) / kAlign * kAlign, &total) ||
-        total > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
-      return Status::InvalidArgument(std::string(op_) + ": the workspaces would take more than 2^63 - 1 bytes");
-    }
-  }
+  if (Status s = pack_workspaces(op_, n, bytes, offsets, &total); !s.ok()) return s;
   const int64_t size = static_cast<int64_t>(total);
   void* base = nullptr;
   keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspaces", names, n}, &base));
@@ -227,19 +215,6 @@ Status TorchSource::workspaces(size_t n, const char* const* names, const size_t*
 
 // --- devices ------------------------------------------------------------------------
 
-#ifdef USE_CUDA
-CudaDeviceScope::CudaDeviceScope(int32_t device_index) {
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess) fail("opgen: cudaGetDevice failed");
-  if (current == device_index) return;
-  if (cudaSetDevice(device_index) != cudaSuccess) fail("opgen: cudaSetDevice(" + std::to_string(device_index) + ") failed");
-  previous_ = current;
-}
-
-CudaDeviceScope::~CudaDeviceScope() {
-  if (previous_ >= 0) cudaSetDevice(previous_);
-}
-#endif
 
 OnCpu::OnCpu(const char* op, const TensorView& first) {
   if (!first.is_cpu()) fail(std::string(op) + ": the CPU kernel got tensors on " + first.device_text());
@@ -254,6 +229,7 @@ int32_t checked_index(const char* op, const TensorView& first) {
 }  // namespace
 
 OnCuda::OnCuda(const char* op, const TensorView& first) : scope_(checked_index(op, first)) {
+  if (!scope_.status().ok()) fail(std::string(op) + ": " + scope_.status().message());
   void* stream = nullptr;
   check_shim(aoti_torch_get_current_cuda_stream(first.device_index, &stream), "get_current_cuda_stream");
   platform_.stream = static_cast<cudaStream_t>(stream);

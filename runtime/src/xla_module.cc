@@ -2,7 +2,8 @@
 // for every custom-call target its ops registered (opgen/xla_targets.h),
 // grouped by platform and API version, for JAX and torch_xla to register; and
 // each op's rules over a call's shapes alone (`check`, opgen/shape_source.h),
-// which every Python entry point runs at trace time.
+// which every Python entry point runs at trace time; and the eager PyTorch
+// route around torch's dispatcher (`torch_eager`, opgen/torch_eager.h).
 // The build compiles it into each package's module with OPGEN_PACKAGE_NAME
 // defined (cmake/OpgenAddPackage.cmake).
 #include <pybind11/pybind11.h>
@@ -192,6 +193,36 @@ py::tuple check(const std::string& name, const py::sequence& inputs, const py::s
   return py::make_tuple(symbols, py::tuple(py::cast(c.batch)), outputs);
 }
 
+// --- the eager PyTorch route (opgen/torch_eager.h) -------------------------------
+
+constexpr const char* kEagerOpCapsule = "opgen.torch_eager.op";
+
+// An op's eager route, for _C.torch_eager.
+py::capsule torch_eager_op(const std::string& name) {
+  return py::capsule(const_cast<opgen::torch_eager::EagerOp*>(&op_named(name).eager), kEagerOpCapsule);
+}
+
+// _C.torch_eager(op, inputs, attrs, requested): runs a plain eager call of
+// the op on torch.Tensor objects (opgen::torch_eager::call). METH_FASTCALL
+// rather than pybind11: this is a call's whole host path, and pybind11's
+// argument conversion costs a native op's call by itself.
+PyObject* torch_eager(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 4 || !PyTuple_Check(args[1]) || !PyDict_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "torch_eager(op, inputs: tuple, attrs: dict, requested: int)");
+    return nullptr;
+  }
+  const auto* op = static_cast<const opgen::torch_eager::EagerOp*>(PyCapsule_GetPointer(args[0], kEagerOpCapsule));
+  if (op == nullptr) return nullptr;
+  const uint64_t requested = PyLong_AsUnsignedLongLong(args[3]);
+  if (requested == static_cast<uint64_t>(-1) && PyErr_Occurred()) return nullptr;
+  return static_cast<PyObject*>(opgen::torch_eager::call(*op, args[1], args[2], requested));
+}
+
+PyMethodDef kTorchEager = {"torch_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&torch_eager)),
+                           METH_FASTCALL,
+                           "torch_eager(op, inputs, attrs, requested): a plain eager call of the op around torch's "
+                           "dispatcher (opgen/torch_eager.h); NotImplemented where it takes the kernel's route."};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -220,6 +251,11 @@ PYBIND11_MODULE(_C, m) {
                                  const std::string& allowed) {
     return opgen::dtype_attr_refused(op.c_str(), attr.c_str(), got, allowed);
   }, "The rules' message for a dtype attribute's value outside its values.");
+  m.def("torch_eager_api", [](const py::capsule& api) {
+    return opgen::torch_eager::use_api(PyCapsule_GetPointer(api.ptr(), "dlpack_exchange_api"));
+  }, "Takes torch.Tensor.__dlpack_c_exchange_api__ for the eager route: '' when in use, else why not.");
+  m.def("torch_eager_op", &torch_eager_op, py::arg("op"), "The op's eager runner, for torch_eager.");
+  m.add_object("torch_eager", py::reinterpret_steal<py::object>(PyCFunction_New(&kTorchEager, nullptr)));
   m.def("legacy_status_available", [] { return opgen::xla_legacy::failure_setter() != nullptr; },
         "Whether legacy (api_version 2, 3) failures can reach XLA as a status in this process.");
 }

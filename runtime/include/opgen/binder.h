@@ -119,6 +119,11 @@ class Source {
   virtual std::string dtype_hint(DType declared) const;
 };
 
+// Where each of `n` workspaces of `bytes` starts in one allocation of `*total`
+// bytes that holds them all (a framework that allocates them makes one
+// buffer): each on 256 bytes, as torch's allocator aligns a tensor.
+Status pack_workspaces(const char* op, size_t n, const size_t* bytes, size_t* offsets, size_t* total);
+
 // What a dtype message suggests to a PyTorch user: " (convert it explicitly,
 // e.g. x.to(torch.float32))" (the torch kernels' and the torch checks' own).
 std::string torch_dtype_hint(DType declared);

@@ -23,4 +23,30 @@ inline Status cuda_launch_status(const char* kernel) {
   return cuda_status(cudaGetLastError(), kernel);
 }
 
+// Makes `device` the CUDA runtime's current device while it lives, when it
+// is not already (the common case costs one query), as torch's CUDA guard
+// does; status() says whether that worked. The PyTorch entry points use it
+// rather than torch's own guard, which follows torch's current accelerator:
+// another backend once one registers PrivateUse1 (torchax does).
+class CudaDeviceScope {
+ public:
+  explicit CudaDeviceScope(int device) {
+    int current = -1;
+    status_ = cuda_status(cudaGetDevice(&current), "cudaGetDevice");
+    if (!status_.ok() || current == device) return;
+    status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice");
+    if (status_.ok()) previous_ = current;
+  }
+  ~CudaDeviceScope() {
+    if (previous_ >= 0) (void)cudaSetDevice(previous_);  // back to the caller's, which was valid
+  }
+  CudaDeviceScope(const CudaDeviceScope&) = delete;
+  CudaDeviceScope& operator=(const CudaDeviceScope&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+  int previous_ = -1;  // the device to restore; -1: none was changed
+};
+
 }  // namespace opgen

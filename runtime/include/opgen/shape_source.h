@@ -66,6 +66,12 @@ class ShapeSource : public Source {
 
   const std::vector<Output>& outputs() const { return outputs_; }
 
+  // Attribute `name` of `kind` from its value as Python holds it: what every
+  // source given Python's values (this one, opgen/torch_eager.h's) hands the
+  // rules. An i32[] is narrowed into `narrow`, which the value then points into.
+  static Status read_attr(const char* op, const char* name, AttrKind kind, const Attr& a, std::vector<int32_t>& narrow,
+                          AttrValue* value);
+
  private:
   const char* op_;
   Framework framework_;

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "opgen/binder.h"
-#include "opgen/dispatch.h"
+#include "opgen/run_call.h"
 #include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/status.h"
@@ -145,23 +145,6 @@ class TorchSource : public Source {
   std::vector<Tensor> keep_;  // attribute tensors and workspaces, alive until the call returns
 };
 
-#ifdef USE_CUDA
-// Makes `device_index` the CUDA runtime's current device for the call when it
-// is not already (the common case costs one query), as torch's CUDA guard
-// does. Not through the shim's device index and guard: those follow torch's
-// current accelerator, which is another backend once one registers
-// PrivateUse1 (torchax does), and then fail.
-class CudaDeviceScope {
- public:
-  explicit CudaDeviceScope(int32_t device_index);
-  ~CudaDeviceScope();
-  CudaDeviceScope(const CudaDeviceScope&) = delete;
-  CudaDeviceScope& operator=(const CudaDeviceScope&) = delete;
-
- private:
-  int previous_ = -1;  // the device to restore; -1: none was changed
-};
-#endif
 
 // The device a boxed kernel is registered for, made from the call's first
 // input: it refuses a tensor on another device and gives the opgen::Platform
@@ -182,7 +165,7 @@ class OnCuda {
   const opgen::Cuda& platform() const { return platform_; }
 
  private:
-  CudaDeviceScope scope_;
+  opgen::CudaDeviceScope scope_;
   opgen::Cuda platform_{};
 };
 #endif
@@ -195,17 +178,7 @@ void boxed(StableIValue* stack, uint64_t, uint64_t) {
   TorchSource source(Rules::kName, Rules::kInputNames, Rules::kInputs, Rules::kRequiredInputs, Rules::kAttrs, stack);
   const Device device(Rules::kName, source.first());
   Binder b(Rules::kName, source);
-  const int instantiation = Rules::select(b);
-  if (!b.ok()) fail(b.status().message());
-  visit_args(
-      typename Rules::Instantiations{}, instantiation,
-      [&](auto& args) {
-        Rules::bind(b, args);
-        if (!b.ok()) fail(b.status().message());
-        if (b.empty()) return;
-        if (Status s = device.platform().run(args); !s.ok()) fail(s.message());
-      },
-      [] { fail("no instantiation selected"); });
+  if (Status s = run_call<Rules>(b, device.platform()); !s.ok()) fail(s.message());
   for (size_t i = 0; i < source.fresh_count(); ++i) stack[i] = stack_from(source.fresh(i));
 }
 

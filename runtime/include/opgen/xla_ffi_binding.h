@@ -13,7 +13,7 @@
 #include <string>
 
 #include "opgen/binder.h"
-#include "opgen/dispatch.h"
+#include "opgen/run_call.h"
 #include "opgen/platform.h"
 #include "opgen/shape_check.h"
 #include "opgen/xla_ffi_error.h"
@@ -82,21 +82,7 @@ template <typename Rules, typename Platform>
 ffi::Error run(const Platform& platform, FfiSource<Rules::kInputs>& source) {
   if (!source.status().ok()) return to_ffi_error(source.status());
   Binder b(Rules::kName, source);
-  const int instantiation = Rules::select(b);
-  if (!b.ok()) return to_ffi_error(b.status());
-  return visit_args(
-      typename Rules::Instantiations{}, instantiation,
-      [&](auto& args) -> ffi::Error {
-        Rules::bind(b, args);
-        if (!b.ok()) return to_ffi_error(b.status());
-        if (b.empty()) return ffi::Error::Success();
-        for (size_t i = 0; i < b.copy_count(); ++i) {
-          const Binder::Copy& c = b.copy(i);
-          if (Status s = platform.copy(c.dst, c.src, c.bytes); !s.ok()) return to_ffi_error(s);
-        }
-        return to_ffi_error(platform.run(args));
-      },
-      [] { return ffi::Error::Internal("no instantiation selected"); });
+  return to_ffi_error(run_call<Rules>(b, platform));
 }
 
 template <typename Rules>

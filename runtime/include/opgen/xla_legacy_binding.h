@@ -15,7 +15,7 @@
 #include <string>
 
 #include "opgen/binder.h"
-#include "opgen/dispatch.h"
+#include "opgen/run_call.h"
 #include "opgen/opaque.h"
 #include "opgen/platform.h"
 #include "opgen/shape_check.h"
@@ -114,23 +114,7 @@ Status run(const Platform& platform, Device device, const void* const* inputs, v
                                                              : static_cast<void* const*>(cpu_out);
   LegacySource source(values, device, Rules::kInputs, Rules::kRequiredInputs, results, inputs, outputs);
   Binder b(Rules::kName, source);
-  const int instantiation = Rules::select(b);
-  if (!b.ok()) return b.status();
-  return visit_args(
-      typename Rules::Instantiations{}, instantiation,
-      [&](auto& args) -> Status {
-        Rules::bind(b, args);
-        Status s = b.status();
-        if (s.ok() && !b.empty()) {
-          for (size_t i = 0; s.ok() && i < b.copy_count(); ++i) s = platform.copy(b.copy(i).dst, b.copy(i).src, b.copy(i).bytes);
-          if (s.ok()) s = platform.run(args);
-        }
-        if (!s.ok()) {
-          for (size_t i = 0; i < b.output_count(); ++i) platform.poison(b.output_data(i), b.output_bytes(i));
-        }
-        return s;
-      },
-      [] { return Status::Internal("no instantiation selected"); });
+  return run_call<Rules>(b, platform, OnFailure::kPoison);
 }
 
 // The shims, as the extern "C" symbols of each op call them.

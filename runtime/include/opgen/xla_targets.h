@@ -10,6 +10,7 @@
 
 #include "opgen/opaque.h"
 #include "opgen/shape_source.h"
+#include "opgen/torch_eager.h"
 
 namespace opgen::xla {
 
@@ -21,14 +22,16 @@ struct Target {
   void* function;
 };
 
-// The targets of one op, the layout of its legacy descriptor, and its rules
-// over a call's shapes alone (for the Python entry points: _C.check).
+// The targets of one op, the layout of its legacy descriptor, its rules
+// over a call's shapes alone (for the Python entry points: _C.check), and its
+// eager PyTorch route (_C.torch_eager).
 struct OpTargets {
   const char* op;
   const opaque::Layout* layout;
   const Target* targets;
   size_t count;
   ShapeChecker check;
+  torch_eager::EagerOp eager;
 };
 
 // Registers an op's targets while the module loads.

@@ -1,0 +1,361 @@
+// Python's header first, as it asks.
+#include <Python.h>
+
+#include "opgen/torch_eager.h"
+
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opgen/footprint.h"
+#include "opgen/shape_source.h"
+
+#if defined(OPGEN_TORCH_EAGER) && OPGEN_TORCH_EAGER
+#include <ATen/dlpack.h>
+#endif
+
+namespace opgen::torch_eager {
+
+#if defined(OPGEN_TORCH_EAGER) && OPGEN_TORCH_EAGER
+
+namespace {
+
+const DLPackExchangeAPI* g_api = nullptr;  // torch's, once use_api took it
+
+DType dtype_of(const DLDataType& t) {
+  if (t.lanes != 1) return DType::kUnknown;
+#define OPGEN_DTYPE_OF_DLPACK(e, name, cpp, xla, python, size, dlpack) \
+  if (t.code == kDL##dlpack && t.bits == 8 * (size)) return DType::e;
+  OPGEN_DTYPES(OPGEN_DTYPE_OF_DLPACK)
+#undef OPGEN_DTYPE_OF_DLPACK
+  return DType::kUnknown;
+}
+
+DLDataType dlpack_of(DType d) {
+  switch (d) {
+#define OPGEN_DLPACK_OF_DTYPE(e, name, cpp, xla, python, size, dlpack) \
+  case DType::e: return {static_cast<uint8_t>(kDL##dlpack), static_cast<uint8_t>(8 * (size)), 1};
+    OPGEN_DTYPES(OPGEN_DLPACK_OF_DTYPE)
+#undef OPGEN_DLPACK_OF_DTYPE
+    case DType::kUnknown: break;
+  }
+  return {static_cast<uint8_t>(kDLOpaqueHandle), 0, 0};  // torch's allocator refuses it
+}
+
+// The allocator's SetError: keeps the message for the Status.
+void keep_error(void* text, const char* kind, const char* message) {
+  *static_cast<std::string*>(text) = std::string(kind) + ": " + message;
+}
+
+void release(DLManagedTensorVersioned* m) {
+  if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+}
+
+// A plain eager call as a Source: the inputs read through DLPack, the
+// attributes from their dict, the outputs and workspaces from torch's allocator.
+class EagerSource : public EagerCall {
+ public:
+  static constexpr size_t kMaxInputs = 64;
+  static constexpr size_t kMaxAttrs = 16;
+
+  EagerSource(const char* op, const char* const* input_names, PyObject* inputs, PyObject* attrs, uint64_t requested);
+  ~EagerSource() override;  // frees the outputs not handed over, and the workspaces
+  EagerSource(const EagerSource&) = delete;
+  EagerSource& operator=(const EagerSource&) = delete;
+
+  bool readable() const override { return readable_; }
+  int device_index() const override { return device_index_; }
+  void* stream() const override { return stream_; }
+
+  const TensorRef* input(size_t i) override { return i < count_ && present_[i] ? &refs_[i] : nullptr; }
+  Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
+  Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
+                int alias, void** data) override;
+  Status unrequested(size_t i, const char* name, DType dtype) override;
+  bool requested(size_t k) override { return (requested_ >> k) & 1; }
+  Device device() const override { return cuda_ ? Device::kCuda : Device::kCpu; }
+  Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
+  Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override;
+  std::string spell(DType d) const override { return numpy_name(d); }
+  std::string dtype_hint(DType declared) const override { return torch_dtype_hint(declared); }
+
+  // After a successful run: the outputs that alias no input, as the kernel's
+  // schema returns them (a new reference), or null with a Python error set.
+  PyObject* results();
+
+ private:
+  // A new dense tensor from torch's allocator on the call's device.
+  Status allocate(const char* what, const char* name, DType dtype, const int64_t* dims, size_t rank,
+                  DLManagedTensorVersioned** managed, void** data);
+
+  const char* op_;
+  const char* const* names_;
+  size_t count_ = 0;
+  PyObject* attrs_;
+  uint64_t requested_;
+  bool readable_ = false;
+  bool cuda_ = false;
+  int device_index_ = 0;
+  void* stream_ = nullptr;
+  TensorRef refs_[kMaxInputs];
+  size_t element_sizes_[kMaxInputs] = {};
+  bool present_[kMaxInputs] = {};
+  // Each attribute's value as read (the rules' Args may point into them until the call returns).
+  ShapeSource::Attr values_[kMaxAttrs];
+  std::vector<int32_t> narrow_[kMaxAttrs];  // i32[] attributes, narrowed
+  DLManagedTensorVersioned* fresh_[Binder::kMaxOutputs] = {};  // handed over by results()
+  size_t fresh_count_ = 0;
+  DLManagedTensorVersioned* scratch_[Binder::kMaxOutputs] = {};  // the workspaces
+  size_t scratch_count_ = 0;
+};
+
+}  // namespace
+
+std::string use_api(const void* api) {
+  const auto* a = static_cast<const DLPackExchangeAPI*>(api);
+  if (a == nullptr) return "torch gave no DLPack exchange API";
+  if (a->header.version.major != DLPACK_MAJOR_VERSION) {
+    return "torch's DLPack exchange API is of DLPack " + std::to_string(a->header.version.major) +
+           ".x; this build reads " + std::to_string(DLPACK_MAJOR_VERSION) + ".x";
+  }
+  if (a->managed_tensor_allocator == nullptr || a->managed_tensor_to_py_object_no_sync == nullptr ||
+      a->dltensor_from_py_object_no_sync == nullptr || a->current_work_stream == nullptr) {
+    return "torch's DLPack exchange API lacks a function this route needs";
+  }
+  g_api = a;
+  return "";
+}
+
+EagerSource::EagerSource(const char* op, const char* const* input_names, PyObject* inputs, PyObject* attrs,
+                         uint64_t requested)
+    : op_(op), names_(input_names), attrs_(attrs), requested_(requested) {
+  const Py_ssize_t count = PyTuple_GET_SIZE(inputs);
+  if (g_api == nullptr || count > static_cast<Py_ssize_t>(kMaxInputs)) return;
+  count_ = static_cast<size_t>(count);
+  bool any = false;
+  for (size_t i = 0; i < count_; ++i) {
+    PyObject* object = PyTuple_GET_ITEM(inputs, static_cast<Py_ssize_t>(i));
+    if (object == Py_None) continue;
+    DLTensor t;
+    if (g_api->dltensor_from_py_object_no_sync(object, &t) != 0) {
+      PyErr_Clear();  // a tensor DLPack cannot describe (a conjugate view, say): the kernel's route takes it
+      return;
+    }
+    const bool cuda = t.device.device_type == kDLCUDA;
+    if (!cuda && t.device.device_type != kDLCPU) return;
+    if (!any) {
+      cuda_ = cuda;
+      device_index_ = t.device.device_id;
+      any = true;
+    } else if (cuda != cuda_ || t.device.device_id != device_index_) {
+      return;  // the kernel says which tensor is where
+    }
+    if (t.ndim < 0 || static_cast<size_t>(t.ndim) > Binder::kMaxRank) return;
+    TensorRef& r = refs_[i];
+    r.dtype = dtype_of(t.dtype);
+    // A dtype opgen does not take: the kernel names torch's dtype. (A TensorRef
+    // of kUnknown and no foreign name would pass for a legacy call's, unchecked.)
+    if (r.dtype == DType::kUnknown) return;
+    r.rank = static_cast<size_t>(t.ndim);
+    r.dims = t.shape;
+    r.strides = t.strides;  // null: dense row-major, in DLPack as in a TensorRef
+    r.data = static_cast<char*>(t.data) + t.byte_offset;
+    element_sizes_[i] = (static_cast<size_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+    present_[i] = true;
+  }
+  if (!any) return;
+  if (cuda_ && g_api->current_work_stream(kDLCUDA, device_index_, &stream_) != 0) {
+    PyErr_Clear();
+    return;
+  }
+  readable_ = true;
+}
+
+EagerSource::~EagerSource() {
+  for (size_t i = 0; i < fresh_count_; ++i) release(fresh_[i]);
+  for (size_t i = 0; i < scratch_count_; ++i) release(scratch_[i]);
+}
+
+Status EagerSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {
+  // Any failure here is the kernel's to report: it reads the same value through torch's schema.
+  const auto refused = [&] {
+    PyErr_Clear();
+    return Status::InvalidArgument(std::string(op_) + ": attribute '" + name + "' is not one the eager route reads");
+  };
+  PyObject* v = i < kMaxAttrs ? PyDict_GetItemString(attrs_, name) : nullptr;
+  if (v == nullptr) return refused();
+  ShapeSource::Attr& a = values_[i];
+  if (PyBool_Check(v)) {
+    a.tag = ShapeSource::Attr::kBool;
+    a.b = v == Py_True;
+  } else if (PyLong_Check(v)) {
+    a.tag = ShapeSource::Attr::kInt;
+    int overflow = 0;
+    a.i = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow != 0) return refused();
+  } else if (PyFloat_Check(v)) {
+    a.tag = ShapeSource::Attr::kFloat;
+    a.f = PyFloat_AS_DOUBLE(v);
+  } else if (PyUnicode_Check(v) || std::string_view(Py_TYPE(v)->tp_name) == "torch.dtype") {
+    // An enum by name; a dtype by its name, which str() of a torch.dtype gives after "torch.".
+    PyObject* text = PyUnicode_Check(v) ? (Py_INCREF(v), v) : PyObject_Str(v);
+    if (text == nullptr) return refused();
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (utf8 != nullptr) a.s.assign(utf8, static_cast<size_t>(size));
+    Py_DECREF(text);
+    if (utf8 == nullptr) return refused();
+    if (!PyUnicode_Check(v) && a.s.rfind("torch.", 0) == 0) a.s.erase(0, 6);
+    a.tag = ShapeSource::Attr::kStr;
+  } else if (PyList_Check(v) || PyTuple_Check(v)) {
+    a.tag = ShapeSource::Attr::kInts;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+    a.ints.resize(static_cast<size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      PyObject* e = PySequence_Fast_GET_ITEM(v, k);
+      int overflow = 0;
+      if (!PyLong_Check(e) || PyBool_Check(e)) return refused();
+      a.ints[static_cast<size_t>(k)] = PyLong_AsLongLongAndOverflow(e, &overflow);
+      if (overflow != 0) return refused();
+    }
+  } else {
+    return refused();
+  }
+  return ShapeSource::read_attr(op_, name, kind, a, narrow_[i], value);
+}
+
+Status EagerSource::allocate(const char* what, const char* name, DType dtype, const int64_t* dims, size_t rank,
+                             DLManagedTensorVersioned** managed, void** data) {
+  // The rules bound the element count by int64; the bytes are checked here,
+  // so that torch's allocator is never asked for a size that wraps.
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (size_t k = 0; k < rank; ++k) {
+    if (__builtin_mul_overflow(bytes, dims[k], &bytes)) {
+      return Status::InvalidArgument(std::string(op_) + ": " + what + " '" + name + "' would take more than 2^63 - 1 bytes");
+    }
+  }
+  DLTensor prototype{};
+  prototype.device = {cuda_ ? kDLCUDA : kDLCPU, device_index_};
+  prototype.ndim = static_cast<int32_t>(rank);
+  prototype.dtype = dlpack_of(dtype);
+  prototype.shape = const_cast<int64_t*>(dims);  // read only
+  std::string error;
+  DLManagedTensorVersioned* out = nullptr;
+  if (g_api->managed_tensor_allocator(&prototype, &out, &error, &keep_error) != 0 || out == nullptr) {
+    PyErr_Clear();
+    return Status::InvalidArgument(std::string(op_) + ": " + what + " '" + name + "' could not be allocated: " + error);
+  }
+  *managed = out;
+  *data = static_cast<char*>(out->dl_tensor.data) + out->dl_tensor.byte_offset;
+  return Status::Ok();
+}
+
+Status EagerSource::output(size_t, const char* name, const char*, DType dtype, const int64_t* dims, size_t rank,
+                           int alias, void** data) {
+  if (alias >= 0) {
+    // Updated in place: the input's own buffer, whose elements must be its
+    // own and which must share no memory with another input (as the kernel checks).
+    const auto a = static_cast<size_t>(alias);
+    if (a >= count_ || !present_[a]) return Status::Internal(std::string(op_) + ": output '" + name + "' updates no input");
+    TensorExtent extents[kMaxInputs];
+    int64_t dense[kMaxInputs][Binder::kMaxRank];
+    for (size_t k = 0; k < count_; ++k) {
+      if (!present_[k]) continue;
+      const TensorRef& r = refs_[k];
+      const int64_t* strides = r.strides;
+      if (strides == nullptr) {
+        int64_t n = 1;
+        for (size_t d = r.rank; d-- > 0;) {
+          dense[k][d] = n;
+          n *= r.dims[d];
+        }
+        strides = dense[k];
+      }
+      extents[k] = {r.data, r.dims, strides, r.rank, element_sizes_[k]};
+    }
+    if (Status s = in_place_conflict(op_, names_, extents, count_, a); !s.ok()) return s;
+    *data = refs_[a].data;
+    return Status::Ok();
+  }
+  if (fresh_count_ == Binder::kMaxOutputs) return Status::Internal(std::string(op_) + ": too many outputs");
+  return allocate("output", name, dtype, dims, rank, &fresh_[fresh_count_++], data);
+}
+
+Status EagerSource::unrequested(size_t, const char* name, DType dtype) {
+  // As the kernel's schema returns it: a tensor of no elements.
+  if (fresh_count_ == Binder::kMaxOutputs) return Status::Internal(std::string(op_) + ": too many outputs");
+  const int64_t none = 0;
+  void* data = nullptr;
+  return allocate("output", name, dtype, &none, 1, &fresh_[fresh_count_++], &data);
+}
+
+Status EagerSource::workspace(size_t, const char* name, size_t bytes, void** data) {
+  if (scratch_count_ == Binder::kMaxOutputs) return Status::Internal(std::string(op_) + ": too many workspaces");
+  if (bytes > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+    return Status::InvalidArgument(std::string(op_) + ": workspace '" + name + "' would take more than 2^63 - 1 bytes");
+  }
+  const int64_t size = static_cast<int64_t>(bytes);
+  return allocate("workspace", name, DType::kU8, &size, 1, &scratch_[scratch_count_++], data);
+}
+
+Status EagerSource::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
+  if (n == 1) return workspace(0, names[0], bytes[0], &data[0]);
+  size_t offsets[Binder::kMaxOutputs];
+  size_t total = 0;
+  if (Status s = pack_workspaces(op_, n, bytes, offsets, &total); !s.ok()) return s;
+  void* base = nullptr;
+  if (Status s = workspace(0, "workspaces", total, &base); !s.ok()) return s;
+  for (size_t i = 0; i < n; ++i) data[i] = bytes[i] == 0 ? nullptr : static_cast<char*>(base) + offsets[i];
+  return Status::Ok();
+}
+
+PyObject* EagerSource::results() {
+  PyObject* objects[Binder::kMaxOutputs];
+  for (size_t i = 0; i < fresh_count_; ++i) {
+    void* object = nullptr;
+    DLManagedTensorVersioned* managed = fresh_[i];
+    fresh_[i] = nullptr;  // torch owns it now, whether or not the conversion succeeds
+    if (g_api->managed_tensor_to_py_object_no_sync(managed, &object) != 0) {
+      for (size_t k = 0; k < i; ++k) Py_DECREF(objects[k]);
+      return nullptr;  // with torch's Python error
+    }
+    objects[i] = static_cast<PyObject*>(object);
+  }
+  if (fresh_count_ == 0) Py_RETURN_NONE;
+  if (fresh_count_ == 1) return objects[0];
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(fresh_count_));
+  for (size_t i = 0; i < fresh_count_; ++i) {
+    if (tuple == nullptr) Py_DECREF(objects[i]);
+    else PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), objects[i]);
+  }
+  return tuple;
+}
+
+void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested) {
+  EagerSource source(op.name, op.input_names, static_cast<PyObject*>(inputs), static_cast<PyObject*>(attrs),
+                     requested);
+  bool refused = true;
+  const Status s = PyTuple_GET_SIZE(static_cast<PyObject*>(inputs)) == static_cast<Py_ssize_t>(op.inputs)
+                       ? op.run(source, &refused)
+                       : Status::Ok();
+  if (refused) Py_RETURN_NOTIMPLEMENTED;
+  if (!s.ok()) {
+    PyErr_SetString(PyExc_RuntimeError, s.message().c_str());
+    return nullptr;
+  }
+  return source.results();
+}
+
+#else  // a build without torch >= 2.10's headers: no route; every call takes the kernel's
+
+std::string use_api(const void*) {
+  return "this build of the package has no eager route: it was built where torch's headers lack DLPack's exchange "
+         "API (torch < 2.10, or no torch)";
+}
+
+void* call(const EagerOp&, void*, void*, uint64_t) { Py_RETURN_NOTIMPLEMENTED; }
+
+#endif
+
+}  // namespace opgen::torch_eager
