@@ -1,6 +1,8 @@
 """The host's cost of one eager PyTorch call of each generated op at decode
 sizes, against the native torch op that does the same work, measured in one
-process: the public wrapper (``opgen_ops.torch.<op>``), the op through
+process: the public wrapper (``opgen_ops.torch.<op>``), the same wrapper
+with the eager route around the dispatcher turned off (where torch >= 2.10
+has it on: the kernel's overload itself, as before), the op through
 ``torch.ops`` (the dispatcher, with torch.library's Python autograd and
 lowering layers where the op has them), and the native op. Runs on the CPU
 (what CI can run) and, where there is one, on the GPU (calls timed with a
@@ -12,6 +14,7 @@ most 2x the native op on the CPU and at most 1.2x on the GPU.
 """
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -20,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import opgen_ops.torch as tops
+from opgen_ops._torch_direct import DIRECT
 
 OPS = torch.ops.opgen_ops
 
@@ -62,29 +66,47 @@ def per_call_us(fn, calls, rounds, sync):
     return statistics.median(samples)
 
 
+@contextlib.contextmanager
+def kernel_route(op):
+    """The wrapper of `op` with the eager route off: its direct route calls the kernel's overload."""
+    direct = DIRECT[op]
+    eager, direct.eager = direct.eager, None
+    try:
+        yield
+    finally:
+        direct.eager = eager
+
+
 def run(device, calls, rounds):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    eager = DIRECT["simple_add"].eager is not None
     lines = [f"[{device}] us per call (median of {rounds} rounds of {calls} calls, variants interleaved; "
-             "ratio to the native op)",
-             f"    {'op':32s} {'native':>8s} {'torch.ops':>10s} {'wrapper':>8s}   ops/native  wrapper/native"]
+             f"ratio to the native op; the eager route {'on' if eager else 'off: torch < 2.10'})",
+             f"    {'op':32s} {'native':>8s} {'torch.ops':>10s} {'kernel route':>13s} {'wrapper':>8s}"
+             f"   ops/native  kernel route/native  wrapper/native"]
     worst = 0.0
     for name, native, through_ops, wrapper in cases(device):
+        op = name.split(" ")[0]
         # Each variant must compute what the native op does before it is timed.
         want = native()
-        for got in (through_ops(), wrapper()):
+        with kernel_route(op):
+            by_kernel = wrapper()
+        for got in (through_ops(), by_kernel, wrapper()):
             got = got[0] if isinstance(got, tuple) else got
             torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
-        variants = [native, through_ops, wrapper]
-        for f in variants:
+        variants = [(native, False), (through_ops, False), (wrapper, True), (wrapper, False)]
+        for f, _ in variants:
             for _ in range(max(calls // 10, 10)):
                 f()
-        times = [[], [], []]
+        times = [[] for _ in variants]
         for _ in range(2):
-            for k, f in enumerate(variants):
-                times[k].append(per_call_us(f, calls, rounds, sync))
+            for k, (f, by_kernel) in enumerate(variants):
+                with kernel_route(op) if by_kernel else contextlib.nullcontext():
+                    times[k].append(per_call_us(f, calls, rounds, sync))
         t = [statistics.mean(v) for v in times]
-        worst = max(worst, t[2] / t[0])
-        lines.append(f"    {name:32s} {t[0]:8.2f} {t[1]:10.2f} {t[2]:8.2f}   {t[1] / t[0]:10.2f}  {t[2] / t[0]:14.2f}")
+        worst = max(worst, t[3] / t[0])
+        lines.append(f"    {name:32s} {t[0]:8.2f} {t[1]:10.2f} {t[2]:13.2f} {t[3]:8.2f}   {t[1] / t[0]:10.2f}  "
+                     f"{t[2] / t[0]:19.2f}  {t[3] / t[0]:14.2f}")
     lines.append(f"    worst wrapper/native: {worst:.2f}")
     return lines
 

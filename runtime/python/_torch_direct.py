@@ -34,7 +34,7 @@ def _eager_runner(op: Op):
         return None
     api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
     compiled = _spec._compiled()
-    if api is None or not hasattr(compiled, "torch_eager") or compiled.torch_eager_api(api):
+    if api is None or compiled.torch_eager_api(api, _PLAIN_TENSORS):
         return None
     return compiled.torch_eager_op(op.name)
 
@@ -43,9 +43,8 @@ def bump_versions(order: tuple, inputs: Sequence) -> None:
     """Tells autograd that the inputs an op updated in place changed, as a
     native in-place op does: a tensor saved for a gradient and then updated
     makes backward raise, instead of reading the new values."""
-    for k in order:
-        if k >= 0 and inputs[k] is not None:
-            _increment_version(inputs[k])
+    # A sequence of tensors: given one tensor, torch would iterate over its rows.
+    _increment_version([inputs[k] for k in order if k >= 0 and inputs[k] is not None])
 
 
 class Direct:
@@ -59,8 +58,8 @@ class Direct:
     what only tracing, autograd, tensor subclasses and modes need (the op's
     Python layers: the lowering to ``<op>__lowered``, torch.library's
     autograd kernel); the rules check the call as ever, and an input updated
-    in place has its version bumped as a native in-place op's is. `plain`
-    says whether a call may take this route."""
+    in place has its version bumped as a native in-place op's is. `run`
+    takes a call, or hands it back where it is not plain."""
 
     def __init__(self, op: Op):
         self.op = op
@@ -79,35 +78,30 @@ class Direct:
         # The request mask's bit of each output on request, by its schema flag (return_<name>).
         self.request_flags = tuple((1 << i, t.request_param) for i, t in enumerate(op.requested_outputs))
 
-    def plain(self, inputs: Sequence) -> bool:
-        """Whether the call is eager on plain CPU or CUDA tensors of which none
-        needs a gradient, with no mode, subclass, compiler or profiler in the
-        way (under torch.profiler the call takes the dispatcher's route, so
-        that the trace names the op). It runs on every call, so it reads only
-        cheap attributes."""
+    def run(self, inputs: Sequence, attrs: Mapping):
+        """The call's result on this route, or NotImplemented where the call
+        is not plain (then the caller takes the full route): eager, with no
+        mode, compiler, transform or profiler in the way (under
+        torch.profiler the call takes the dispatcher's route, so that the
+        trace names the op), on CPU or CUDA tensors (or Parameters) of which
+        none needs a gradient. It runs on every call, so it reads only cheap
+        state; the eager route checks the tensors themselves in C++."""
         if (_is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layers() is not None
                 or _profiling()):
-            return False
-        grad = _grad_enabled()
-        for x, required in zip(inputs, self.required):
-            if x is None:
-                if required:
-                    return False  # the slow path says so
-            elif x.__class__ not in _PLAIN_TENSORS or not (x.is_cpu or x.is_cuda) or (grad and x.requires_grad):
-                return False
-        return True
-
-    def __call__(self, inputs: Sequence, attrs: Mapping):
+            return NotImplemented
         result = NotImplemented
         if self.eager is not None:
             mask = 0
             for bit, flag in self.request_flags:
                 if attrs.get(flag):
                     mask |= bit
-            result = self.torch_eager(self.eager, tuple(inputs), attrs, mask)
-        if result is NotImplemented:  # the route is off, or it took not the call: the kernel runs it or says why not
-            op = self.op
-            kernel_attrs = self.lower(attrs) if op.torch_lowered else attrs
+            result = self.torch_eager(self.eager, tuple(inputs), attrs, mask, _grad_enabled())
+        if result is NotImplemented:
+            # The eager route is off, or took not the call: the kernel runs a
+            # plain call or says why not; any other takes the full route.
+            if not self.plain_tensors(inputs):
+                return NotImplemented
+            kernel_attrs = self.lower(attrs) if self.op.torch_lowered else attrs
             if self.below_autograd:
                 with torch._C._AutoDispatchBelowAutograd():
                     result = self.kernel(*inputs, **kernel_attrs)
@@ -118,6 +112,18 @@ class Direct:
         bump_versions(self.order, inputs)
         values = in_spec_order(self.order, inputs, fresh(result))
         return values[0] if self.single else tuple(values)
+
+    def plain_tensors(self, inputs: Sequence) -> bool:
+        """Whether each input is a plain CPU or CUDA tensor (or Parameter), of
+        which none needs a gradient, and every required one is given."""
+        grad = _grad_enabled()
+        for x, required in zip(inputs, self.required):
+            if x is None:
+                if required:
+                    return False  # the full route says so
+            elif x.__class__ not in _PLAIN_TENSORS or not (x.is_cpu or x.is_cuda) or (grad and x.requires_grad):
+                return False
+        return True
 
     def lower(self, attrs: Mapping) -> dict:
         key = _spec.attrs_key(attrs)  # None where a value is unhashable: checked and lowered every time

@@ -143,8 +143,10 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping, requests: 
         # The direct route, here rather than in _call: one Python frame less
         # for a plain eager call (bench/bench_torch_calls.py).
         direct = DIRECT.get(op.name)
-        if direct is not None and direct.plain(inputs):
-            return direct(inputs, attrs)
+        if direct is not None:
+            result = direct.run(inputs, attrs)
+            if result is not NotImplemented:
+                return result
         return _call(op, inputs, attrs, capsules)
     requested = _spec.requested_outputs(op, requests or {})
     values = _call(op, inputs, {**attrs, **request_flags(op, requested)}, capsules)
@@ -154,8 +156,10 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping, requests: 
 def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
     """`call`, with `attrs` holding the flags of the outputs on request."""
     direct = DIRECT.get(op.name)
-    if direct is not None and direct.plain(inputs):
-        return direct(inputs, attrs)
+    if direct is not None:
+        result = direct.run(inputs, attrs)
+        if result is not NotImplemented:
+            return result
     for t, x in zip(op.inputs, inputs):
         if x is None and not t.optional:
             raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")

@@ -3,6 +3,7 @@
 
 #include "opgen/torch_eager.h"
 
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -22,6 +23,15 @@ namespace opgen::torch_eager {
 namespace {
 
 const DLPackExchangeAPI* g_api = nullptr;  // torch's, once use_api took it
+PyTypeObject* g_types[2] = {};               // the tensor types it reads (torch.Tensor, torch.nn.Parameter)
+PyObject* g_requires_grad = nullptr;         // "requires_grad", interned
+
+bool plain_type(PyObject* object) {
+  for (PyTypeObject* t : g_types) {
+    if (t != nullptr && Py_TYPE(object) == t) return true;
+  }
+  return false;
+}
 
 DType dtype_of(const DLDataType& t) {
   if (t.lanes != 1) return DType::kUnknown;
@@ -59,7 +69,8 @@ class EagerSource : public EagerCall {
   static constexpr size_t kMaxInputs = 64;
   static constexpr size_t kMaxAttrs = 16;
 
-  EagerSource(const char* op, const char* const* input_names, PyObject* inputs, PyObject* attrs, uint64_t requested);
+  EagerSource(const char* op, const char* const* input_names, PyObject* inputs, PyObject* attrs, uint64_t requested,
+              bool grad_enabled);
   ~EagerSource() override;  // frees the outputs not handed over, and the workspaces
   EagerSource(const EagerSource&) = delete;
   EagerSource& operator=(const EagerSource&) = delete;
@@ -112,9 +123,13 @@ class EagerSource : public EagerCall {
 
 }  // namespace
 
-std::string use_api(const void* api) {
+std::string use_api(const void* api, void* const* types, size_t count) {
   const auto* a = static_cast<const DLPackExchangeAPI*>(api);
   if (a == nullptr) return "torch gave no DLPack exchange API";
+  if (count == 0 || count > std::size(g_types)) return "the route reads one or two tensor types";
+  for (size_t i = 0; i < count; ++i) {
+    if (!PyType_Check(static_cast<PyObject*>(types[i]))) return "a tensor type that is no type";
+  }
   if (a->header.version.major != DLPACK_MAJOR_VERSION) {
     return "torch's DLPack exchange API is of DLPack " + std::to_string(a->header.version.major) +
            ".x; this build reads " + std::to_string(DLPACK_MAJOR_VERSION) + ".x";
@@ -123,12 +138,22 @@ std::string use_api(const void* api) {
       a->dltensor_from_py_object_no_sync == nullptr || a->current_work_stream == nullptr) {
     return "torch's DLPack exchange API lacks a function this route needs";
   }
+  if (g_requires_grad == nullptr) g_requires_grad = PyUnicode_InternFromString("requires_grad");
+  if (g_requires_grad == nullptr) {
+    PyErr_Clear();
+    return "no memory for a string";
+  }
+  for (size_t i = 0; i < std::size(g_types); ++i) {
+    PyTypeObject* t = i < count ? reinterpret_cast<PyTypeObject*>(types[i]) : nullptr;
+    Py_XINCREF(t);  // kept for the process's life, as torch's own types are
+    g_types[i] = t;
+  }
   g_api = a;
   return "";
 }
 
 EagerSource::EagerSource(const char* op, const char* const* input_names, PyObject* inputs, PyObject* attrs,
-                         uint64_t requested)
+                         uint64_t requested, bool grad_enabled)
     : op_(op), names_(input_names), attrs_(attrs), requested_(requested) {
   const Py_ssize_t count = PyTuple_GET_SIZE(inputs);
   if (g_api == nullptr || count > static_cast<Py_ssize_t>(kMaxInputs)) return;
@@ -137,6 +162,19 @@ EagerSource::EagerSource(const char* op, const char* const* input_names, PyObjec
   for (size_t i = 0; i < count_; ++i) {
     PyObject* object = PyTuple_GET_ITEM(inputs, static_cast<Py_ssize_t>(i));
     if (object == Py_None) continue;
+    // A subclass (a FakeTensor, a DTensor, ...) or a tensor that needs a
+    // gradient takes another route; so does one whose flag cannot be read.
+    if (!plain_type(object)) return;
+    if (grad_enabled) {
+      PyObject* flag = PyObject_GetAttr(object, g_requires_grad);
+      if (flag == nullptr) {
+        PyErr_Clear();
+        return;
+      }
+      const bool needs_grad = flag != Py_False;
+      Py_DECREF(flag);
+      if (needs_grad) return;
+    }
     DLTensor t;
     if (g_api->dltensor_from_py_object_no_sync(object, &t) != 0) {
       PyErr_Clear();  // a tensor DLPack cannot describe (a conjugate view, say): the kernel's route takes it
@@ -332,9 +370,9 @@ PyObject* EagerSource::results() {
   return tuple;
 }
 
-void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested) {
+void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested, bool grad_enabled) {
   EagerSource source(op.name, op.input_names, static_cast<PyObject*>(inputs), static_cast<PyObject*>(attrs),
-                     requested);
+                     requested, grad_enabled);
   bool refused = true;
   const Status s = PyTuple_GET_SIZE(static_cast<PyObject*>(inputs)) == static_cast<Py_ssize_t>(op.inputs)
                        ? op.run(source, &refused)
@@ -349,12 +387,12 @@ void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested) {
 
 #else  // a build without torch >= 2.10's headers: no route; every call takes the kernel's
 
-std::string use_api(const void*) {
+std::string use_api(const void*, void* const*, size_t) {
   return "this build of the package has no eager route: it was built where torch's headers lack DLPack's exchange "
          "API (torch < 2.10, or no torch)";
 }
 
-void* call(const EagerOp&, void*, void*, uint64_t) { Py_RETURN_NOTIMPLEMENTED; }
+void* call(const EagerOp&, void*, void*, uint64_t, bool) { Py_RETURN_NOTIMPLEMENTED; }
 
 #endif
 

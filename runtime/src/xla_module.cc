@@ -202,26 +202,28 @@ py::capsule torch_eager_op(const std::string& name) {
   return py::capsule(const_cast<opgen::torch_eager::EagerOp*>(&op_named(name).eager), kEagerOpCapsule);
 }
 
-// _C.torch_eager(op, inputs, attrs, requested): runs a plain eager call of
+// _C.torch_eager(op, inputs, attrs, requested, grad_enabled): runs a plain eager call of
 // the op on torch.Tensor objects (opgen::torch_eager::call). METH_FASTCALL
 // rather than pybind11: this is a call's whole host path, and pybind11's
 // argument conversion costs a native op's call by itself.
 PyObject* torch_eager(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 4 || !PyTuple_Check(args[1]) || !PyDict_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "torch_eager(op, inputs: tuple, attrs: dict, requested: int)");
+  if (n != 5 || !PyTuple_Check(args[1]) || !PyDict_Check(args[2]) || !PyBool_Check(args[4])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "torch_eager(op, inputs: tuple, attrs: dict, requested: int, grad_enabled: bool)");
     return nullptr;
   }
   const auto* op = static_cast<const opgen::torch_eager::EagerOp*>(PyCapsule_GetPointer(args[0], kEagerOpCapsule));
   if (op == nullptr) return nullptr;
   const uint64_t requested = PyLong_AsUnsignedLongLong(args[3]);
   if (requested == static_cast<uint64_t>(-1) && PyErr_Occurred()) return nullptr;
-  return static_cast<PyObject*>(opgen::torch_eager::call(*op, args[1], args[2], requested));
+  return static_cast<PyObject*>(opgen::torch_eager::call(*op, args[1], args[2], requested, args[4] == Py_True));
 }
 
 PyMethodDef kTorchEager = {"torch_eager", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&torch_eager)),
                            METH_FASTCALL,
-                           "torch_eager(op, inputs, attrs, requested): a plain eager call of the op around torch's "
-                           "dispatcher (opgen/torch_eager.h); NotImplemented where it takes the kernel's route."};
+                           "torch_eager(op, inputs, attrs, requested, grad_enabled): a plain eager call of the op "
+                           "around torch's dispatcher (opgen/torch_eager.h); NotImplemented where it takes another "
+                           "route."};
 
 }  // namespace
 
@@ -251,9 +253,14 @@ PYBIND11_MODULE(_C, m) {
                                  const std::string& allowed) {
     return opgen::dtype_attr_refused(op.c_str(), attr.c_str(), got, allowed);
   }, "The rules' message for a dtype attribute's value outside its values.");
-  m.def("torch_eager_api", [](const py::capsule& api) {
-    return opgen::torch_eager::use_api(PyCapsule_GetPointer(api.ptr(), "dlpack_exchange_api"));
-  }, "Takes torch.Tensor.__dlpack_c_exchange_api__ for the eager route: '' when in use, else why not.");
+  m.def("torch_eager_api", [](const py::capsule& api, const py::tuple& types) {
+    std::vector<void*> type_objects;
+    for (py::handle t : types) type_objects.push_back(t.ptr());
+    return opgen::torch_eager::use_api(PyCapsule_GetPointer(api.ptr(), "dlpack_exchange_api"), type_objects.data(),
+                                       type_objects.size());
+  }, py::arg("api"), py::arg("types"),
+     "Takes torch.Tensor.__dlpack_c_exchange_api__ and the tensor types (exactly) the eager route reads: '' when "
+     "in use, else why not.");
   m.def("torch_eager_op", &torch_eager_op, py::arg("op"), "The op's eager runner, for torch_eager.");
   m.add_object("torch_eager", py::reinterpret_steal<py::object>(PyCFunction_New(&kTorchEager, nullptr)));
   m.def("legacy_status_available", [] { return opgen::xla_legacy::failure_setter() != nullptr; },

@@ -216,3 +216,13 @@ def test_an_input_updated_in_place_tells_autograd(rng, device, route):
     assert residual._version > version
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_an_update_in_place_bumps_the_version_once(rng):
+    # Once per call, as a native in-place op does (torch iterates over a
+    # tensor handed to it alone: one bump per row, and a call that costs as
+    # much as the tensor's rows).
+    x, residual, weight = t(rng, 64, 32), t(rng, 64, 32), t(rng, 32)
+    before = residual._version
+    tops.fused_add_rms_norm(x, residual, weight)
+    assert residual._version == before + 1

@@ -28,9 +28,11 @@
 namespace opgen::torch_eager {
 
 // Takes torch's exchange API (the pointer in torch.Tensor's
-// __dlpack_c_exchange_api__ capsule). Returns "" when the route is in use,
-// else why not (a build without it, an API of another major version).
-std::string use_api(const void* api);
+// __dlpack_c_exchange_api__ capsule) and the tensor types the route reads
+// (PyObject*s: torch.Tensor and torch.nn.Parameter, exactly; a subclass may
+// mean anything). Returns "" when the route is in use, else why not (a build
+// without it, an API of another major version).
+std::string use_api(const void* api, void* const* types, size_t count);
 
 // A plain eager call as a Source (torch_eager.cc reads it from the
 // torch.Tensor objects and the attributes' dict).
@@ -88,10 +90,11 @@ struct EagerOp {
 
 // Runs a plain eager call of `op` (PyObject* arguments, as void* here): the
 // inputs (a tuple of torch.Tensor or None, in spec order), the attributes (a
-// dict by name), the request mask. Returns a new reference to what the op's
-// kernel would return (the outputs that alias no input: one tensor, a tuple
-// of them, or None), NotImplemented (a new reference) where nothing ran and
-// the caller takes the kernel's route, or null with a Python error set.
-void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested);
+// dict by name), the request mask; `grad_enabled`, torch's grad mode, in
+// which no input may need a gradient. Returns a new reference to what the
+// op's kernel would return (the outputs that alias no input: one tensor, a
+// tuple of them, or None), NotImplemented (a new reference) where nothing ran
+// and the caller takes another route, or null with a Python error set.
+void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested, bool grad_enabled);
 
 }  // namespace opgen::torch_eager
