@@ -1,5 +1,6 @@
-"""Type stubs of <package>._C, the extension module with the custom-call targets
-and each op's rules over shapes alone (runtime/src/xla_module.cc)."""
+"""Type stubs of <package>._C, the extension module with the custom-call targets,
+each op's rules over shapes alone and the eager PyTorch route
+(runtime/src/xla_module.cc)."""
 
 from typing import Any
 
@@ -33,3 +34,18 @@ def in_place_conflict(op: str, names: list[str], inputs: list[tuple[int, list[in
                       updated: int) -> str | None:
     """Why ``inputs[updated]`` cannot be updated in place by `op` (its elements overlap, or it shares memory with
     another input), or None. Each input is (address, sizes, strides in elements, element size), or None."""
+
+def torch_eager_api(api: Any, types: tuple[type, ...]) -> str:
+    """Takes torch.Tensor.__dlpack_c_exchange_api__ (torch >= 2.10) and the tensor types (exactly) the eager route
+    reads, for the eager PyTorch route around the dispatcher (opgen/torch_eager.h): '' when it is in use, else why
+    not (a build without it, an API of another DLPack major version)."""
+
+def torch_eager_op(op: str) -> Any:
+    """The op's eager route, a capsule for torch_eager."""
+
+def torch_eager(op: Any, inputs: tuple[Any, ...], attrs: dict[str, Any], requested: int, grad_enabled: bool, /) -> Any:
+    """A plain eager call of the op on torch.Tensor objects (in spec order, None for an omitted optional input),
+    its attributes by name, the request mask and torch's grad mode: what the op's kernel returns (the outputs that
+    alias no input: a tensor, a tuple of them, or None), or NotImplemented where nothing ran and the caller takes
+    another route (a tensor of another type or needing a gradient, one DLPack cannot describe, a value the rules
+    refuse)."""
