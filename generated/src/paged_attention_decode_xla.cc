@@ -48,8 +48,8 @@ const opgen::xla::Target kTargets[] = {
     {"cpu", 3, "opgen_ops_paged_attention_decode_legacy_v3", reinterpret_cast<void*>(&opgen_ops_paged_attention_decode_cpu_legacy_v3)},
 };
 
-constexpr opgen::torch_eager::EagerOp kEager{Rules::kName, Rules::kInputNames, Rules::kInputs,
-                                             &opgen::torch_eager::run<Rules, true, true>};
+constexpr opgen::torch_eager::Runner kRun = &opgen::torch_eager::run<Rules, true, true>;
+constexpr opgen::torch_eager::EagerOp kEager{Rules::kName, Rules::kInputNames, Rules::kInputs, kRun};
 
 constexpr opgen::xla::OpTargets kOp{"paged_attention_decode", &kLayout, kTargets, std::size(kTargets),
                                     &opgen::check_shapes<Rules>, kEager};

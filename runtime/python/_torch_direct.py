@@ -17,12 +17,18 @@ from ._torch_values import fresh, in_spec_order, lower, request_flags, spec_orde
 
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+# Tensors of those types whose memory is not what they mean, which the eager
+# route hands to the kernel's (DLPack describes the memory alone): a
+# negative-bit view, a zero tensor (no memory), a functional tensor (another
+# tensor's wrapper), a named one (the kernels refuse names).
+_UNREAD = (torch.Tensor.is_neg, torch.Tensor._is_zerotensor, torch._is_functional_tensor, torch.Tensor.has_names)
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack
 _grad_enabled = torch.is_grad_enabled
 _functorch_layers = torch._C._functorch.peek_interpreter_stack  # torch.func.vmap, grad, ...
 _profiling = torch._C._autograd._profiler_enabled  # the profiler records ops the dispatcher runs
+_jit_tracing = torch._C._get_tracing_state  # torch.jit.trace records ops the dispatcher runs
 _increment_version = torch._C._increment_version
 
 
@@ -34,7 +40,7 @@ def _eager_runner(op: Op):
         return None
     api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
     compiled = _spec._compiled()
-    if api is None or compiled.torch_eager_api(api, _PLAIN_TENSORS):
+    if api is None or compiled.torch_eager_api(api, _PLAIN_TENSORS, _UNREAD):
         return None
     return compiled.torch_eager_op(op.name)
 
@@ -81,13 +87,13 @@ class Direct:
     def run(self, inputs: Sequence, attrs: Mapping):
         """The call's result on this route, or NotImplemented where the call
         is not plain (then the caller takes the full route): eager, with no
-        mode, compiler, transform or profiler in the way (under
+        mode, compiler, transform, tracer or profiler in the way (under
         torch.profiler the call takes the dispatcher's route, so that the
         trace names the op), on CPU or CUDA tensors (or Parameters) of which
         none needs a gradient. It runs on every call, so it reads only cheap
         state; the eager route checks the tensors themselves in C++."""
         if (_is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layers() is not None
-                or _profiling()):
+                or _profiling() or _jit_tracing() is not None):
             return NotImplemented
         result = NotImplemented
         if self.eager is not None:

@@ -24,6 +24,8 @@ namespace {
 
 const DLPackExchangeAPI* g_api = nullptr;  // torch's, once use_api took it
 PyTypeObject* g_types[2] = {};               // the tensor types it reads (torch.Tensor, torch.nn.Parameter)
+PyObject* g_unread[8] = {};                  // predicates of a tensor of those types it must not read
+size_t g_unread_count = 0;
 PyObject* g_requires_grad = nullptr;         // "requires_grad", interned
 
 bool plain_type(PyObject* object) {
@@ -123,12 +125,16 @@ class EagerSource : public EagerCall {
 
 }  // namespace
 
-std::string use_api(const void* api, void* const* types, size_t count) {
+std::string use_api(const void* api, void* const* types, size_t count, void* const* unread, size_t unread_count) {
   const auto* a = static_cast<const DLPackExchangeAPI*>(api);
   if (a == nullptr) return "torch gave no DLPack exchange API";
   if (count == 0 || count > std::size(g_types)) return "the route reads one or two tensor types";
   for (size_t i = 0; i < count; ++i) {
     if (!PyType_Check(static_cast<PyObject*>(types[i]))) return "a tensor type that is no type";
+  }
+  if (unread_count > std::size(g_unread)) return "more predicates of unread tensors than the route keeps";
+  for (size_t i = 0; i < unread_count; ++i) {
+    if (!PyCallable_Check(static_cast<PyObject*>(unread[i]))) return "a predicate of unread tensors that is no callable";
   }
   if (a->header.version.major != DLPACK_MAJOR_VERSION) {
     return "torch's DLPack exchange API is of DLPack " + std::to_string(a->header.version.major) +
@@ -148,6 +154,11 @@ std::string use_api(const void* api, void* const* types, size_t count) {
     Py_XINCREF(t);  // kept for the process's life, as torch's own types are
     g_types[i] = t;
   }
+  for (size_t i = 0; i < unread_count; ++i) {
+    g_unread[i] = static_cast<PyObject*>(unread[i]);
+    Py_INCREF(g_unread[i]);
+  }
+  g_unread_count = unread_count;
   g_api = a;
   return "";
 }
@@ -165,6 +176,15 @@ EagerSource::EagerSource(const char* op, const char* const* input_names, PyObjec
     // A subclass (a FakeTensor, a DTensor, ...) or a tensor that needs a
     // gradient takes another route; so does one whose flag cannot be read.
     if (!plain_type(object)) return;
+    for (size_t k = 0; k < g_unread_count; ++k) {
+      PyObject* said = PyObject_CallOneArg(g_unread[k], object);
+      const int unread = said == nullptr ? -1 : PyObject_IsTrue(said);
+      Py_XDECREF(said);
+      if (unread != 0) {
+        PyErr_Clear();
+        return;
+      }
+    }
     if (grad_enabled) {
       PyObject* flag = PyObject_GetAttr(object, g_requires_grad);
       if (flag == nullptr) {
@@ -198,6 +218,13 @@ EagerSource::EagerSource(const char* op, const char* const* input_names, PyObjec
     r.rank = static_cast<size_t>(t.ndim);
     r.dims = t.shape;
     r.strides = t.strides;  // null: dense row-major, in DLPack as in a TensorRef
+    if (t.data == nullptr) {
+      // No memory (a zero tensor has none, should one pass the predicates):
+      // only a tensor of no elements may be read so.
+      bool empty = false;
+      for (int32_t d = 0; d < t.ndim; ++d) empty |= t.shape[d] == 0;
+      if (!empty) return;
+    }
     r.data = static_cast<char*>(t.data) + t.byte_offset;
     element_sizes_[i] = (static_cast<size_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
     present_[i] = true;
@@ -371,6 +398,7 @@ PyObject* EagerSource::results() {
 }
 
 void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested, bool grad_enabled) {
+  if (op.run == nullptr) Py_RETURN_NOTIMPLEMENTED;  // a module of rules alone (a test's)
   EagerSource source(op.name, op.input_names, static_cast<PyObject*>(inputs), static_cast<PyObject*>(attrs),
                      requested, grad_enabled);
   bool refused = true;
@@ -387,7 +415,7 @@ void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested, boo
 
 #else  // a build without torch >= 2.10's headers: no route; every call takes the kernel's
 
-std::string use_api(const void*, void* const*, size_t) {
+std::string use_api(const void*, void* const*, size_t, void* const*, size_t) {
   return "this build of the package has no eager route: it was built where torch's headers lack DLPack's exchange "
          "API (torch < 2.10, or no torch)";
 }

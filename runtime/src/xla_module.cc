@@ -253,14 +253,15 @@ PYBIND11_MODULE(_C, m) {
                                  const std::string& allowed) {
     return opgen::dtype_attr_refused(op.c_str(), attr.c_str(), got, allowed);
   }, "The rules' message for a dtype attribute's value outside its values.");
-  m.def("torch_eager_api", [](const py::capsule& api, const py::tuple& types) {
-    std::vector<void*> type_objects;
+  m.def("torch_eager_api", [](const py::capsule& api, const py::tuple& types, const py::tuple& unread) {
+    std::vector<void*> type_objects, predicates;
     for (py::handle t : types) type_objects.push_back(t.ptr());
+    for (py::handle p : unread) predicates.push_back(p.ptr());
     return opgen::torch_eager::use_api(PyCapsule_GetPointer(api.ptr(), "dlpack_exchange_api"), type_objects.data(),
-                                       type_objects.size());
-  }, py::arg("api"), py::arg("types"),
-     "Takes torch.Tensor.__dlpack_c_exchange_api__ and the tensor types (exactly) the eager route reads: '' when "
-     "in use, else why not.");
+                                       type_objects.size(), predicates.data(), predicates.size());
+  }, py::arg("api"), py::arg("types"), py::arg("unread"),
+     "Takes torch.Tensor.__dlpack_c_exchange_api__, the tensor types (exactly) the eager route reads and the "
+     "predicates of a tensor of those types it must not read: '' when in use, else why not.");
   m.def("torch_eager_op", &torch_eager_op, py::arg("op"), "The op's eager runner, for torch_eager.");
   m.add_object("torch_eager", py::reinterpret_steal<py::object>(PyCFunction_New(&kTorchEager, nullptr)));
   m.def("legacy_status_available", [] { return opgen::xla_legacy::failure_setter() != nullptr; },

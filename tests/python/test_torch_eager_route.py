@@ -226,3 +226,35 @@ def test_an_update_in_place_bumps_the_version_once(rng):
     before = residual._version
     tops.fused_add_rms_norm(x, residual, weight)
     assert residual._version == before + 1
+
+
+@pytest.mark.parametrize("kind", ["negative-bit view", "zero tensor", "functional tensor", "named tensor"])
+def test_a_tensor_whose_memory_is_not_what_it_means_takes_the_kernel_s_route(rng, kind):
+    # Each is a torch.Tensor whose memory DLPack would hand over as it is: the
+    # eager route read a negative-bit view's values unnegated, and crashed on
+    # a zero tensor's and a functional tensor's (a hostile review's findings).
+    b = t(rng, 4)
+    if kind == "negative-bit view":
+        a = torch.from_numpy(rng.standard_normal(4).astype(np.complex64)).conj().imag
+        assert a.is_neg()
+        torch.testing.assert_close(tops.simple_add(a, b), a.resolve_neg() + b, rtol=0, atol=0)
+    elif kind == "zero tensor":
+        z = torch._efficientzerotensor(4)
+        with pytest.raises(RuntimeError):  # the kernel's refusal, not a crash
+            tops.simple_add(z, b)
+    elif kind == "functional tensor":
+        a = t(rng, 4)
+        got = tops.simple_add(torch._to_functional_tensor(a), b)
+        torch.testing.assert_close(torch._from_functional_tensor(got) if torch._is_functional_tensor(got) else got,
+                                   a + b, rtol=0, atol=0)
+    else:
+        with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="Named tensors"):
+            tops.simple_add(t(rng, 4).refine_names("N"), b)
+
+
+def test_torch_jit_trace_records_the_op(rng):
+    x = t(rng, 2, 16)
+    traced = torch.jit.trace(lambda v: tops.softmax(v), x)
+    assert "opgen_ops::softmax" in str(traced.graph)
+    y = t(rng, 2, 16)
+    torch.testing.assert_close(traced(y), torch.softmax(y, -1))

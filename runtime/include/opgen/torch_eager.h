@@ -28,11 +28,14 @@
 namespace opgen::torch_eager {
 
 // Takes torch's exchange API (the pointer in torch.Tensor's
-// __dlpack_c_exchange_api__ capsule) and the tensor types the route reads
+// __dlpack_c_exchange_api__ capsule), the tensor types the route reads
 // (PyObject*s: torch.Tensor and torch.nn.Parameter, exactly; a subclass may
-// mean anything). Returns "" when the route is in use, else why not (a build
+// mean anything) and the predicates of a tensor it must not read although its
+// type is one of those (PyObject* callables: a negative-bit view, a zero
+// tensor, a functional tensor, a named one, whose memory is not what the
+// tensor means). Returns "" when the route is in use, else why not (a build
 // without it, an API of another major version).
-std::string use_api(const void* api, void* const* types, size_t count);
+std::string use_api(const void* api, void* const* types, size_t type_count, void* const* unread, size_t unread_count);
 
 // A plain eager call as a Source (torch_eager.cc reads it from the
 // torch.Tensor objects and the attributes' dict).
