@@ -19,9 +19,10 @@ from ._torch_values import fresh, in_spec_order, lower, request_flags, spec_orde
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 # Tensors of those types whose memory is not what they mean, which the eager
 # route hands to the kernel's (DLPack describes the memory alone): a
-# negative-bit view, a zero tensor (no memory), a functional tensor (another
-# tensor's wrapper), a named one (the kernels refuse names).
-_UNREAD = (torch.Tensor.is_neg, torch.Tensor._is_zerotensor, torch._is_functional_tensor, torch.Tensor.has_names)
+# negative-bit view, a named one (the kernels refuse names). A zero tensor and
+# a functional tensor (another tensor's wrapper) have no memory of their own,
+# which the route checks itself.
+_UNREAD = (torch.Tensor.is_neg, torch.Tensor.has_names)
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack

@@ -219,7 +219,7 @@ EagerSource::EagerSource(const char* op, const char* const* input_names, PyObjec
     r.dims = t.shape;
     r.strides = t.strides;  // null: dense row-major, in DLPack as in a TensorRef
     if (t.data == nullptr) {
-      // No memory (a zero tensor has none, should one pass the predicates):
+      // No memory of its own (a zero tensor, a functional tensor's wrapper):
       // only a tensor of no elements may be read so.
       bool empty = false;
       for (int32_t d = 0; d < t.ndim; ++d) empty |= t.shape[d] == 0;

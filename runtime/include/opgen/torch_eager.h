@@ -31,9 +31,10 @@ namespace opgen::torch_eager {
 // __dlpack_c_exchange_api__ capsule), the tensor types the route reads
 // (PyObject*s: torch.Tensor and torch.nn.Parameter, exactly; a subclass may
 // mean anything) and the predicates of a tensor it must not read although its
-// type is one of those (PyObject* callables: a negative-bit view, a zero
-// tensor, a functional tensor, a named one, whose memory is not what the
-// tensor means). Returns "" when the route is in use, else why not (a build
+// type is one of those (PyObject* callables: a negative-bit view, a named
+// one, whose memory is not all the tensor means; a tensor with no memory of
+// its own, a zero or functional one, it refuses itself). Returns "" when the
+// route is in use, else why not (a build
 // without it, an API of another major version).
 std::string use_api(const void* api, void* const* types, size_t type_count, void* const* unread, size_t unread_count);
 
