@@ -6,6 +6,7 @@ itself."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 
@@ -33,17 +34,21 @@ _jit_tracing = torch._C._get_tracing_state  # torch.jit.trace records ops the di
 _increment_version = torch._C._increment_version
 
 
-def _eager_runner(op: Op):
-    """The op's runner of the package's eager route, or None where the route
-    is off: torch without DLPack's exchange API (before 2.10), a package built
-    against such a torch, or OPGEN_TORCH_EAGER=0 in the environment."""
+@functools.cache
+def _eager_route_on() -> bool:
+    """Whether the package's eager route is on (asked once: it hands the
+    package's _C torch's exchange API): not with torch without DLPack's
+    exchange API (before 2.10), a package built against such a torch, or
+    OPGEN_TORCH_EAGER=0 in the environment."""
     if os.environ.get("OPGEN_TORCH_EAGER", "1") == "0":
-        return None
+        return False
     api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-    compiled = _spec._compiled()
-    if api is None or compiled.torch_eager_api(api, _PLAIN_TENSORS, _UNREAD):
-        return None
-    return compiled.torch_eager_op(op.name)
+    return api is not None and not _spec._compiled().torch_eager_api(api, _PLAIN_TENSORS, _UNREAD)
+
+
+def _eager_runner(op: Op):
+    """The op's runner of the package's eager route, or None where the route is off."""
+    return _spec._compiled().torch_eager_op(op.name) if _eager_route_on() else None
 
 
 def bump_versions(order: tuple, inputs: Sequence) -> None:
