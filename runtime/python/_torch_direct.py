@@ -88,7 +88,7 @@ class Direct:
         self.eager = _eager_runner(op)
         self.torch_eager = _spec._compiled().torch_eager if self.eager is not None else None
         # The request mask's bit of each output on request, by its schema flag (return_<name>).
-        self.request_flags = tuple((1 << i, t.request_param) for i, t in enumerate(op.requested_outputs))
+        self.request_bits = tuple((1 << i, t.request_param) for i, t in enumerate(op.requested_outputs))
 
     def run(self, inputs: Sequence, attrs: Mapping):
         """The call's result on this route, or NotImplemented where the call
@@ -104,7 +104,7 @@ class Direct:
         result = NotImplemented
         if self.eager is not None:
             mask = 0
-            for bit, flag in self.request_flags:
+            for bit, flag in self.request_bits:
                 if attrs.get(flag):
                     mask |= bit
             result = self.torch_eager(self.eager, tuple(inputs), attrs, mask, _grad_enabled())

@@ -455,6 +455,24 @@ size_t result_count(const int* aliases, const int* requests, size_t outputs, siz
   return n;
 }
 
+namespace {
+// `count` elements of `dtype` fit in 2^63 - 1 bytes (`*bytes`); `count` >= 0.
+bool fits_bytes(int64_t count, DType dtype, size_t* bytes) {
+  int64_t b = 0;
+  if (count < 0 || __builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(dtype)), &b)) return false;
+  *bytes = static_cast<size_t>(b);
+  return true;
+}
+// The bytes of `count` elements of `dtype`, in decimal (past 2^64 too).
+std::string bytes_text(int64_t count, DType dtype) {
+  std::string digits;
+  for (unsigned __int128 v = static_cast<unsigned __int128>(count) * dtype_size(dtype); v > 0; v /= 10) {
+    digits.insert(digits.begin(), static_cast<char>('0' + v % 10));
+  }
+  return digits.empty() ? "0" : digits;
+}
+}  // namespace
+
 const TensorRef* Binder::given(size_t i, const char* name, unsigned flags) {
   if (!ok()) return nullptr;
   const TensorRef* t = source_.input(i);
@@ -479,12 +497,27 @@ void* Binder::output_buffer(size_t i, const char* name, const char* declared, DT
     }
   }
   for (int64_t d : dims) shape[rank++] = d;
+  // The rules have bounded the element count by int64; the bytes are bounded
+  // here, once for every framework: XLA sizes a buffer in bytes as an int64
+  // (and aborts the process past it), and so does torch's allocator.
+  const int64_t count = element_count(shape, rank);
+  size_t bytes = 0;
+  if (count < 0) {
+    fail(Status::InvalidArgument(who("output", name) + " " + declared + " of shape " + shape_text(shape, rank) +
+                                 " would have more than 2^63 - 1 elements"));
+    return nullptr;
+  }
+  if (!fits_bytes(count, dtype, &bytes)) {
+    fail(Status::InvalidArgument(who("output", name) + " " + declared + " of shape " + shape_text(shape, rank) +
+                                 " and dtype " + source_.spell(dtype) + " would take " +
+                                 bytes_text(count, dtype) + " bytes, more than 2^63 - 1"));
+    return nullptr;
+  }
   void* data = nullptr;
   fail(source_.output(i - omitted_, name, declared, dtype, shape, rank, alias, &data));
   if (!ok()) return nullptr;
-  const int64_t count = element_count(shape, rank);
   data_[i] = data;
-  bytes_[i] = static_cast<size_t>(count) * dtype_size(dtype);
+  bytes_[i] = bytes;
   if (i + 1 > outputs_) outputs_ = i + 1;
   empty_ = empty_ && count == 0;
   return data;
@@ -493,8 +526,14 @@ void* Binder::output_buffer(size_t i, const char* name, const char* declared, DT
 void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
                              void (*assign)(void* slot, void* data)) {
   if (!ok()) return;
-  if (count < 0 || static_cast<uint64_t>(count) > std::numeric_limits<size_t>::max() / 16) {
+  size_t bytes = 0;
+  if (count < 0) {
     fail(Status::InvalidArgument(who("workspace", name) + " would have " + std::to_string(count) + " elements"));
+    return;
+  }
+  if (!fits_bytes(count, dtype, &bytes)) {
+    fail(Status::InvalidArgument(who("workspace", name) + " of " + std::to_string(count) + " elements would take " +
+                                 bytes_text(count, dtype) + " bytes, more than 2^63 - 1"));
     return;
   }
   // In spec order; those not allocated on this platform are skipped, so the
@@ -505,7 +544,7 @@ void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t co
   }
   const size_t k = scratch_count_++;
   scratch_names_[k] = name;
-  scratch_bytes_[k] = static_cast<size_t>(count) * dtype_size(dtype);
+  scratch_bytes_[k] = bytes;
   scratch_slots_[k] = slot;
   scratch_assign_[k] = assign;
 }

@@ -91,21 +91,9 @@ Status ShapeSource::read_attr(const char* op, const char* name, AttrKind kind, c
   return Status::Ok();
 }
 
-Status ShapeSource::output(size_t, const char* name, const char* declared, DType dtype, const int64_t* dims,
-                           size_t rank, int, void** data) {
+Status ShapeSource::output(size_t, const char* name, const char*, DType, const int64_t* dims, size_t rank, int,
+                           void** data) {
   *data = nullptr;
-  // The rules have bounded the element count by int64; XLA sizes a buffer
-  // in bytes as an int64 too (and aborts the process past it), and so does
-  // torch's allocator.
-  const int64_t count = element_count(dims, rank);
-  const unsigned __int128 bytes = static_cast<unsigned __int128>(count) * dtype_size(dtype);
-  if (bytes > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max())) {
-    std::string digits;
-    for (unsigned __int128 v = bytes; v > 0; v /= 10) digits.insert(digits.begin(), static_cast<char>('0' + v % 10));
-    return Status::InvalidArgument(std::string(op_) + ": output '" + name + "' " + declared + " of shape " +
-                                   shape_text(dims, rank) + " and dtype " + spell(dtype) + " would take " + digits +
-                                   " bytes, more than 2^63 - 1");
-  }
   outputs_.push_back({name, std::vector<int64_t>(dims, dims + rank)});
   return Status::Ok();
 }

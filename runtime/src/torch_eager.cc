@@ -292,14 +292,6 @@ Status EagerSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
 
 Status EagerSource::allocate(const char* what, const char* name, DType dtype, const int64_t* dims, size_t rank,
                              DLManagedTensorVersioned** managed, void** data) {
-  // The rules bound the element count by int64; the bytes are checked here,
-  // so that torch's allocator is never asked for a size that wraps.
-  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
-  for (size_t k = 0; k < rank; ++k) {
-    if (__builtin_mul_overflow(bytes, dims[k], &bytes)) {
-      return Status::InvalidArgument(std::string(op_) + ": " + what + " '" + name + "' would take more than 2^63 - 1 bytes");
-    }
-  }
   DLTensor prototype{};
   prototype.device = {cuda_ ? kDLCUDA : kDLCPU, device_index_};
   prototype.ndim = static_cast<int32_t>(rank);
@@ -357,9 +349,7 @@ Status EagerSource::unrequested(size_t, const char* name, DType dtype) {
 
 Status EagerSource::workspace(size_t, const char* name, size_t bytes, void** data) {
   if (scratch_count_ == Binder::kMaxOutputs) return Status::Internal(std::string(op_) + ": too many workspaces");
-  if (bytes > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
-    return Status::InvalidArgument(std::string(op_) + ": workspace '" + name + "' would take more than 2^63 - 1 bytes");
-  }
+  // The binder has bounded the bytes by int64 (Binder::workspace).
   const int64_t size = static_cast<int64_t>(bytes);
   return allocate("workspace", name, DType::kU8, &size, 1, &scratch_[scratch_count_++], data);
 }

@@ -81,12 +81,8 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
     strides[i] = n;
     n *= sizes[i];
   }
-  // The binder bounds the element count; the bytes are checked here, so that
-  // torch's allocator is never asked for a size that wraps.
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(n, static_cast<int64_t>(aoti_torch_dtype_element_size(dtype)), &bytes)) {
-    fail(what() + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " would take more than 2^63 - 1 bytes");
-  }
+  // The binder has bounded the bytes by int64 (Binder::output, Binder::workspace).
+  const int64_t bytes = n * static_cast<int64_t>(aoti_torch_dtype_element_size(dtype));
   AtenTensorHandle out = nullptr;
   if (aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type, like.device_index, &out) !=
       AOTI_TORCH_SUCCESS) {

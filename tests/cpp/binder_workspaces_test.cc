@@ -113,6 +113,43 @@ TEST(BinderWorkspaces, ANegativeCountIsRefusedAndNothingIsAllocated) {
   EXPECT_EQ(fine, nullptr);
 }
 
+// XLA and torch size a buffer in bytes as an int64; the binder refuses more,
+// before the framework is asked, for every Source alike.
+TEST(BinderWorkspaces, MoreThanAnInt64OfBytesIsRefusedAndNothingIsAllocated) {
+  RecordingSource source(true);
+  opgen::Binder b("op", source);
+  double* big = nullptr;
+  b.workspace(0, "big", int64_t{1} << 61, &big);  // 2^64 bytes
+  b.allocate_workspaces();
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("op: workspace 'big' of 2305843009213693952 elements would take "
+                                      "18446744073709551616 bytes, more than 2^63 - 1"),
+            std::string::npos)
+      << b.status().message();
+  EXPECT_EQ(source.calls, 0);
+  EXPECT_EQ(big, nullptr);
+}
+
+TEST(BinderOutputs, MoreThanAnInt64OfBytesIsRefusedBeforeTheFrameworkIsAsked) {
+  RecordingSource source(true);
+  opgen::Binder b("op", source);
+  float* out = nullptr;
+  b.output(0, "out", "[N, M]", false, {int64_t{1} << 31, int64_t{1} << 31}, &out);  // 2^62 floats
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("op: output 'out' [N, M] of shape [2147483648, 2147483648] and dtype "
+                                      "f32 would take 18446744073709551616 bytes, more than 2^63 - 1"),
+            std::string::npos)
+      << b.status().message();
+  EXPECT_TRUE(source.outputs.empty());
+  // 2^61 floats are 2^63 bytes, one too many; a row fewer fits.
+  for (int64_t rows : {int64_t{1} << 30, (int64_t{1} << 30) - 1}) {
+    RecordingSource edge_source(true);
+    opgen::Binder edge("op", edge_source);
+    edge.output(0, "out", "[N, M]", false, {rows, int64_t{1} << 31}, &out);
+    EXPECT_EQ(edge.ok(), rows < (int64_t{1} << 30)) << edge.status().message();
+  }
+}
+
 TEST(BinderWorkspaces, AWorkspaceOfCudaAloneIsNotAllocatedOnTheCpu) {
   const unsigned cuda = opgen::device_bit(opgen::Device::kCuda);
   for (opgen::Device device : {opgen::Device::kCpu, opgen::Device::kCuda}) {
