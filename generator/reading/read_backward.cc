@@ -189,11 +189,14 @@ std::optional<Backward> read_backward(SpecFile& f, const YAML::Node& node) {
         }
         // One input, or a list of the inputs that all get this gradient (a
         // sum's operands: fused_add_rms_norm's x and residual).
+        // (A Node of its own: `it->second` lives in a proxy that dies with
+        // its full-expression, so a range-for over it reads a dead object.)
+        const YAML::Node given = it->second;
         std::vector<YAML::Node> targets;
-        if (it->second.IsSequence() && it->second.size() > 0) {
-          for (const YAML::Node& item : it->second) targets.push_back(item);
+        if (given.IsSequence() && given.size() > 0) {
+          for (const YAML::Node& item : given) targets.push_back(item);
         } else {
-          targets.push_back(it->second);
+          targets.push_back(given);
         }
         for (const YAML::Node& target : targets) {
           std::optional<std::string> in = f.snake_name(target, "a forward input (or a list of them)");

@@ -147,7 +147,10 @@ void read_splits(SpecFile& f, const YAML::Node& node, Op& op, bool& ok) {
       continue;
     }
     split.name = *name;
-    for (const YAML::Node& s : it->second) {
+    // (A Node of its own: `it->second` lives in a proxy that dies with its
+    // full-expression, so a range-for over it reads a dead object.)
+    const YAML::Node symbols = it->second;
+    for (const YAML::Node& s : symbols) {
       std::optional<std::string> symbol = f.string(s, "a symbol of split '" + split.name + "'");
       if (symbol) split.symbols.push_back(*symbol);
       else ok = false;

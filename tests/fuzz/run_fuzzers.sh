@@ -69,6 +69,7 @@ cmake --build "$build" --target "${fuzzers[@]}"
 
 stamp="$(date +%Y%m%d-%H%M%S)"
 status=0
+summary=()  # what failed, repeated at the end: a CI log's tail must show it
 for fuzzer in "${fuzzers[@]}"; do
   name="${fuzzer%_fuzzer}"
   seeds="$root/tests/fuzz/corpus/$name"
@@ -77,6 +78,11 @@ for fuzzer in "${fuzzers[@]}"; do
   [ "${OPGEN_FUZZ_FRESH_CORPUS:-0}" = 1 ] && rm -rf "$corpus"
   mkdir -p "$corpus" "$artifacts"
   cp -f "$seeds"/* "$corpus"/
+  # Every real spec is a seed too, so that the corpus speaks the whole spec
+  # language as it grows (as specs-<file>: some seeds share a spec's file name).
+  if [ "$name" = spec_reader ]; then
+    for spec in "$root"/specs/*.yaml; do cp -f "$spec" "$corpus/specs-$(basename "$spec")"; done
+  fi
 
   flags=(-max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1
          -artifact_prefix="$artifacts/")
@@ -91,21 +97,29 @@ for fuzzer in "${fuzzers[@]}"; do
   flags+=(${OPGEN_FUZZ_ARGS:-})
 
   echo "run_fuzzers: $fuzzer for ${seconds}s on $corpus ($(ls "$corpus" | wc -l) inputs)"
-  rc=0
-  (cd "$artifacts" && "$build/$fuzzer" "${flags[@]}" "$corpus") || rc=$?
+  # Its whole output goes to $name.log; the screen gets all but the lines of
+  # each input the corpus gains (NEW, REDUCE), thousands in a run.
+  (cd "$artifacts" && { "$build/$fuzzer" "${flags[@]}" "$corpus" 2>&1 && echo 0 >.rc || echo $? >.rc; }) |
+    tee "$artifacts/$name.log" | { grep -av -E '^#[0-9]+[[:space:]]+(NEW|REDUCE)' || true; }
+  rc=$(cat "$artifacts/.rc")
+  rm -f "$artifacts/.rc"
   found=$(find "$artifacts" -maxdepth 1 -type f \
             \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) \
             2>/dev/null | sort || true)
   if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
     status=1
-    echo "run_fuzzers: $fuzzer FAILED (exit $rc)" >&2
+    summary+=("run_fuzzers: $fuzzer FAILED (exit $rc); its report, from $artifacts/$name.log:")
+    while IFS= read -r line; do summary+=("  | $line"); done \
+      < <(grep -a -A25 -m1 -E '^==[0-9]+==|^INFO: (libFuzzer|Timeout)|SUMMARY|runtime error|^ALARM' \
+            "$artifacts/$name.log" | head -40)
     for f in $found; do
-      echo "  $f" >&2
-      echo "    base64: $(base64 -w0 "$f")" >&2
+      summary+=("  reproducer $f" "    base64: $(base64 -w0 "$f")")
     done
   else
     echo "run_fuzzers: $fuzzer ok"
+    rm -f "$artifacts/$name.log"
     rmdir "$artifacts" 2>/dev/null || true
   fi
 done
+for line in "${summary[@]}"; do echo "$line" >&2; done
 exit $status
