@@ -15,7 +15,10 @@ measured in the same process.
 
 Usage (GPU; the build must have -DOPGEN_BUILD_BENCH=ON for _bench_handwritten):
   PYTHONPATH=build/python python bench/bench_simple_add.py [--out results.txt]
-CPU smoke test (tiny sizes, JAX's CPU backend, no hand-written handler, no torch):
+On JAX's CPU backend (the hand-written CPU handler where the build has it; no torch;
+[c] has one mode, as XLA:CPU has no command buffers):
+  PYTHONPATH=build/python python bench/bench_simple_add.py --cpu --size-mib 4
+CPU smoke test (--cpu at tiny sizes):
   PYTHONPATH=build/python python bench/bench_simple_add.py --cpu-smoke
 """
 
@@ -40,8 +43,8 @@ def log(msg: str) -> None:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cpu-smoke", action="store_true",
-                   help="tiny sizes on JAX's CPU backend; skips the hand-written CUDA handler and torch")
+    p.add_argument("--cpu", action="store_true", help="JAX's CPU backend (no torch)")
+    p.add_argument("--cpu-smoke", action="store_true", help="--cpu at tiny sizes")
     p.add_argument("--out", type=Path, help="also write the final table to this file")
     p.add_argument("--build-dir", type=Path,
                    help="directory holding opgen_ops and _bench_handwritten (default: PYTHONPATH, "
@@ -58,6 +61,7 @@ def parse_args(argv=None):
                    help="[a] reference copy for the bandwidth target (auto: torch if it works, else XLA)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    args.cpu = args.cpu or args.cpu_smoke
     if args.cpu_smoke:
         args.size_mib = 0  # 16 Ki elements, see below
         args.k = 4
@@ -73,7 +77,7 @@ def parse_args(argv=None):
 ARGS = parse_args()
 
 # --- Environment, before JAX initializes its backend ---------------------------
-if ARGS.cpu_smoke:
+if ARGS.cpu:
     os.environ["JAX_PLATFORMS"] = "cpu"
 else:
     # Leave room on the GPU for torch's copy baseline (JAX preallocates 75% by default).
@@ -100,7 +104,7 @@ except ImportError:
 import opgen_ops._C as opgen_C  # noqa: E402
 import opgen_ops.jax as oj  # noqa: E402
 
-ON_GPU = not ARGS.cpu_smoke
+ON_GPU = not ARGS.cpu
 F32 = np.float32
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -307,18 +311,22 @@ def main() -> None:
             fail(f"JAX's default backend is {backend!r}, not 'gpu' (install jax[cuda12], or run --cpu-smoke)")
         if not opgen_C.built_with_cuda:
             fail("opgen_ops._C was built without CUDA (configure with nvcc available / -DOPGEN_CUDA=ON)")
-        try:
-            import _bench_handwritten
-        except ImportError as e:
+    platform = "CUDA" if ON_GPU else "cpu"
+    try:
+        import _bench_handwritten
+    except ImportError as e:
+        if ON_GPU or not ARGS.cpu_smoke:
             fail(f"cannot import _bench_handwritten ({e}): configure with -DOPGEN_BUILD_BENCH=ON, "
                  f"build, and put <build>/python on PYTHONPATH")
-        for name, capsule in _bench_handwritten.targets().items():
-            jax.ffi.register_ffi_target(name, capsule, platform="CUDA")
-        log(f"registered the hand-written handler {HANDWRITTEN_TARGET!r} for CUDA")
+        _bench_handwritten = None
+    if _bench_handwritten is not None:
+        for name, capsule in _bench_handwritten.targets().get(platform, {}).items():
+            jax.ffi.register_ffi_target(name, capsule, platform=platform)
+        log(f"registered the hand-written handler {HANDWRITTEN_TARGET!r} for {platform}")
         hand_label = "hand-written FFI"
         hand = hand_op
     else:
-        # No CUDA handler on CPU: a stand-in exercises the same code paths.
+        # A smoke run of a build without the baseline: a stand-in exercises the same code paths.
         hand_label = "stand-in: generated v3 (smoke)"
         hand = gen_op(3)
 
@@ -369,7 +377,7 @@ def main() -> None:
         if name.startswith("jnp.add"):
             kernels = h.count("fusion")
         else:
-            target = HANDWRITTEN_TARGET if name == hand_label and ON_GPU else "opgen_ops_simple_add"
+            target = HANDWRITTEN_TARGET if name == "hand-written FFI" else "opgen_ops_simple_add"
             kernels = h.count("custom-call", target)
         # The same op once, without barriers: copies XLA puts around a lone call.
         one = Hlo(compile_fn(lambda x, y, op=variants[name]: op(x, y), a_dev, b_dev).as_text()).copies()
@@ -421,7 +429,8 @@ def main() -> None:
     copy_gbps = {name: copy_bytes / s / 1e9 for name, (s, _) in copy_rows.items()}
     t_add = per_call["jnp.add (a + b)"]
     ref_bw = copy_gbps.get(copy_ref) if copy_ref else None
-    cpu_note = "  (CPU smoke run: figures and targets are meaningless)" if not ON_GPU else ""
+    cpu_note = ("  (CPU smoke run: figures and targets are meaningless)" if ARGS.cpu_smoke
+                else "  (CPU: the bandwidth targets are the GPU's)" if not ON_GPU else "")
 
     emit(f"simple_add benchmark: jax {jax.__version__}, {backend} {device.device_kind}{cpu_note}")
     if os.environ.get("XLA_FLAGS"):
@@ -447,6 +456,10 @@ def main() -> None:
 
     def verdict(ok: bool) -> str:
         return ("PASS" if ok else "FAIL") if ON_GPU else "n/a on CPU"
+
+    def handler_verdict(ok: bool) -> str:
+        # The handlers' cost on the host is the same question on either backend.
+        return "n/a (smoke)" if ARGS.cpu_smoke else ("PASS" if ok else "FAIL")
 
     r_time = per_call["generated v4"] / t_add
     emit(f"    target: generated v4 time / jnp.add time = {r_time:.3f}  (within 5%: <= 1.05)  "
@@ -475,7 +488,7 @@ def main() -> None:
 
     # ---------------- c. per-call overhead -------------------------------------
     emit("")
-    overhead_section(emit, hand, hand_label, randn, verdict)
+    overhead_section(emit, hand, hand_label, randn, handler_verdict)
 
     # ---------------- output ---------------------------------------------------
     text = "\n".join(table) + "\n"
@@ -559,7 +572,8 @@ def xla_copy_seconds(x, k: int):
 def overhead_section(emit, hand, hand_label, randn, verdict) -> None:
     k = ARGS.overhead_k
     reps = ARGS.overhead_reps
-    modes = [("graphs", None), ("no graphs", NO_GRAPHS)]
+    # XLA:CPU has no command buffers: every call runs its handler.
+    modes = [("graphs", None), ("no graphs", NO_GRAPHS)] if ON_GPU else [("cpu", None)]
     emit(f"[c] Per-call overhead: K = {k} (and 2K) chained calls in one jit, generated v4 (A) vs {hand_label} (B), "
          f"interleaved A B per round, {reps} rounds, two runs; medians.")
     emit("    per call = total / K (includes 1/K of the dispatch); marginal = (T(2K) - T(K)) / K (dispatch-free).")
