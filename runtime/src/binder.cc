@@ -1,5 +1,6 @@
 #include "opgen/binder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -103,9 +104,10 @@ std::string Binder::who(const char* role, const char* name) const {
 }
 
 std::string Binder::binding_rule(const char* symbol, size_t index) const {
+  if (index >= kMaxSymbols || !((bound_ >> index) & 1)) return std::string(symbol);
   const Origin& o = origins_[index];
-  return std::string(symbol) + ", bound by input '" + (o.input ? o.input : "?") + "' dimension " +
-         std::to_string(o.axis) + (o.after_batch ? " after its '...'" : "");
+  return std::string(symbol) + ", bound by input '" + o.input + "' dimension " + std::to_string(o.axis) +
+         (o.after_batch ? " after its '...'" : "");
 }
 
 // --- dtypes -----------------------------------------------------------------
@@ -189,6 +191,7 @@ void Binder::same_dtype(size_t i, const char* name, const char* var_name, const 
 Binder::Input::Input(Binder* b, const char* name, const char* declared, size_t rank, bool has_batch, bool updated,
                      const TensorRef* t)
     : b_(b), name_(name), declared_(declared), rank_(rank), has_batch_(has_batch), updated_(updated), t_(t) {
+  std::fill_n(sizes_, std::min(rank, kMaxRank), 0);
   if (!live() || t_->dims == nullptr) return;
   if (has_batch ? t_->rank < rank : t_->rank != rank) {
     b_->fail(Status::InvalidArgument(rank_mismatch(b_->op_, "input", name, t_->dims, t_->rank, declared)));
@@ -250,7 +253,10 @@ Binder::Input& Binder::Input::bind(size_t axis, size_t index, const char* symbol
   }
   *value = t_->dims[lead_ + axis];
   sizes_[axis] = *value;
-  if (index < kMaxSymbols) b.origins_[index] = {name_, axis, has_batch_, symbol, *value};
+  if (index < kMaxSymbols) {
+    b.origins_[index] = {name_, axis, has_batch_, symbol, *value};
+    b.bound_ |= uint64_t{1} << index;
+  }
   return *this;
 }
 

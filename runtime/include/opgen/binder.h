@@ -214,7 +214,7 @@ class Binder {
     bool updated_;  // an output updates it in place
     const TensorRef* t_;
     size_t lead_ = 0;  // its leading ('...') dimensions
-    int64_t sizes_[kMaxRank] = {};  // each dimension after '...' as bound or checked
+    int64_t sizes_[kMaxRank];  // each dimension after '...' as bound or checked (the first rank_ zeroed)
   };
   // What the spec says of an input besides its shape.
   enum InputFlags : unsigned { kRequired = 0, kOptional = 1, kUpdated = 2 /* an output updates it in place */ };
@@ -263,7 +263,7 @@ class Binder {
                        std::initializer_list<int64_t> dims, T** data, size_t input, const T** input_data) {
     if (!has_input(input)) {
       *data = nullptr;
-      ++omitted_;
+      leave_out(i);
       return;
     }
     void* in = const_cast<T*>(*input_data);
@@ -278,7 +278,7 @@ class Binder {
                          std::initializer_list<int64_t> dims, T** data) {
     if (ok() && !source_.requested(request)) {
       *data = nullptr;
-      ++omitted_;
+      leave_out(i);
       fail(source_.unrequested(i, name, dtype_of<T>));
       return;
     }
@@ -304,7 +304,7 @@ class Binder {
   // Shape symbol `index` as an input bound it: its name and value (false
   // where no input bound it: an omitted optional input's, or a legacy call's).
   bool symbol(size_t index, const char** name, int64_t* value) const {
-    if (index >= kMaxSymbols || origins_[index].symbol == nullptr) return false;
+    if (index >= kMaxSymbols || !((bound_ >> index) & 1)) return false;
     *name = origins_[index].symbol;
     *value = origins_[index].value;
     return true;
@@ -329,6 +329,14 @@ class Binder {
 
  private:
   const TensorRef* given(size_t i, const char* name, unsigned flags);
+  // Output `i` is not among the call's results: no buffer, no bytes.
+  void leave_out(size_t i) {
+    if (i < kMaxOutputs) {
+      data_[i] = nullptr;
+      bytes_[i] = 0;
+    }
+    ++omitted_;
+  }
   void* output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
                       std::initializer_list<int64_t> dims, int alias);
   void request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
@@ -347,14 +355,21 @@ class Binder {
   void fail_dtype(std::string message);
 
   // Where each symbol was bound: the input and its axis (after '...'), and
-  // the symbol's name and value.
+  // the symbol's name and value; bit `index` of `bound_` says it was.
+  //
+  // The arrays here and below are read only where a mask or a count says they
+  // were written, and are left uninitialized: every call of every binding
+  // makes a Binder, and zeroing its 7 KB cost a typed-FFI call more than the
+  // rest of its checks (bench/bench_simple_add.py [c], on the CPU).
   struct Origin {
-    const char* input = nullptr;
-    size_t axis = 0;
-    bool after_batch = false;
-    const char* symbol = nullptr;
-    int64_t value = 0;
+    const char* input;
+    size_t axis;
+    bool after_batch;
+    const char* symbol;
+    int64_t value;
   };
+  uint64_t bound_ = 0;
+  static_assert(kMaxSymbols <= 64, "bound_ has a bit per symbol");
   Origin origins_[kMaxSymbols];
   // The batch: its source, dimensions (when the call gives shapes) and count.
   const char* batch_source_ = nullptr;
@@ -367,16 +382,16 @@ class Binder {
   size_t outputs_ = 0;
   size_t omitted_ = 0;
   bool empty_ = true;
-  void* data_[kMaxOutputs] = {};
-  size_t bytes_[kMaxOutputs] = {};
-  Copy copies_[kMaxOutputs] = {};
+  void* data_[kMaxOutputs];
+  size_t bytes_[kMaxOutputs];
+  Copy copies_[kMaxOutputs];
   size_t copy_count_ = 0;
   // The workspaces requested, as Source::workspaces takes them, and where
   // each one's pointer goes (set by its `assign`).
-  const char* scratch_names_[kMaxOutputs] = {};
-  size_t scratch_bytes_[kMaxOutputs] = {};
-  void* scratch_slots_[kMaxOutputs] = {};
-  void (*scratch_assign_[kMaxOutputs])(void* slot, void* data) = {};
+  const char* scratch_names_[kMaxOutputs];
+  size_t scratch_bytes_[kMaxOutputs];
+  void* scratch_slots_[kMaxOutputs];
+  void (*scratch_assign_[kMaxOutputs])(void* slot, void* data);
   size_t scratch_count_ = 0;
 };
 
