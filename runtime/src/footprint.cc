@@ -82,10 +82,23 @@ bool self_overlaps(const int64_t* sizes, const int64_t* strides, size_t rank) {
   return false;
 }
 
+namespace {
+// `t` with its strides spelled out (`dense` holds them where `t` has none).
+TensorExtent with_strides(const TensorExtent& t, std::vector<int64_t>& dense) {
+  if (t.strides != nullptr) return t;
+  dense.assign(t.rank, 1);
+  for (size_t d = t.rank; d-- > 1;) dense[d - 1] = dense[d] * t.sizes[d];
+  TensorExtent out = t;
+  out.strides = dense.data();
+  return out;
+}
+}  // namespace
+
 Status in_place_conflict(const char* op, const char* const* names, const TensorExtent* inputs, size_t count,
                          size_t updated) {
-  const TensorExtent& a = inputs[updated];
-  if (a.data == nullptr) return Status::Ok();
+  if (inputs[updated].data == nullptr) return Status::Ok();
+  std::vector<int64_t> dense_a, dense_b;
+  const TensorExtent a = with_strides(inputs[updated], dense_a);
   const std::string name = names[updated];
   if (self_overlaps(a.sizes, a.strides, a.rank)) {
     return Status::InvalidArgument(std::string(op) + ": input '" + name + "' is updated in place, but its elements "
@@ -96,8 +109,8 @@ Status in_place_conflict(const char* op, const char* const* names, const TensorE
   }
   const Footprint mine = footprint(a.data, a.sizes, a.strides, a.rank, a.element_size);
   for (size_t k = 0; k < count; ++k) {
-    const TensorExtent& b = inputs[k];
-    if (k == updated || b.data == nullptr) continue;
+    if (k == updated || inputs[k].data == nullptr) continue;
+    const TensorExtent b = with_strides(inputs[k], dense_b);
     if (!may_overlap(mine, footprint(b.data, b.sizes, b.strides, b.rank, b.element_size))) continue;
     return Status::InvalidArgument(std::string(op) + ": input '" + names[k] + "' shares memory with input '" + name +
                                    "', which the op updates in place; pass a tensor of its own (e.g. " + names[k] +

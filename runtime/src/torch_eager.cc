@@ -316,20 +316,10 @@ Status EagerSource::output(size_t, const char* name, const char*, DType dtype, c
     const auto a = static_cast<size_t>(alias);
     if (a >= count_ || !present_[a]) return Status::Internal(std::string(op_) + ": output '" + name + "' updates no input");
     TensorExtent extents[kMaxInputs];
-    int64_t dense[kMaxInputs][Binder::kMaxRank];
     for (size_t k = 0; k < count_; ++k) {
       if (!present_[k]) continue;
       const TensorRef& r = refs_[k];
-      const int64_t* strides = r.strides;
-      if (strides == nullptr) {
-        int64_t n = 1;
-        for (size_t d = r.rank; d-- > 0;) {
-          dense[k][d] = n;
-          n *= r.dims[d];
-        }
-        strides = dense[k];
-      }
-      extents[k] = {r.data, r.dims, strides, r.rank, element_sizes_[k]};
+      extents[k] = {r.data, r.dims, r.strides, r.rank, element_sizes_[k]};  // DLPack's strides: null where compact
     }
     if (Status s = in_place_conflict(op_, names_, extents, count_, a); !s.ok()) return s;
     *data = refs_[a].data;

@@ -110,4 +110,25 @@ TEST(Footprint, NeverSaysApartWhenTheyShare) {
   EXPECT_GT(apart, 100);
 }
 
+// A tensor without strides (DLPack's compact form) is dense and row-major:
+// the same answers as with its strides spelled out.
+TEST(InPlaceConflict, ATensorWithoutStridesIsDenseAndRowMajor) {
+  std::vector<float> memory(64);
+  const int64_t cache_sizes[] = {4, 8}, cache_strides[] = {8, 1};
+  const int64_t row_sizes[] = {8};
+  const char* names[] = {"cache", "row"};
+  for (const int64_t* strides : {static_cast<const int64_t*>(cache_strides), static_cast<const int64_t*>(nullptr)}) {
+    // row 2 of the cache itself, and a row of memory past it.
+    for (int64_t at : {16, 32}) {
+      const opgen::TensorExtent inputs[] = {{memory.data(), cache_sizes, strides, 2, sizeof(float)},
+                                            {memory.data() + at, row_sizes, nullptr, 1, sizeof(float)}};
+      const opgen::Status s = opgen::in_place_conflict("op", names, inputs, 2, 0);
+      EXPECT_EQ(s.ok(), at == 32) << (strides ? "strided" : "compact") << ", row at " << at << ": " << s.message();
+      if (!s.ok()) {
+        EXPECT_NE(s.message().find("input 'row' shares memory with input 'cache'"), std::string::npos) << s.message();
+      }
+    }
+  }
+}
+
 }  // namespace

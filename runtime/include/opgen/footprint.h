@@ -37,7 +37,8 @@ bool may_overlap(const Footprint& a, const Footprint& b);
 // meeting, which no framework makes by slicing, counts as overlapping.)
 bool self_overlaps(const int64_t* sizes, const int64_t* strides, size_t rank);
 
-// A tensor argument as the in-place check sees it; `data` null: not given.
+// A tensor argument as the in-place check sees it; `data` null: not given;
+// `strides` null: dense and row-major (DLPack's compact form).
 struct TensorExtent {
   const void* data = nullptr;
   const int64_t* sizes = nullptr;
