@@ -30,7 +30,9 @@ _function_modes = torch._C._len_torch_function_stack
 _grad_enabled = torch.is_grad_enabled
 _functorch_layers = torch._C._functorch.peek_interpreter_stack  # torch.func.vmap, grad, ...
 _profiling = torch._C._autograd._profiler_enabled  # the profiler records ops the dispatcher runs
-_jit_tracing = torch._C._get_tracing_state  # torch.jit.trace records ops the dispatcher runs
+# torch.jit.trace records ops the dispatcher runs (_is_tracing: a bool, at half
+# the cost of _get_tracing_state's object)
+_jit_tracing = torch._C._is_tracing
 _increment_version = torch._C._increment_version
 
 
@@ -99,7 +101,7 @@ class Direct:
         none needs a gradient. It runs on every call, so it reads only cheap
         state; the eager route checks the tensors themselves in C++."""
         if (_is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layers() is not None
-                or _profiling() or _jit_tracing() is not None):
+                or _profiling() or _jit_tracing()):
             return NotImplemented
         result = NotImplemented
         if self.eager is not None:
