@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz/ with clang (ASan + UBSan +
 # libFuzzer) in build/fuzz and runs each for a bounded time on a copy of its
-# seed corpus. Exits non-zero when a fuzzer finds a crash, a leak, a timeout
-# or an out-of-memory input (its reproducer is left under build/fuzz/artifacts/).
+# seed corpus (the spec reader's: tests/fuzz/corpus/spec_reader and every spec
+# in specs/). Exits non-zero when a fuzzer finds a crash, a leak, a timeout
+# or an out-of-memory input (its reproducer is left under build/fuzz/artifacts/,
+# with the fuzzer's whole output; the report is repeated at the end).
 #
 #   tests/fuzz/run_fuzzers.sh                    # both fuzzers, 30 s each
 #   tests/fuzz/run_fuzzers.sh opaque_fuzzer      # one of them
