@@ -98,36 +98,30 @@ TEST(BinderWorkspaces, ByDefaultEachIsAskedForInTurn) {
   EXPECT_EQ(static_cast<void*>(c), static_cast<void*>(&source.memory[8]));
 }
 
-TEST(BinderWorkspaces, ANegativeCountIsRefusedAndNothingIsAllocated) {
-  RecordingSource source(true);
-  opgen::Binder b("op", source);
-  float* fine = nullptr;
-  float* bad = nullptr;
-  b.workspace(0, "fine", 4, &fine);
-  b.workspace(1, "bad", -1, &bad);
-  b.allocate_workspaces();
-  ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("op: workspace 'bad' would have -1 elements"), std::string::npos)
-      << b.status().message();
-  EXPECT_EQ(source.calls, 0);
-  EXPECT_EQ(fine, nullptr);
-}
-
-// XLA and torch size a buffer in bytes as an int64; the binder refuses more,
-// before the framework is asked, for every Source alike.
-TEST(BinderWorkspaces, MoreThanAnInt64OfBytesIsRefusedAndNothingIsAllocated) {
-  RecordingSource source(true);
-  opgen::Binder b("op", source);
-  double* big = nullptr;
-  b.workspace(0, "big", int64_t{1} << 61, &big);  // 2^64 bytes
-  b.allocate_workspaces();
-  ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("op: workspace 'big' of 2305843009213693952 elements would take "
-                                      "18446744073709551616 bytes, more than 2^63 - 1"),
-            std::string::npos)
-      << b.status().message();
-  EXPECT_EQ(source.calls, 0);
-  EXPECT_EQ(big, nullptr);
+// A negative count, and more bytes than XLA and torch size a buffer by (an
+// int64), are refused before the framework is asked, for every Source alike.
+TEST(BinderWorkspaces, ACountNoFrameworkCanHoldIsRefusedAndNothingIsAllocated) {
+  const struct {
+    int64_t count;
+    const char* message;
+  } cases[] = {{-1, "op: workspace 'bad' would have -1 elements"},
+               {int64_t{1} << 61,  // 2^64 bytes of doubles
+                "op: workspace 'bad' of 2305843009213693952 elements would take 18446744073709551616 bytes, "
+                "more than 2^63 - 1"}};
+  for (const auto& c : cases) {
+    RecordingSource source(true);
+    opgen::Binder b("op", source);
+    double* fine = nullptr;
+    double* bad = nullptr;
+    b.workspace(0, "fine", 4, &fine);
+    b.workspace(1, "bad", c.count, &bad);
+    b.allocate_workspaces();
+    ASSERT_FALSE(b.ok());
+    EXPECT_NE(b.status().message().find(c.message), std::string::npos) << b.status().message();
+    EXPECT_EQ(source.calls, 0);
+    EXPECT_EQ(fine, nullptr);
+    EXPECT_EQ(bad, nullptr);
+  }
 }
 
 TEST(BinderOutputs, MoreThanAnInt64OfBytesIsRefusedBeforeTheFrameworkIsAsked) {
