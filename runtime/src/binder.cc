@@ -510,7 +510,8 @@ void* Binder::output_buffer(size_t i, const char* name, const char* declared, DT
   size_t bytes = 0;
   if (count < 0) {
     fail(Status::InvalidArgument(who("output", name) + " " + declared + " of shape " + shape_text(shape, rank) +
-                                 " would have more than 2^63 - 1 elements"));
+                                 " has no element count (a negative dimension, or more than 2^63 - 1 "
+                                 "elements)"));
     return nullptr;
   }
   if (!fits_bytes(count, dtype, &bytes)) {

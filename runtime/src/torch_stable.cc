@@ -1,5 +1,6 @@
 #include "opgen/torch_stable.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -76,16 +77,20 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
   };
   int64_t strides[Binder::kMaxRank * 2];
   if (rank > static_cast<int64_t>(std::size(strides))) fail("opgen: outputs of more than 64 dimensions");
+  // Contiguous strides as torch makes them (a dimension of 0 counts as 1), so
+  // that an empty output's strides cannot overflow either.
   int64_t n = 1;
   for (int64_t i = rank - 1; i >= 0; --i) {
     strides[i] = n;
-    n *= sizes[i];
+    if (i > 0 && __builtin_mul_overflow(n, std::max<int64_t>(sizes[i], 1), &n)) {
+      fail(what() + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " has strides past 2^63 - 1");
+    }
   }
-  // The binder has bounded the bytes by int64 (Binder::output, Binder::workspace).
-  const int64_t bytes = n * static_cast<int64_t>(aoti_torch_dtype_element_size(dtype));
   AtenTensorHandle out = nullptr;
   if (aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type, like.device_index, &out) !=
       AOTI_TORCH_SUCCESS) {
+    // The binder has bounded the bytes by int64 (Binder::output, Binder::workspace).
+    const int64_t bytes = element_count(sizes, static_cast<size_t>(rank)) * aoti_torch_dtype_element_size(dtype);
     fail(what() + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " (" + std::to_string(bytes) +
          " bytes) could not be allocated on " + like.device_text() + "; torch's allocator refused it");
   }

@@ -102,7 +102,7 @@ for fuzzer in "${fuzzers[@]}"; do
   # Its whole output goes to $name.log; the screen gets all but the lines of
   # each input the corpus gains (NEW, REDUCE), thousands in a run.
   (cd "$artifacts" && { "$build/$fuzzer" "${flags[@]}" "$corpus" 2>&1 && echo 0 >.rc || echo $? >.rc; }) |
-    tee "$artifacts/$name.log" | { grep -av -E '^#[0-9]+[[:space:]]+(NEW|REDUCE)' || true; }
+    tee "$artifacts/$name.log" | { grep -av --line-buffered -E '^#[0-9]+[[:space:]]+(NEW|REDUCE)' || true; }
   rc=$(cat "$artifacts/.rc")
   rm -f "$artifacts/.rc"
   found=$(find "$artifacts" -maxdepth 1 -type f \
@@ -123,5 +123,5 @@ for fuzzer in "${fuzzers[@]}"; do
     rmdir "$artifacts" 2>/dev/null || true
   fi
 done
-for line in "${summary[@]}"; do echo "$line" >&2; done
+for line in ${summary[@]+"${summary[@]}"}; do echo "$line" >&2; done
 exit $status
