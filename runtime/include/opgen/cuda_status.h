@@ -30,13 +30,7 @@ inline Status cuda_launch_status(const char* kernel) {
 // another backend once one registers PrivateUse1 (torchax does).
 class CudaDeviceScope {
  public:
-  explicit CudaDeviceScope(int device) {
-    int current = -1;
-    status_ = cuda_status(cudaGetDevice(&current), "cudaGetDevice");
-    if (!status_.ok() || current == device) return;
-    status_ = cuda_status(cudaSetDevice(device), "cudaSetDevice");
-    if (status_.ok()) previous_ = current;
-  }
+  explicit CudaDeviceScope(int device) : status_(enter(device, &previous_)) {}
   ~CudaDeviceScope() {
     if (previous_ >= 0) (void)cudaSetDevice(previous_);  // back to the caller's, which was valid
   }
@@ -45,8 +39,17 @@ class CudaDeviceScope {
   const Status& status() const { return status_; }
 
  private:
+  // Makes `device` current; `*previous`: the device to restore, where it changed.
+  static Status enter(int device, int* previous) {
+    int current = -1;
+    if (Status s = cuda_status(cudaGetDevice(&current), "cudaGetDevice"); !s.ok() || current == device) return s;
+    Status s = cuda_status(cudaSetDevice(device), "cudaSetDevice");
+    if (s.ok()) *previous = current;
+    return s;
+  }
+
+  int previous_ = -1;  // the device to restore; -1: none was changed (set before status_, by enter)
   Status status_;
-  int previous_ = -1;  // the device to restore; -1: none was changed
 };
 
 }  // namespace opgen
