@@ -462,10 +462,11 @@ size_t result_count(const int* aliases, const int* requests, size_t outputs, siz
 }
 
 namespace {
-// `count` elements of `dtype` fit in 2^63 - 1 bytes (`*bytes`); `count` >= 0.
+// `count` (>= 0: both callers refuse a negative one first) elements of
+// `dtype` fit in 2^63 - 1 bytes (`*bytes`).
 bool fits_bytes(int64_t count, DType dtype, size_t* bytes) {
   int64_t b = 0;
-  if (count < 0 || __builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(dtype)), &b)) return false;
+  if (__builtin_mul_overflow(count, static_cast<int64_t>(dtype_size(dtype)), &b)) return false;
   *bytes = static_cast<size_t>(b);
   return true;
 }

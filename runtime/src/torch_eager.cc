@@ -4,7 +4,6 @@
 #include "opgen/torch_eager.h"
 
 #include <iterator>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
