@@ -13,9 +13,7 @@ def draw_divisible(op, symbols, shards, rng):
     are valid calls themselves (a rotary shard holds whole heads)."""
     dtypes = op_problems.instantiations(op)[0]
     for _ in range(200):
-        p = op_problems.draw(op, dtypes, rng)
-        if any(p.call.symbols[s] % shards for s in symbols):
-            continue
+        p = op_problems.draw(op, dtypes, rng, multiples={s: shards for s in symbols})
         local = [None if x is None else x[(slice(None),) * (x.ndim - len(t.shape)) + tuple(
             slice(0, n // shards) if d in symbols else slice(None) for n, d in zip(x.shape[x.ndim - len(t.shape):],
                                                                                    t.shape))]

@@ -146,14 +146,17 @@ def _values(t, shape, dtype: str, bounds: dict, rng):
 
 
 def draw(op, dtypes: dict, rng, *, with_optional: bool = True, asked: bool = True, batch: tuple | None = None,
-         tries: int = 2000) -> Problem:
+         multiples: dict | None = None, tries: int = 2000) -> Problem:
     """A valid call of `op` with `dtypes`; sizes from 1 to 8 (or one of the
-    values a constraint `S in [...]` allows), leading dimensions of 1 to 3 (or
-    `batch`); asking for every output on request, or (`asked` False) for none."""
+    values a constraint `S in [...]` allows), each symbol named in `multiples`
+    that many times over; leading dimensions of 1 to 3 (or `batch`); asking
+    for every output on request, or (`asked` False) for none."""
     symbols = _symbols(op)
     chosen = {c.lhs: c.values for c in op.constraints if c.operator == "in" and isinstance(c.lhs, str)}
+    times = multiples or {}
     for _ in range(tries):
-        sizes = {s: int(rng.choice(chosen[s])) if s in chosen else int(rng.integers(1, 9)) for s in symbols}
+        sizes = {s: (int(rng.choice(chosen[s])) if s in chosen else int(rng.integers(1, 9))) * times.get(s, 1)
+                 for s in symbols}
         attrs = {a.name: _attr_value(a, rng) for a in op.attrs}
         attrs.update({a: dtypes[v] for v, a in op.dtype_attrs.items()})  # the instantiation's choice
         bounds_attrs = dict(attrs)
