@@ -3,6 +3,7 @@
 // xla::ffi::Error, an XLA legacy status, or a Python exception.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -14,9 +15,19 @@ enum class StatusCode {
   kInternal,         // the kernel or the runtime below it failed
 };
 
+// A success is one null pointer, which every layer of a call returns and
+// moves for free; a failure holds its code and message on the heap.
 class [[nodiscard]] Status {
  public:
   Status() = default;  // success
+  Status(const Status& other) : failure_(other.failure_ ? std::make_unique<Failure>(*other.failure_) : nullptr) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) failure_ = other.failure_ ? std::make_unique<Failure>(*other.failure_) : nullptr;
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
+  ~Status() = default;
 
   static Status Ok() { return Status(); }
   static Status InvalidArgument(std::string message) {
@@ -26,15 +37,25 @@ class [[nodiscard]] Status {
     return Status(StatusCode::kInternal, std::move(message));
   }
 
-  bool ok() const { return code_ == StatusCode::kOk; }
-  StatusCode code() const { return code_; }
-  const std::string& message() const { return message_; }
+  bool ok() const { return failure_ == nullptr; }
+  StatusCode code() const { return failure_ ? failure_->code : StatusCode::kOk; }
+  const std::string& message() const { return failure_ ? failure_->message : no_message(); }
 
  private:
-  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  struct Failure {
+    StatusCode code;
+    std::string message;
+  };
 
-  StatusCode code_ = StatusCode::kOk;
-  std::string message_;
+  Status(StatusCode code, std::string message)
+      : failure_(std::make_unique<Failure>(Failure{code, std::move(message)})) {}
+
+  static const std::string& no_message() {
+    static const std::string empty;
+    return empty;
+  }
+
+  std::unique_ptr<Failure> failure_;
 };
 
 }  // namespace opgen
