@@ -2,6 +2,7 @@
 each op's rules over shapes alone and the eager PyTorch route
 (runtime/src/xla_module.cc)."""
 
+from collections.abc import Callable
 from typing import Any
 
 built_with_cuda: bool
@@ -35,10 +36,11 @@ def in_place_conflict(op: str, names: list[str], inputs: list[tuple[int, list[in
     """Why ``inputs[updated]`` cannot be updated in place by `op` (its elements overlap, or it shares memory with
     another input), or None. Each input is (address, sizes, strides in elements, element size), or None."""
 
-def torch_eager_api(api: Any, types: tuple[type, ...]) -> str:
-    """Takes torch.Tensor.__dlpack_c_exchange_api__ (torch >= 2.10) and the tensor types (exactly) the eager route
-    reads, for the eager PyTorch route around the dispatcher (opgen/torch_eager.h): '' when it is in use, else why
-    not (a build without it, an API of another DLPack major version)."""
+def torch_eager_api(api: Any, types: tuple[type, ...], unread: tuple[Callable[[Any], bool], ...]) -> str:
+    """Takes torch.Tensor.__dlpack_c_exchange_api__ (torch >= 2.10), the tensor types (exactly) the eager route
+    reads and the predicates of a tensor of those types it must not read (a negative-bit view, a named one), for
+    the eager PyTorch route around the dispatcher (opgen/torch_eager.h): '' when it is in use, else why not (a
+    build without it, an API of another DLPack major version)."""
 
 def torch_eager_op(op: str) -> Any:
     """The op's eager route, a capsule for torch_eager."""

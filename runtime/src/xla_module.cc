@@ -248,11 +248,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("enum_unknown", [](const std::string& op, const std::string& attr, const std::string& value,
                            const std::string& values) {
     return opgen::enum_unknown(op.c_str(), attr.c_str(), value.data(), value.size(), values.c_str());
-  }, "The rules' message for an enum attribute's unknown value.");
+  }, py::arg("op"), py::arg("attr"), py::arg("value"), py::arg("values"),
+     "The rules' message for an enum attribute's unknown value.");
   m.def("dtype_attr_refused", [](const std::string& op, const std::string& attr, const std::string& got,
                                  const std::string& allowed) {
     return opgen::dtype_attr_refused(op.c_str(), attr.c_str(), got, allowed);
-  }, "The rules' message for a dtype attribute's value outside its values.");
+  }, py::arg("op"), py::arg("attr"), py::arg("got"), py::arg("allowed"),
+     "The rules' message for a dtype attribute's value outside its values.");
   m.def("torch_eager_api", [](const py::capsule& api, const py::tuple& types, const py::tuple& unread) {
     std::vector<void*> type_objects, predicates;
     for (py::handle t : types) type_objects.push_back(t.ptr());

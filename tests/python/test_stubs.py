@@ -42,3 +42,31 @@ def test_module_stub_lists_the_extension_functions():
 
     _, stubs = stub_functions("opgen_ops._C")
     assert set(stubs) == {name for name in dir(_C) if callable(getattr(_C, name)) and not name.startswith("_")}
+
+
+def documented_parameters(fn):
+    """The parameter names of an extension function, from the signature that
+    opens its docstring (pybind11 writes one; METH_FASTCALL functions write
+    theirs by hand): the names before each top-level ':' or ','."""
+    line = fn.__doc__.splitlines()[0]
+    inside, depth, names, current = line[line.index("(") + 1:], 0, [], ""
+    for c in inside:
+        if depth == 0 and c in ",)":
+            if current.strip():
+                names.append(current.split(":")[0].strip())
+            current = ""
+            if c == ")":
+                return names
+            continue
+        depth += c in "[(" or -(c in "])")
+        current += c
+    raise AssertionError(f"no closing parenthesis in {line!r}")
+
+
+def test_module_stub_names_the_extension_functions_parameters():
+    from opgen_ops import _C
+
+    _, stubs = stub_functions("opgen_ops._C")
+    for name, stub in stubs.items():
+        stubbed = [a.arg for a in stub.args.posonlyargs + stub.args.args]
+        assert stubbed == documented_parameters(getattr(_C, name)), name
