@@ -305,13 +305,9 @@ Binder::Input& Binder::Input::layout(Layout layout, int64_t* strides) {
     }
   }
   // Dense row-major strides, where the call gives none (XLA's buffers); not
-  // empty, the tensor's element count fits int64, and so does each product.
+  // empty, the tensor's element count fits int64, and so does each stride.
   int64_t dense[kMaxRank];
-  int64_t n = 1;
-  for (size_t k = rank; k-- > 0;) {
-    dense[k] = n;
-    n *= t_->dims[k];
-  }
+  if (!t_->strides) (void)row_major_strides(t_->dims, rank, dense);
   const int64_t* st = t_->strides ? t_->strides : dense;
   if (layout == Layout::kContiguous) {
     int64_t expected = 1;

@@ -83,11 +83,12 @@ bool self_overlaps(const int64_t* sizes, const int64_t* strides, size_t rank) {
 }
 
 namespace {
-// `t` with its strides spelled out (`dense` holds them where `t` has none).
+// `t` with its strides spelled out (`dense` holds them where `t` has none;
+// they can overflow only where `t` has no elements, and then nothing reads them).
 TensorExtent with_strides(const TensorExtent& t, std::vector<int64_t>& dense) {
   if (t.strides != nullptr) return t;
   dense.assign(t.rank, 1);
-  for (size_t d = t.rank; d-- > 1;) dense[d - 1] = dense[d] * t.sizes[d];
+  (void)row_major_strides(t.sizes, t.rank, dense.data());
   TensorExtent out = t;
   out.strides = dense.data();
   return out;

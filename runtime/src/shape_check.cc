@@ -1,5 +1,6 @@
 #include "opgen/shape_check.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -40,6 +41,15 @@ int64_t element_count(const int64_t* dims, size_t rank) {
     if (__builtin_mul_overflow(n, dims[i], &n)) return -1;
   }
   return n;
+}
+
+bool row_major_strides(const int64_t* dims, size_t rank, int64_t* strides) {
+  int64_t n = 1;
+  for (size_t d = rank; d-- > 0;) {
+    strides[d] = n;
+    if (d > 0 && __builtin_mul_overflow(n, std::max<int64_t>(dims[d], 1), &n)) return false;
+  }
+  return true;
 }
 
 

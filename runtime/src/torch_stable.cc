@@ -1,6 +1,5 @@
 #include "opgen/torch_stable.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -77,14 +76,9 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
   };
   int64_t strides[Binder::kMaxRank * 2];
   if (rank > static_cast<int64_t>(std::size(strides))) fail("opgen: outputs of more than 64 dimensions");
-  // Contiguous strides as torch makes them (a dimension of 0 counts as 1), so
-  // that an empty output's strides cannot overflow either.
-  int64_t n = 1;
-  for (int64_t i = rank - 1; i >= 0; --i) {
-    strides[i] = n;
-    if (i > 0 && __builtin_mul_overflow(n, std::max<int64_t>(sizes[i], 1), &n)) {
-      fail(what() + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " has strides past 2^63 - 1");
-    }
+  // Contiguous strides as torch makes them, so that an empty output's cannot overflow either.
+  if (!row_major_strides(sizes, static_cast<size_t>(rank), strides)) {
+    fail(what() + " of shape " + shape_text(sizes, static_cast<size_t>(rank)) + " has strides past 2^63 - 1");
   }
   AtenTensorHandle out = nullptr;
   if (aoti_torch_empty_strided(rank, sizes, strides, dtype, like.device_type, like.device_index, &out) !=

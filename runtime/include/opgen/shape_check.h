@@ -30,6 +30,12 @@ std::string dim_mismatch(const char* op, const char* role, const char* tensor,
 // when one is negative or the product overflows int64.
 int64_t element_count(const int64_t* dims, size_t rank);
 
+// The strides (in elements) of a dense row-major tensor of `rank` `dims`, as
+// torch makes them (a dimension of 0 counts as 1), into `strides`; false
+// where one would pass 2^63 - 1, which only a tensor of no elements can make
+// (the strides outside that one are then not written).
+bool row_major_strides(const int64_t* dims, size_t rank, int64_t* strides);
+
 // Whether two dimension lists are equal.
 bool same_dims(const int64_t* a, size_t a_rank, const int64_t* b, size_t b_rank);
 
