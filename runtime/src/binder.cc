@@ -104,7 +104,7 @@ std::string Binder::who(const char* role, const char* name) const {
 }
 
 std::string Binder::binding_rule(const char* symbol, size_t index) const {
-  if (index >= kMaxSymbols || !((bound_ >> index) & 1)) return std::string(symbol);
+  if (!bound(index)) return std::string(symbol);
   const Origin& o = origins_[index];
   return std::string(symbol) + ", bound by input '" + o.input + "' dimension " + std::to_string(o.axis) +
          (o.after_batch ? " after its '...'" : "");

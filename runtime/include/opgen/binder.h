@@ -304,7 +304,7 @@ class Binder {
   // Shape symbol `index` as an input bound it: its name and value (false
   // where no input bound it: an omitted optional input's, or a legacy call's).
   bool symbol(size_t index, const char** name, int64_t* value) const {
-    if (index >= kMaxSymbols || !((bound_ >> index) & 1)) return false;
+    if (!bound(index)) return false;
     *name = origins_[index].symbol;
     *value = origins_[index].value;
     return true;
@@ -370,6 +370,7 @@ class Binder {
   };
   uint64_t bound_ = 0;
   static_assert(kMaxSymbols <= 64, "bound_ has a bit per symbol");
+  bool bound(size_t index) const { return index < kMaxSymbols && ((bound_ >> index) & 1); }
   Origin origins_[kMaxSymbols];
   // The batch: its source, dimensions (when the call gives shapes) and count.
   const char* batch_source_ = nullptr;
