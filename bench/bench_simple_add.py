@@ -124,6 +124,7 @@ def fail(msg: str) -> None:
 
 # --- Ops --------------------------------------------------------------------
 HANDWRITTEN_TARGET = "bench_handwritten_add"
+HANDWRITTEN_LABEL = "hand-written FFI"  # its variant's name in the tables
 
 
 def gen_op(api_version: int):
@@ -323,7 +324,7 @@ def main() -> None:
         for name, capsule in _bench_handwritten.targets().get(platform, {}).items():
             jax.ffi.register_ffi_target(name, capsule, platform=platform)
         log(f"registered the hand-written handler {HANDWRITTEN_TARGET!r} for {platform}")
-        hand_label = "hand-written FFI"
+        hand_label = HANDWRITTEN_LABEL
         hand = hand_op
     else:
         # A smoke run of a build without the baseline: a stand-in exercises the same code paths.
@@ -377,7 +378,7 @@ def main() -> None:
         if name.startswith("jnp.add"):
             kernels = h.count("fusion")
         else:
-            target = HANDWRITTEN_TARGET if name == "hand-written FFI" else "opgen_ops_simple_add"
+            target = HANDWRITTEN_TARGET if name == HANDWRITTEN_LABEL else "opgen_ops_simple_add"
             kernels = h.count("custom-call", target)
         # The same op once, without barriers: copies XLA puts around a lone call.
         one = Hlo(compile_fn(lambda x, y, op=variants[name]: op(x, y), a_dev, b_dev).as_text()).copies()
