@@ -18,6 +18,11 @@ Footprint footprint(const void* data, const int64_t* sizes, const int64_t* strid
     if (sizes[i] == 0) return f;
   }
   const auto element = static_cast<int64_t>(element_size);
+  if (strides == nullptr) {  // dense: one run (the caller's element count fits int64)
+    f.run = f.extent = element_count(sizes, rank) * element;
+    f.count = 1;
+    return f;
+  }
   const auto dims = static_cast<int64_t>(rank);
   int64_t last = 0;  // the offset of the last element, in elements
   for (int64_t i = 0; i < dims; ++i) last += (sizes[i] - 1) * strides[i];
@@ -67,6 +72,7 @@ bool may_overlap(const Footprint& a, const Footprint& b) {
 }
 
 bool self_overlaps(const int64_t* sizes, const int64_t* strides, size_t rank) {
+  if (strides == nullptr) return false;  // dense
   std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of each dimension of more than one element
   for (size_t i = 0; i < rank; ++i) {
     if (sizes[i] == 0) return false;
@@ -82,24 +88,10 @@ bool self_overlaps(const int64_t* sizes, const int64_t* strides, size_t rank) {
   return false;
 }
 
-namespace {
-// `t` with its strides spelled out (`dense` holds them where `t` has none;
-// they can overflow only where `t` has no elements, and then nothing reads them).
-TensorExtent with_strides(const TensorExtent& t, std::vector<int64_t>& dense) {
-  if (t.strides != nullptr) return t;
-  dense.assign(t.rank, 1);
-  (void)row_major_strides(t.sizes, t.rank, dense.data());
-  TensorExtent out = t;
-  out.strides = dense.data();
-  return out;
-}
-}  // namespace
-
 Status in_place_conflict(const char* op, const char* const* names, const TensorExtent* inputs, size_t count,
                          size_t updated) {
   if (inputs[updated].data == nullptr) return Status::Ok();
-  std::vector<int64_t> dense_a, dense_b;
-  const TensorExtent a = with_strides(inputs[updated], dense_a);
+  const TensorExtent& a = inputs[updated];
   const std::string name = names[updated];
   if (self_overlaps(a.sizes, a.strides, a.rank)) {
     return Status::InvalidArgument(std::string(op) + ": input '" + name + "' is updated in place, but its elements "
@@ -111,7 +103,7 @@ Status in_place_conflict(const char* op, const char* const* names, const TensorE
   const Footprint mine = footprint(a.data, a.sizes, a.strides, a.rank, a.element_size);
   for (size_t k = 0; k < count; ++k) {
     if (k == updated || inputs[k].data == nullptr) continue;
-    const TensorExtent b = with_strides(inputs[k], dense_b);
+    const TensorExtent& b = inputs[k];
     if (!may_overlap(mine, footprint(b.data, b.sizes, b.strides, b.rank, b.element_size))) continue;
     return Status::InvalidArgument(std::string(op) + ": input '" + names[k] + "' shares memory with input '" + name +
                                    "', which the op updates in place; pass a tensor of its own (e.g. " + names[k] +

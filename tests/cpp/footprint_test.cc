@@ -110,6 +110,31 @@ TEST(Footprint, NeverSaysApartWhenTheyShare) {
   EXPECT_GT(apart, 100);
 }
 
+// Null strides read as dense row-major: the footprint of the same sizes with
+// their strides spelled out, and no overlap of a tensor's own elements.
+TEST(Footprint, NullStridesAreDenseRowMajor) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> size(0, 5);
+  const auto* base = reinterpret_cast<const char*>(uintptr_t{1} << 20);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<int64_t> sizes(1 + trial % 4), strides(sizes.size());
+    for (int64_t& s : sizes) s = size(rng);
+    int64_t n = 1;
+    for (size_t k = sizes.size(); k-- > 0;) {
+      strides[k] = n;
+      n *= sizes[k] == 0 ? 1 : sizes[k];
+    }
+    const opgen::Footprint dense = opgen::footprint(base, sizes.data(), nullptr, sizes.size(), kElement);
+    const opgen::Footprint spelled = opgen::footprint(base, sizes.data(), strides.data(), sizes.size(), kElement);
+    EXPECT_EQ(dense.begin, spelled.begin);
+    EXPECT_EQ(dense.count == 0, spelled.count == 0);
+    EXPECT_EQ(dense.extent, spelled.extent);
+    EXPECT_EQ(dense.run * dense.count, spelled.run * spelled.count);
+    EXPECT_TRUE(dense.exact);
+    EXPECT_FALSE(opgen::self_overlaps(sizes.data(), nullptr, sizes.size()));
+  }
+}
+
 // A tensor without strides (DLPack's compact form) is dense and row-major:
 // the same answers as with its strides spelled out.
 TEST(InPlaceConflict, ATensorWithoutStridesIsDenseAndRowMajor) {

@@ -25,7 +25,8 @@ struct Footprint {
 };
 
 // The footprint of a tensor at `data` with `rank` sizes and strides (in
-// elements, not negative) of `element_size`-byte elements.
+// elements, not negative; null: dense row-major, the element count fitting
+// int64) of `element_size`-byte elements.
 Footprint footprint(const void* data, const int64_t* sizes, const int64_t* strides, size_t rank, size_t element_size);
 
 // False only when the two provably share no byte.
@@ -35,6 +36,7 @@ bool may_overlap(const Footprint& a, const Footprint& b);
 // dimensions, by increasing stride, each step past all the elements of the
 // dimensions inside them. (A layout that interleaves its dimensions without
 // meeting, which no framework makes by slicing, counts as overlapping.)
+// Null `strides`: dense row-major, which never overlaps.
 bool self_overlaps(const int64_t* sizes, const int64_t* strides, size_t rank);
 
 // A tensor argument as the in-place check sees it; `data` null: not given;
