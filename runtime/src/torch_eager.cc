@@ -215,7 +215,7 @@ EagerSource::EagerSource(const char* op, const char* const* input_names, PyObjec
     // of kUnknown and no foreign name would pass for a legacy call's, unchecked.)
     if (r.dtype == DType::kUnknown) return;
     r.rank = static_cast<size_t>(t.ndim);
-    r.dims = t.shape;
+    r.dims = given_dims(t.shape);
     r.strides = t.strides;  // null: dense row-major, in DLPack as in a TensorRef
     if (t.data == nullptr) {
       // No memory of its own (a zero tensor, a functional tensor's wrapper):

@@ -113,7 +113,7 @@ TorchSource::TorchSource(const char* op, const char* const* input_names, size_t 
       fail(std::string(op) + ": input '" + input_names[i] + "' is on " + v.device_text() + ", but input '" +
            input_names[f] + "' is on " + first_->device_text() + "; all tensors of one call must be on one device");
     }
-    refs_[i] = {dtype_of(v.dtype), nullptr, static_cast<size_t>(v.dim), v.sizes, v.strides, v.data};
+    refs_[i] = {dtype_of(v.dtype), nullptr, static_cast<size_t>(v.dim), given_dims(v.sizes), v.strides, v.data};
     if (refs_[i].dtype == DType::kUnknown) refs_[i].foreign = foreign_name(v.dtype);
     present_[i] = true;
   }

@@ -58,6 +58,11 @@ REFUSALS = [
      r"'dims' lists -1 twice \(element 0 and element 1\)", None),
     ("flip", "axis out of range", lambda r: ((f32(r, 2, 3),), {"dims": (-3,)}),
      r"'dims' element 0 = -3 must be in", None),
+    # A 0-d input is checked against the spec's rank like any other (its empty shape once passed
+    # for a legacy call's, unchecked: the v3 kernel read past the one element).
+    ("simple_add", "0-d input", lambda r: ((f32(r, 8), f32(r)), {}), r"input 'b' has rank 0", None),
+    ("rms_norm", "0-d weight", lambda r: ((f32(r, 3, 5), f32(r)), {}), r"input 'weight' has rank 0", None),
+    ("softmax", "0-d input", lambda r: ((f32(r),), {}), r"input 'x' has rank 0", None),
     ("kv_cache_write", "positions dtype", lambda r: ((f32(r, 2, 4, 3), f32(r, 2, 3), np.zeros(2, np.float32)), {}),
      r"input 'pos' has dtype float32", None),
     ("kv_cache_write", "values width", lambda r: ((f32(r, 2, 4, 3), f32(r, 2, 5), np.zeros(2, np.int32)), {}),

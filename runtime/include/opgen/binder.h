@@ -49,6 +49,15 @@ struct TensorRef {
   void* data = nullptr;
 };
 
+// `dims` as a TensorRef of a framework that gives shapes holds them: never
+// nullptr, which says that no shapes are given, so that a 0-d tensor (whose
+// empty shape may have no storage: an empty std::vector's, DLPack's) is
+// checked against the spec's rank like any other.
+inline const int64_t* given_dims(const int64_t* dims) {
+  static constexpr int64_t kNoDimension[1] = {0};
+  return dims != nullptr ? dims : kNoDimension;
+}
+
 // kDtype: a dtype attribute, as its opgen::DType code in `i` (every source
 // converts its framework's dtype to the code; -1 for one opgen lacks, then
 // `name` may hold the framework's name of it).

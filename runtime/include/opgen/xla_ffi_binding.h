@@ -173,7 +173,7 @@ FfiSource<N>::FfiSource(const char* op, Device device, size_t required, size_t o
     t.dtype = dtype_of(b.element_type());
     if (t.dtype == DType::kUnknown) t.foreign = dtype_name(b.element_type());
     t.rank = dims.size();
-    t.dims = dims.begin();
+    t.dims = given_dims(dims.begin());
     t.data = b.untyped_data();
     present_[i] = true;
   }
