@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch.autograd import forward_ad as _forward_ad
 
 from ._spec import Op, OpValueError
 from ._torch_values import fresh, in_spec_order, lift, spec_order
@@ -264,6 +265,34 @@ def _refuse_second_derivative(op: str, back: str, values: list) -> list:
     for k, v in zip(tensors, wrapped):
         out[k] = v
     return out
+
+
+def forward_mode(inputs: Sequence) -> bool:
+    """Whether forward-mode differentiation goes through the call: a
+    torch.func.jvp transform (jacfwd, hessian) on the stack, or an input that
+    is a dual tensor of torch.autograd.forward_ad. The ops have reverse-mode
+    formulas only, and torch would carry their results on with a zero tangent
+    (under jvp) or none (dual tensors): a wrong derivative, silently."""
+    if torch.compiler.is_compiling():
+        return False  # the compiler's tracer cannot read functorch's stack (a graph break)
+    if torch._C._functorch.peek_interpreter_stack() is not None:
+        # Under functorch's transforms (whose jvp opens a dual level of its
+        # own) the inputs are its wrappers, which unpack_dual cannot read.
+        from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+
+        return any(i.key() == torch._C._functorch.TransformType.Jvp for i in retrieve_all_functorch_interpreters())
+    if _forward_ad._current_level >= 0:  # a dual level is open
+        for x in inputs:
+            if isinstance(x, torch.Tensor) and _forward_ad.unpack_dual(x).tangent is not None:
+                return True
+    return False
+
+
+def forward_mode_message(op: Op) -> str:
+    return (f"{op.name}: forward-mode derivatives (torch.func.jvp, jacfwd, hessian, torch.autograd.forward_ad) are "
+            "not supported: opgen's ops have reverse-mode gradients only"
+            + (" (from the spec's backward op); use torch.func.vjp, jacrev or torch.autograd.grad"
+               if op.backward is not None else f", and {op.name}'s spec declares no backward"))
 
 
 def no_backward_message(op: Op) -> str:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import torch
+from torch.autograd import forward_ad as _forward_ad  # an open dual level: the full route refuses its dual tensors
 
 from . import _spec
 from ._spec import Op
@@ -95,13 +96,13 @@ class Direct:
     def run(self, inputs: Sequence, attrs: Mapping):
         """The call's result on this route, or NotImplemented where the call
         is not plain (then the caller takes the full route): eager, with no
-        mode, compiler, transform, tracer or profiler in the way (under
+        mode, compiler, transform, tracer, profiler or forward-mode dual level in the way (under
         torch.profiler the call takes the dispatcher's route, so that the
         trace names the op), on CPU or CUDA tensors (or Parameters) of which
         none needs a gradient. It runs on every call, so it reads only cheap
         state; the eager route checks the tensors themselves in C++."""
         if (_is_compiling() or _dispatch_modes() or _function_modes() or _functorch_layers() is not None
-                or _profiling() or _jit_tracing()):
+                or _profiling() or _jit_tracing() or _forward_ad._current_level >= 0):
             return NotImplemented
         result = NotImplemented
         if self.eager is not None:

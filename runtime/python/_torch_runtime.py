@@ -165,6 +165,8 @@ def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
             raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
+    if _torch_autograd.forward_mode(inputs):
+        raise RuntimeError(_torch_autograd.forward_mode_message(op))
     # An op whose spec declares no backward: an error under autograd that
     # names it, never torch's warning and a gradient of None. An in-place
     # update cannot even be recorded, so that call raises at once.

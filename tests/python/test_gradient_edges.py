@@ -1,6 +1,8 @@
 """Gradients at their edges: second derivatives, which no backward op in this
 package has, are an error that names the op in both frameworks (never torch's
-warning and a wrong answer), and a gradient that reaches a backward op in
+warning and a wrong answer), and so are forward-mode derivatives in torch
+(torch.func.jvp, jacfwd, forward_ad dual tensors: torch would carry a zero
+or no tangent on), and a gradient that reaches a backward op in
 strides its layout does not take (the loss reads an output through a
 transpose) is made contiguous and gives the right answer, not a refusal."""
 
@@ -56,6 +58,31 @@ def test_torch_create_graph_without_a_second_derivative_still_works(rng):
     (gx,) = torch.autograd.grad(tops.rms_norm(x, w, eps=EPS)[0].sum(), x, create_graph=True)
     (want,) = torch.autograd.grad(rms_norm_reference(x, w).sum(), x)
     torch.testing.assert_close(gx.detach(), want)
+
+
+@pytest.mark.parametrize("device", TORCH_DEVICES)
+def test_torch_forward_mode_raises_naming_the_op(rng, device):
+    x = torch.from_numpy(rng.standard_normal((3, 4))).to(device)
+    with pytest.raises(RuntimeError, match=r"softmax: forward-mode derivatives .* use torch.func.vjp"):
+        torch.func.jacfwd(tops.softmax)(x)
+    with pytest.raises(RuntimeError, match=r"rms_norm: forward-mode derivatives"):
+        torch.func.jvp(lambda x: tops.rms_norm(x)[0], (x,), (torch.ones_like(x),))
+    with pytest.raises(RuntimeError, match=r"rms_norm: forward-mode derivatives"):  # jvp outside a vmap
+        torch.func.jvp(torch.func.vmap(lambda x: tops.rms_norm(x)[0]), (x,), (torch.ones_like(x),))
+    with pytest.raises(RuntimeError, match=r"gemm: forward-mode derivatives .* declares no backward"):
+        b = torch.from_numpy(rng.standard_normal((4, 2))).to(device)
+        torch.func.jvp(tops.gemm, (x, b), (torch.ones_like(x), torch.zeros_like(b)))
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(x, torch.ones_like(x))
+        with pytest.raises(RuntimeError, match=r"rms_norm: forward-mode derivatives"):
+            tops.rms_norm(dual)
+        # Inside a dual level, a call on plain tensors runs, and so does reverse mode.
+        torch.testing.assert_close(tops.softmax(x), torch.softmax(x, -1))
+        xr = x.clone().requires_grad_()
+        g = torch.from_numpy(rng.standard_normal((3, 4))).to(device)
+        (got,) = torch.autograd.grad((tops.softmax(xr) * g).sum(), xr)
+        (want,) = torch.autograd.grad((torch.softmax(xr, -1) * g).sum(), xr)
+        torch.testing.assert_close(got, want)
 
 
 @pytest.mark.parametrize("api_version", [4, 3])
