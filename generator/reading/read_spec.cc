@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "model/names.h"
 #include "reading/read_attrs.h"
@@ -224,14 +225,18 @@ namespace {
 
 // Each type variable written `{attr: name}` takes the values of that dtype
 // attribute; each dtype attribute binds exactly one variable (else the
-// caller's choice would reach nothing).
-bool bind_dtype_attrs(SpecFile& f, Op& op) {
+// caller's choice would reach nothing). `refused` names the attributes that
+// are declared but were not read (their errors are already reported): a
+// variable bound by one of them draws no second, false error.
+bool bind_dtype_attrs(SpecFile& f, Op& op, const std::set<std::string>& refused) {
   bool ok = true;
   std::map<std::string, std::string> bound;  // attribute -> its variable
   for (TypeVar& v : op.type_vars) {
     if (v.attr.empty()) continue;
     const auto a = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& x) { return x.name == v.attr; });
-    if (a == op.attrs.end()) {
+    if (a == op.attrs.end() && refused.count(v.attr)) {
+      ok = false;
+    } else if (a == op.attrs.end()) {
       f.error(v.where, "type variable '" + v.name + "' is bound by attribute '" + v.attr +
                            "', which is not declared under 'attrs'");
       ok = false;
@@ -273,6 +278,7 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   bool ok = true;
 
   const int errors_before = diags.error_count();
+  std::set<std::string> refused_attrs;  // declared under 'attrs', but not read
   const auto top = f.entries(
       root, "the spec",
       {"opgen", "name", "doc", "types", "inputs", "outputs", "attrs", "workspace", "constraints", "split", "platforms",
@@ -321,8 +327,12 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
           continue;
         }
         std::optional<Attr> a = read_attr(f, it->first.Scalar(), it->second, f.at(it->first));
-        if (a) op.attrs.push_back(*a);
-        else ok = false;
+        if (a) {
+          op.attrs.push_back(*a);
+        } else {
+          refused_attrs.insert(it->first.Scalar());
+          ok = false;
+        }
       }
     } else if (key == "constraints") {
       read_constraints(f, value, op, ok);
@@ -343,7 +353,7 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
       else ok = false;
     }
   }
-  ok = bind_dtype_attrs(f, op) && ok;
+  ok = bind_dtype_attrs(f, op, refused_attrs) && ok;
   // Every combination is compiled into every binding: keep their number sane
   // (a derived variable adds none).
   if (root["types"]) {
@@ -383,6 +393,7 @@ std::optional<Package> read_package_spec(const std::string& path, const std::str
   pkg.spec_path = display_path;
   bool ok = true;
   const int errors_before = diags.error_count();
+  std::set<std::string> refused_attrs;  // declared under 'attrs', but not read
   const auto top = f.entries(root, "the package settings", {"opgen", "package"});
   f.require(root, "the package settings", {"opgen", "package"});
   if (!check_format_version(f, root)) ok = false;

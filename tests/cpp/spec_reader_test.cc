@@ -29,6 +29,7 @@ using opgen_test::source_dir;
 // expectation:
 //   # expect: <text that some diagnostic's formatted line contains>
 //   # expect-line: <1-based line that diagnostic points at>   (optional)
+//   # expect-errors: <how many errors in all>                 (optional: no follow-on error)
 //   # known-bug: <why the reader still returns a model>       (optional)
 //   # with: <a spec read beside it, relative to tests/bad_specs> (optional, repeatable)
 // A file `with` other specs (the backward op of its `backward:`, which lives in
@@ -42,6 +43,7 @@ struct BadSpec {
   fs::path path;
   std::string expect;     // empty when the header is missing
   int line = -1;          // -1: any line
+  int errors = -1;        // -1: any number
   std::string known_bug;
   std::vector<std::string> with;
   std::string header_problem;
@@ -68,20 +70,22 @@ BadSpec parse_bad_spec(const fs::path& path) {
     if (line.empty() || line[0] != '#') break;  // the header is the leading comment block
     const std::string expect_key = "# expect:";
     const std::string line_key = "# expect-line:";
+    const std::string errors_key = "# expect-errors:";
     const std::string bug_key = "# known-bug:";
     const std::string with_key = "# with:";
     if (line.rfind(with_key, 0) == 0) {
       spec.with.push_back(trim(line.substr(with_key.size())));
     } else if (line.rfind(bug_key, 0) == 0) {
       spec.known_bug = trim(line.substr(bug_key.size()));
-    } else if (line.rfind(line_key, 0) == 0) {
-      const std::string value = trim(line.substr(line_key.size()));
+    } else if (line.rfind(line_key, 0) == 0 || line.rfind(errors_key, 0) == 0) {
+      const bool is_line = line.rfind(line_key, 0) == 0;
+      const std::string value = trim(line.substr((is_line ? line_key : errors_key).size()));
       char* end = nullptr;
       const long n = std::strtol(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || n < 1) {
-        spec.header_problem = "'# expect-line:' must give a line number >= 1, not '" + value + "'";
+        spec.header_problem = "'" + (is_line ? line_key : errors_key) + "' must give a number >= 1, not '" + value + "'";
       } else {
-        spec.line = static_cast<int>(n);
+        (is_line ? spec.line : spec.errors) = static_cast<int>(n);
       }
     } else if (line.rfind(expect_key, 0) == 0) {
       if (!first) spec.header_problem = "'# expect:' must be the first line";
@@ -185,6 +189,9 @@ TEST_P(BadSpecTest, ReportsTheExpectedMessage) {
         EXPECT_GE(d.where.column, 1) << text;
       }
     }
+  }
+  if (spec.errors > 0) {
+    EXPECT_EQ(diags.error_count(), spec.errors) << shown << ": a follow-on error; got:\n" << all_messages(diags);
   }
   EXPECT_TRUE(found_text) << shown << ": no diagnostic contains \"" << spec.expect
                           << "\"; got:\n" << all_messages(diags);
