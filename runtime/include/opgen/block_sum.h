@@ -1,0 +1,7 @@
+// opgen/block_sum.h was folded into opgen/block_reduce.h, which has block_sum
+// with the same signature (and block_sum, block_max, block_sums beside it):
+// include that. This header keeps a body written against the old name
+// compiling, and says so in the build's output.
+#pragma once
+#pragma message("opgen/block_sum.h is now opgen/block_reduce.h (block_sum<kThreads>(v, partial) as before): include that instead")
+#include "opgen/block_reduce.h"
