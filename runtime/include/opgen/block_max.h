@@ -1,7 +1,4 @@
-// opgen/block_max.h was folded into opgen/block_reduce.h, which has block_max
-// with the same signature (and block_sum, block_max, block_sums beside it):
-// include that. This header keeps a body written against the old name
-// compiling, and says so in the build's output.
+// A former home of block_max, kept as opgen/block_sum.h is (it says why).
 #pragma once
 #pragma message("opgen/block_max.h is now opgen/block_reduce.h (block_max<kThreads>(v, partial) as before): include that instead")
 #include "opgen/block_reduce.h"

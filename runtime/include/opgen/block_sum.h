@@ -1,5 +1,5 @@
-// opgen/block_sum.h was folded into opgen/block_reduce.h, which has block_sum
-// with the same signature (and block_sum, block_max, block_sums beside it):
+// opgen/block_sum.h (and opgen/block_max.h) were folded into opgen/block_reduce.h, which has block_sum
+// with the same signature (block_max and block_sums beside it):
 // include that. This header keeps a body written against the old name
 // compiling, and says so in the build's output.
 #pragma once
