@@ -159,11 +159,18 @@ bool check_unique_names(SpecFile& f, const Op& op) {
     claim(s.symbol, "shape symbol", d.where);
   }
   for (const TypeVar& v : op.type_vars) claim(v.name, "type variable", v.where);
-  // Names the kernel interface derives from an input: its strides and its
-  // range check live in Args beside the names above.
+  // Names the kernel interface derives from an input (its strides, its
+  // range check), an output or a workspace (its dimensions): they live in
+  // Args beside the names above.
   for (const Tensor& t : op.inputs) {
     if (t.layout != Layout::kContiguous) claim(t.name + "_strides", "input's strides (Args::" + t.name + "_strides)", t.where);
     if (t.values_min || t.values_max) claim(t.name + "_in_range", "input's range check (Args::" + t.name + "_in_range)", t.where);
+  }
+  for (const Tensor& t : op.outputs) {
+    if (t.alias.empty() && (!t.shape.empty() || t.batch)) claim(t.name + "_dim", "output's dimensions (Args::" + t.name + "_dim)", t.where);
+  }
+  for (const Tensor& w : op.workspaces) {
+    if (!w.shape.empty() || w.batch) claim(w.name + "_dim", "workspace's dimensions (Args::" + w.name + "_dim)", w.where);
   }
   // The keyword that asks for an output on request is a parameter of the
   // wrappers and of the torch schema, beside the inputs and attributes.

@@ -36,6 +36,16 @@ struct Args {
   int64_t N;
   // Attributes (arrays in host memory, valid during the call).
   opgen::Span<const int64_t> dims;  // each in [-2, -1]
+
+  // The dimensions of each output that aliases no input and of each
+  // workspace, computed as the bindings sized it (the batch's product first
+  // where it has '...'), so that a body takes its sizes from the spec rather
+  // than restating them.
+  OPGEN_HD int64_t out_dim(int i) const {  // [..., M, N]
+    const Args& args = *this;
+    const int64_t dims[] = {args.batch, args.M, args.N};
+    return dims[i];
+  }
 };
 
 // Every Args the bindings run, in the order they number them (the first type

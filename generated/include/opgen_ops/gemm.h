@@ -48,8 +48,15 @@ struct Args {
   int64_t K;
   int64_t N;
 
-  // The dimensions of each workspace, computed as the bindings sized it, so
-  // that a body takes its sizes from the spec rather than restating them.
+  // The dimensions of each output that aliases no input and of each
+  // workspace, computed as the bindings sized it (the batch's product first
+  // where it has '...'), so that a body takes its sizes from the spec rather
+  // than restating them.
+  OPGEN_HD int64_t out_dim(int i) const {  // [M, N]
+    const Args& args = *this;
+    const int64_t dims[] = {args.M, args.N};
+    return dims[i];
+  }
   OPGEN_HD int64_t lt_workspace_dim(int i) const {  // [33554432]
     const Args& args = *this;
     const int64_t dims[] = {33554432};

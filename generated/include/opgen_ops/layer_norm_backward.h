@@ -51,8 +51,25 @@ struct Args {
   // Attributes.
   float eps;  // > 0.0
 
-  // The dimensions of each workspace, computed as the bindings sized it, so
-  // that a body takes its sizes from the spec rather than restating them.
+  // The dimensions of each output that aliases no input and of each
+  // workspace, computed as the bindings sized it (the batch's product first
+  // where it has '...'), so that a body takes its sizes from the spec rather
+  // than restating them.
+  OPGEN_HD int64_t grad_x_dim(int i) const {  // [..., D]
+    const Args& args = *this;
+    const int64_t dims[] = {args.batch, args.D};
+    return dims[i];
+  }
+  OPGEN_HD int64_t grad_weight_dim(int i) const {  // [D]
+    const Args& args = *this;
+    const int64_t dims[] = {args.D};
+    return dims[i];
+  }
+  OPGEN_HD int64_t grad_bias_dim(int i) const {  // [D]
+    const Args& args = *this;
+    const int64_t dims[] = {args.D};
+    return dims[i];
+  }
   OPGEN_HD int64_t row_mean_dim(int i) const {  // [...]
     const Args& args = *this;
     const int64_t dims[] = {args.batch};

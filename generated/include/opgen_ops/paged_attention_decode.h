@@ -56,8 +56,15 @@ struct Args {
   // Attributes.
   float scale;  // > 0.0
 
-  // The dimensions of each workspace, computed as the bindings sized it, so
-  // that a body takes its sizes from the spec rather than restating them.
+  // The dimensions of each output that aliases no input and of each
+  // workspace, computed as the bindings sized it (the batch's product first
+  // where it has '...'), so that a body takes its sizes from the spec rather
+  // than restating them.
+  OPGEN_HD int64_t out_dim(int i) const {  // [S, H, Dh]
+    const Args& args = *this;
+    const int64_t dims[] = {args.S, args.H, args.Dh};
+    return dims[i];
+  }
   OPGEN_HD int64_t partial_out_dim(int i) const {  // [S, H, (MB*BS+255)//256, Dh]
     const Args& args = *this;
     const int64_t dims[] = {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256), args.Dh};

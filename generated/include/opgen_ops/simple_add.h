@@ -31,6 +31,16 @@ struct Args {
   int64_t N;
   // Attributes.
   float alpha;
+
+  // The dimensions of each output that aliases no input and of each
+  // workspace, computed as the bindings sized it (the batch's product first
+  // where it has '...'), so that a body takes its sizes from the spec rather
+  // than restating them.
+  OPGEN_HD int64_t out_dim(int i) const {  // [N]
+    const Args& args = *this;
+    const int64_t dims[] = {args.N};
+    return dims[i];
+  }
 };
 
 // Every Args the bindings run, in the order they number them (the first type

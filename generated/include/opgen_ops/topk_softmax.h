@@ -38,6 +38,21 @@ struct Args {
   // Attributes.
   int64_t topk;  // >= 1
   bool renormalize;
+
+  // The dimensions of each output that aliases no input and of each
+  // workspace, computed as the bindings sized it (the batch's product first
+  // where it has '...'), so that a body takes its sizes from the spec rather
+  // than restating them.
+  OPGEN_HD int64_t topk_weights_dim(int i) const {  // [N, topk]
+    const Args& args = *this;
+    const int64_t dims[] = {args.N, args.topk};
+    return dims[i];
+  }
+  OPGEN_HD int64_t topk_indices_dim(int i) const {  // [N, topk]
+    const Args& args = *this;
+    const int64_t dims[] = {args.N, args.topk};
+    return dims[i];
+  }
 };
 
 // Every Args the bindings run, in the order they number them (the first type
