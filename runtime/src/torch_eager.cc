@@ -87,6 +87,7 @@ class EagerSource : public EagerCall {
   Status unrequested(size_t i, const char* name, DType dtype) override;
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
   Device device() const override { return cuda_ ? Device::kCuda : Device::kCpu; }
+  bool allocates() const override { return true; }
   Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
   Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override;
   std::string spell(DType d) const override { return numpy_name(d); }

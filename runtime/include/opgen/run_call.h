@@ -19,11 +19,14 @@ namespace opgen {
 // whose failure XLA may not see, so that no stale buffer passes for a result).
 enum class OnFailure : bool { kKeep, kPoison };
 
-// Binds the call `b` reads with the rules of `Rules` and runs its body on
+// Binds the call `b` reads with the rules of `Rules`, then has the framework
+// allocate what it allocates (Binder::allocate: only once every rule has
+// passed, so that a refused call holds no memory), and runs its body on
 // `platform` (opgen/platform.h), after copying an input to the output that
 // updates it where the two are different buffers. A call of no elements runs
-// nothing. After a failure, b.ok() tells a refusal by the rules (false) from
-// a failure of the platform or the body (true).
+// nothing. After a failure, b.ok() tells a refusal by the rules or an
+// allocation's failure (false) from a failure of the platform or the body
+// (true).
 template <typename Rules, typename Platform>
 Status run_call(Binder& b, const Platform& platform, OnFailure on_failure = OnFailure::kKeep) {
   const int instantiation = Rules::select(b);
@@ -32,6 +35,7 @@ Status run_call(Binder& b, const Platform& platform, OnFailure on_failure = OnFa
       typename Rules::Instantiations{}, instantiation,
       [&](auto& args) -> Status {
         Rules::bind(b, args);
+        b.allocate();
         Status s = b.status();
         if (s.ok() && !b.empty()) {
           for (size_t i = 0; s.ok() && i < b.copy_count(); ++i) {

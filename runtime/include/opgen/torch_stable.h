@@ -118,6 +118,7 @@ class TorchSource : public Source {
   // The schema returns every output: one not asked for is a tensor of no elements.
   Status unrequested(size_t i, const char* name, DType dtype) override;
   Device device() const override { return first_->is_cuda() ? Device::kCuda : Device::kCpu; }
+  bool allocates() const override { return true; }
   std::string spell(DType d) const override { return numpy_name(d); }
   std::string dtype_hint(DType declared) const override;
 
