@@ -60,6 +60,8 @@ Status Source::unrequested(size_t, const char*, DType) { return Status::Ok(); }
 Device Source::device() const { return Device::kCpu; }
 
 bool Source::allocates() const { return false; }
+uint64_t Source::memory() const { return 0; }
+std::string Source::device_name() const { return device() == Device::kCuda ? "cuda" : "cpu"; }
 
 Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
   for (size_t i = 0; i < n; ++i) {
@@ -468,13 +470,15 @@ bool fits_bytes(int64_t count, DType dtype, size_t* bytes) {
   *bytes = static_cast<size_t>(b);
   return true;
 }
-// The bytes of `count` elements of `dtype`, in decimal (past 2^64 too).
-std::string bytes_text(int64_t count, DType dtype) {
+// `v` in decimal (past 2^64 too).
+std::string decimal(unsigned __int128 v) {
   std::string digits;
-  for (unsigned __int128 v = static_cast<unsigned __int128>(count) * dtype_size(dtype); v > 0; v /= 10) {
-    digits.insert(digits.begin(), static_cast<char>('0' + v % 10));
-  }
+  for (; v > 0; v /= 10) digits.insert(digits.begin(), static_cast<char>('0' + v % 10));
   return digits.empty() ? "0" : digits;
+}
+// The bytes of `count` elements of `dtype`, in decimal.
+std::string bytes_text(int64_t count, DType dtype) {
+  return decimal(static_cast<unsigned __int128>(count) * dtype_size(dtype));
 }
 }  // namespace
 
@@ -581,8 +585,47 @@ void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t co
   scratch_assign_[k] = assign;
 }
 
+void Binder::check_memory() {
+  const uint64_t memory = source_.memory();
+  if (memory == 0) return;
+  // At most 64 outputs and 64 workspaces of less than 2^63 bytes each: an
+  // unsigned __int128 holds their sum.
+  unsigned __int128 total = 0;
+  auto refuse = [&](const std::string& what, unsigned __int128 bytes) {
+    std::string text = what + " would take " + decimal(bytes) + " bytes";
+    if (total != bytes) {
+      text += ", which with the call's other new outputs and workspaces makes " + decimal(total) + " bytes";
+    }
+    fail(Status::InvalidArgument(text + ", more than the " + std::to_string(memory) + " bytes of memory " +
+                                 source_.device_name() + " has"));
+  };
+  for (size_t k = 0; k < pending_count_; ++k) {
+    const Pending& p = pending_[k];
+    if (!p.requested) continue;
+    total += bytes_[p.index];
+    if (total > memory) {
+      return refuse(who("output", p.name) + " " + p.declared + " of shape " +
+                        shape_text(pending_dims_ + p.dims_at, p.rank) + " and dtype " + source_.spell(p.dtype),
+                    bytes_[p.index]);
+    }
+  }
+  unsigned __int128 scratch = 0;
+  for (size_t k = 0; k < scratch_count_; ++k) scratch += scratch_bytes_[k];
+  total += scratch;
+  if (total > memory) {
+    std::string names;
+    for (size_t k = 0; k < scratch_count_; ++k) names += (k ? ", " : "") + std::string(scratch_names_[k]);
+    refuse(std::string(op_) + ": " + (scratch_count_ == 1 ? "workspace" : "workspaces") + " '" + names + "'",
+           scratch);
+  }
+}
+
 void Binder::allocate() {
   if (!ok()) return;
+  if ((pending_count_ > 0 || scratch_count_ > 0) && source_.allocates()) {
+    check_memory();
+    if (!ok()) return;
+  }
   for (size_t k = 0; k < pending_count_; ++k) {
     const Pending& p = pending_[k];
     if (!p.requested) {

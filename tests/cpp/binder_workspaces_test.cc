@@ -200,15 +200,22 @@ TEST(BinderOutputsOnRequest, ResultCountSkipsThoseNotAskedFor) {
 }
 
 // A framework that allocates (PyTorch's): the binder asks it for the
-// outputs and workspaces only in allocate(), once every rule has passed.
+// outputs and workspaces only in allocate(), once every rule has passed, and
+// for nothing larger than its device's memory.
 class AllocatingSource : public RecordingSource {
  public:
-  explicit AllocatingSource(uint64_t requested = 0) : RecordingSource(true, opgen::Device::kCpu, requested) {}
+  explicit AllocatingSource(uint64_t memory, uint64_t requested = 0)
+      : RecordingSource(true, opgen::Device::kCpu, requested), memory_(memory) {}
   bool allocates() const override { return true; }
+  uint64_t memory() const override { return memory_; }
+  std::string device_name() const override { return "cpu"; }
+
+ private:
+  uint64_t memory_;
 };
 
 TEST(BinderAllocation, AFrameworkThatAllocatesIsAskedOnlyAfterEveryRule) {
-  AllocatingSource source(/*requested=*/0b0);
+  AllocatingSource source(uint64_t{1} << 40, /*requested=*/0b0);
   opgen::Binder b("op", source);
   float* out = reinterpret_cast<float*>(&source);  // not nullptr before: the binder must set it
   double* mean = reinterpret_cast<double*>(&source);
@@ -242,7 +249,7 @@ TEST(BinderAllocation, AFrameworkThatAllocatesIsAskedOnlyAfterEveryRule) {
 }
 
 TEST(BinderAllocation, ACallRefusedAfterItsOutputsAllocatesNothing) {
-  AllocatingSource source;
+  AllocatingSource source(uint64_t{1} << 40);
   opgen::Binder b("op", source);
   float* out = nullptr;
   double* sums = nullptr;
@@ -257,8 +264,51 @@ TEST(BinderAllocation, ACallRefusedAfterItsOutputsAllocatesNothing) {
   EXPECT_EQ(out, nullptr);
 }
 
+TEST(BinderAllocation, NothingLargerThanTheDevicesMemoryIsAskedFor) {
+  struct Case {
+    int64_t out, index, sums;  // elements: an f32 output, an i32 output, an f64 workspace (with 8 bytes more)
+    const char* message;       // nullptr: the call fits
+  } cases[] = {
+      {250, 0, 0, nullptr},  // 1000 bytes: all the memory, not more
+      {251, 0, 0,
+       "op: output 'out' [N] of shape [251] and dtype f32 would take 1004 bytes, more than the 1000 bytes of memory "
+       "cpu has"},
+      {100, 151, 0,
+       "op: output 'index' [K] of shape [151] and dtype i32 would take 604 bytes, which with the call's other new "
+       "outputs and workspaces makes 1004 bytes, more than the 1000 bytes of memory cpu has"},
+      {100, 100, 24, nullptr},  // 800 + 192 + 8
+      {100, 100, 26,
+       "op: workspaces 'sums, more' would take 216 bytes, which with the call's other new outputs and workspaces "
+       "makes 1016 bytes, more than the 1000 bytes of memory cpu has"},
+  };
+  for (const Case& c : cases) {
+    AllocatingSource source(1000);
+    opgen::Binder b("op", source);
+    float* out = nullptr;
+    int32_t* index = nullptr;
+    double* sums = nullptr;
+    uint8_t* more = nullptr;
+    b.output(0, "out", "[N]", false, {c.out}, &out);
+    b.output(1, "index", "[K]", false, {c.index}, &index);
+    if (c.sums > 0) {
+      b.workspace(0, "sums", c.sums, &sums);
+      b.workspace(1, "more", 8, &more);
+    }
+    b.allocate();
+    if (c.message == nullptr) {
+      EXPECT_TRUE(b.ok()) << b.status().message();
+      EXPECT_EQ(source.outputs.size(), 2u);
+      continue;
+    }
+    ASSERT_FALSE(b.ok()) << c.out;
+    EXPECT_EQ(b.status().message(), c.message);
+    EXPECT_TRUE(source.outputs.empty());
+    EXPECT_EQ(source.calls, 0);
+  }
+}
+
 // A framework whose buffers exist (XLA's) binds each output as the rules
-// reach it, so that a refused legacy call can poison it.
+// reach it, so that a refused legacy call can poison it; and is not asked its memory.
 TEST(BinderAllocation, BuffersThatExistAreBoundAtOnce) {
   RecordingSource source(true);
   opgen::Binder b("op", source);

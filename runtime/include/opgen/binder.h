@@ -117,6 +117,14 @@ class Source {
   // buffers exist before the call: they are bound as the rules reach them,
   // and a refused legacy call can poison them.)
   virtual bool allocates() const;
+  // The bytes of memory of the device that allocates the call's outputs and
+  // workspaces (0: unknown, or the framework allocates none): a buffer that
+  // would take more is refused by the binder, with a message that names it,
+  // before the allocator is asked (whose own failure may print a C++ stack
+  // trace). Read once per call that allocates: it must be cheap (cached).
+  virtual uint64_t memory() const;
+  // The device's name in that message ("cpu", "cuda:0").
+  virtual std::string device_name() const;
   // Whether the caller asks for the output that bit `k` of the request mask
   // stands for (the k-th output that is `optional: true` in the spec).
   virtual bool requested(size_t k);
@@ -320,6 +328,8 @@ class Binder {
   // After the rules (Rules::bind): asks the framework for the outputs that
   // wait for it (Source::allocates), then for the workspaces, all at once
   // (one allocation where torch makes them), unless a rule refused the call.
+  // A framework that allocates is asked for nothing that would take more
+  // than its device's memory (Source::memory).
   void allocate();
 
   // --- for the bindings -----------------------------------------------------
@@ -369,6 +379,8 @@ class Binder {
                      std::initializer_list<int64_t> dims, int alias, void* slot, void (*assign)(void*, void*));
   // Output `i` (`name`, of `dtype`) is not asked for: Source::unrequested, now or in allocate().
   void unrequested(size_t i, const char* name, DType dtype);
+  // No buffer of the call, nor all of them together, would take more than the device's memory.
+  void check_memory();
   void request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
                        void (*assign)(void* slot, void* data));
   void enum_index(size_t i, const char* name, std::initializer_list<const char*> values, const char* listed,
