@@ -155,10 +155,13 @@ function(_opgen_check_bodies kernels_dir specs_dir)
       endif()
     endforeach()
   endforeach()
-  # A body whose op has no spec would be left out without a word.
+  # A body whose op has no spec would be left out without a word. The specs
+  # themselves say which ops there are: the op list read above may be that of
+  # the committed generated/ (opgen's own build), which lacks an op added
+  # since, until the build regenerates it.
   foreach(file IN LISTS kernel_files)
     get_filename_component(op "${file}" NAME_WE)
-    if(NOT op IN_LIST OPGEN_PACKAGE_OPS)
+    if(op STREQUAL "package" OR NOT EXISTS "${specs_dir}/${op}.yaml")
       message(WARNING "${file} is the body of no op: ${specs_dir} has no ${op}.yaml; it is not built")
     endif()
   endforeach()

@@ -8,6 +8,8 @@ execute_process(COMMAND "${Python_EXECUTABLE}" -m pybind11 --cmakedir
                 OUTPUT_VARIABLE pybind11_DIR OUTPUT_STRIP_TRAILING_WHITESPACE
                 RESULT_VARIABLE opgen_pybind11_found)
 if(NOT opgen_pybind11_found EQUAL 0)
-  message(FATAL_ERROR "pybind11 is not installed for ${Python_EXECUTABLE} (pip install pybind11)")
+  # The command on a line of its own, which CMake does not reflow (OpgenToolchain.cmake's jaxlib too).
+  message(FATAL_ERROR "pybind11 is not installed for ${Python_EXECUTABLE}. Install it into that Python:\n"
+                      "  \"${Python_EXECUTABLE}\" -m pip install pybind11")
 endif()
 find_package(pybind11 CONFIG REQUIRED)

@@ -30,8 +30,11 @@ if(NOT OPGEN_XLA_FFI_INCLUDE_DIR)
     OUTPUT_VARIABLE opgen_jaxlib_include OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE opgen_jaxlib_found ERROR_QUIET)
   if(NOT opgen_jaxlib_found EQUAL 0 OR NOT EXISTS "${opgen_jaxlib_include}/xla/ffi/api/ffi.h")
-    message(FATAL_ERROR "The XLA FFI headers come from jaxlib, which ${Python_EXECUTABLE} "
-                        "cannot import: pip install jaxlib, or set OPGEN_XLA_FFI_INCLUDE_DIR")
+    # The command on a line of its own, indented: CMake reflows the rest of
+    # a message (where it breaks depends on the paths in it), not such a line.
+    message(FATAL_ERROR "The XLA FFI headers come from jaxlib, which ${Python_EXECUTABLE} cannot import. "
+                        "Install it into that Python:\n  \"${Python_EXECUTABLE}\" -m pip install jaxlib\n"
+                        "or set OPGEN_XLA_FFI_INCLUDE_DIR to a folder that holds xla/ffi/api/ffi.h.")
   endif()
   # Not cached: pip's isolated build environments come and go between builds.
   set(OPGEN_XLA_FFI_INCLUDE_DIR "${opgen_jaxlib_include}")

@@ -59,6 +59,10 @@ Status Source::unrequested(size_t, const char*, DType) { return Status::Ok(); }
 
 Device Source::device() const { return Device::kCpu; }
 
+bool Source::allocates() const { return false; }
+uint64_t Source::memory() const { return 0; }
+std::string Source::device_name() const { return device() == Device::kCuda ? "cuda" : "cpu"; }
+
 Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
   for (size_t i = 0; i < n; ++i) {
     if (Status s = workspace(i, names[i], bytes[i], &data[i]); !s.ok()) return s;
@@ -466,13 +470,15 @@ bool fits_bytes(int64_t count, DType dtype, size_t* bytes) {
   *bytes = static_cast<size_t>(b);
   return true;
 }
-// The bytes of `count` elements of `dtype`, in decimal (past 2^64 too).
-std::string bytes_text(int64_t count, DType dtype) {
+// `v` in decimal (past 2^64 too).
+std::string decimal(unsigned __int128 v) {
   std::string digits;
-  for (unsigned __int128 v = static_cast<unsigned __int128>(count) * dtype_size(dtype); v > 0; v /= 10) {
-    digits.insert(digits.begin(), static_cast<char>('0' + v % 10));
-  }
+  for (; v > 0; v /= 10) digits.insert(digits.begin(), static_cast<char>('0' + v % 10));
   return digits.empty() ? "0" : digits;
+}
+// The bytes of `count` elements of `dtype`, in decimal.
+std::string bytes_text(int64_t count, DType dtype) {
+  return decimal(static_cast<unsigned __int128>(count) * dtype_size(dtype));
 }
 }  // namespace
 
@@ -483,12 +489,13 @@ const TensorRef* Binder::given(size_t i, const char* name, unsigned flags) {
   return t;
 }
 
-void* Binder::output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
-                            std::initializer_list<int64_t> dims, int alias) {
-  if (!ok()) return nullptr;
+void Binder::output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
+                           std::initializer_list<int64_t> dims, int alias, void* slot,
+                           void (*assign)(void* slot, void* data)) {
+  if (!ok()) return;
   if (i >= kMaxOutputs) {
     fail(Status::Internal(std::string(op_) + ": more than " + std::to_string(kMaxOutputs) + " outputs"));
-    return nullptr;
+    return;
   }
   int64_t shape[kMaxRank + kMaxRank];
   size_t rank = 0;
@@ -509,22 +516,47 @@ void* Binder::output_buffer(size_t i, const char* name, const char* declared, DT
     fail(Status::InvalidArgument(who("output", name) + " " + declared + " of shape " + shape_text(shape, rank) +
                                  " has no element count (a negative dimension, or more than 2^63 - 1 "
                                  "elements)"));
-    return nullptr;
+    return;
   }
   if (!fits_bytes(count, dtype, &bytes)) {
     fail(Status::InvalidArgument(who("output", name) + " " + declared + " of shape " + shape_text(shape, rank) +
                                  " and dtype " + source_.spell(dtype) + " would take " +
                                  bytes_text(count, dtype) + " bytes, more than 2^63 - 1"));
-    return nullptr;
+    return;
   }
-  void* data = nullptr;
-  fail(source_.output(i - omitted_, name, declared, dtype, shape, rank, alias, &data));
-  if (!ok()) return nullptr;
-  data_[i] = data;
+  data_[i] = nullptr;
   bytes_[i] = bytes;
   if (i + 1 > outputs_) outputs_ = i + 1;
   empty_ = empty_ && count == 0;
-  return data;
+  if (alias < 0 && source_.allocates()) {
+    // Allocated by allocate(), once every rule has passed.
+    if (pending_dims_used_ + rank > kMaxPendingDims) {
+      fail(Status::Internal(who("output", name) + ": the outputs have more than " + std::to_string(kMaxPendingDims) +
+                            " dimensions in all; the binder holds no more until it allocates them"));
+      return;
+    }
+    std::copy_n(shape, rank, pending_dims_ + pending_dims_used_);
+    pending_[pending_count_++] = {i, i - omitted_, name, declared, dtype, true, pending_dims_used_, rank, slot, assign};
+    pending_dims_used_ += rank;
+    return;
+  }
+  void* data = nullptr;
+  fail(source_.output(i - omitted_, name, declared, dtype, shape, rank, alias, &data));
+  if (!ok()) return;
+  data_[i] = data;
+  assign(slot, data);
+}
+
+void Binder::unrequested(size_t i, const char* name, DType dtype) {
+  if (!source_.allocates()) {
+    fail(source_.unrequested(i, name, dtype));
+    return;
+  }
+  if (i >= kMaxOutputs) {
+    fail(Status::Internal(std::string(op_) + ": more than " + std::to_string(kMaxOutputs) + " outputs"));
+    return;
+  }
+  pending_[pending_count_++] = {i, i, name, nullptr, dtype, false, 0, 0, nullptr, nullptr};
 }
 
 void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
@@ -553,8 +585,61 @@ void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t co
   scratch_assign_[k] = assign;
 }
 
-void Binder::allocate_workspaces() {
-  if (!ok() || scratch_count_ == 0) return;
+void Binder::check_memory() {
+  const uint64_t memory = source_.memory();
+  if (memory == 0) return;
+  // At most 64 outputs and 64 workspaces of less than 2^63 bytes each: an
+  // unsigned __int128 holds their sum.
+  unsigned __int128 total = 0;
+  auto refuse = [&](const std::string& what, unsigned __int128 bytes) {
+    std::string text = what + " would take " + decimal(bytes) + " bytes";
+    if (total != bytes) {
+      text += ", which with the call's other new outputs and workspaces makes " + decimal(total) + " bytes";
+    }
+    fail(Status::InvalidArgument(text + ", more than the " + std::to_string(memory) + " bytes of memory " +
+                                 source_.device_name() + " has"));
+  };
+  for (size_t k = 0; k < pending_count_; ++k) {
+    const Pending& p = pending_[k];
+    if (!p.requested) continue;
+    total += bytes_[p.index];
+    if (total > memory) {
+      return refuse(who("output", p.name) + " " + p.declared + " of shape " +
+                        shape_text(pending_dims_ + p.dims_at, p.rank) + " and dtype " + source_.spell(p.dtype),
+                    bytes_[p.index]);
+    }
+  }
+  unsigned __int128 scratch = 0;
+  for (size_t k = 0; k < scratch_count_; ++k) scratch += scratch_bytes_[k];
+  total += scratch;
+  if (total > memory) {
+    std::string names;
+    for (size_t k = 0; k < scratch_count_; ++k) names += (k ? ", " : "") + std::string(scratch_names_[k]);
+    refuse(std::string(op_) + ": " + (scratch_count_ == 1 ? "workspace" : "workspaces") + " '" + names + "'",
+           scratch);
+  }
+}
+
+void Binder::allocate() {
+  if (!ok()) return;
+  if ((pending_count_ > 0 || scratch_count_ > 0) && source_.allocates()) {
+    check_memory();
+    if (!ok()) return;
+  }
+  for (size_t k = 0; k < pending_count_; ++k) {
+    const Pending& p = pending_[k];
+    if (!p.requested) {
+      fail(source_.unrequested(p.index, p.name, p.dtype));
+      if (!ok()) return;
+      continue;
+    }
+    void* data = nullptr;
+    fail(source_.output(p.result, p.name, p.declared, p.dtype, pending_dims_ + p.dims_at, p.rank, -1, &data));
+    if (!ok()) return;
+    data_[p.index] = data;
+    p.assign(p.slot, data);
+  }
+  if (scratch_count_ == 0) return;
   void* data[kMaxOutputs] = {};
   fail(source_.workspaces(scratch_count_, scratch_names_, scratch_bytes_, data));
   if (!ok()) return;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "opgen/device_memory.h"
 #include "opgen/footprint.h"
 #include "opgen/shape_source.h"
 
@@ -87,6 +88,9 @@ class EagerSource : public EagerCall {
   Status unrequested(size_t i, const char* name, DType dtype) override;
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
   Device device() const override { return cuda_ ? Device::kCuda : Device::kCpu; }
+  bool allocates() const override { return true; }
+  uint64_t memory() const override { return device_memory(device(), device_index_); }
+  std::string device_name() const override { return cuda_ ? "cuda:" + std::to_string(device_index_) : "cpu"; }
   Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
   Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override;
   std::string spell(DType d) const override { return numpy_name(d); }

@@ -22,7 +22,7 @@ class RecordingSource : public opgen::Source {
   opgen::Status output(size_t i, const char* name, const char*, opgen::DType, const int64_t*, size_t, int,
                        void** data) override {
     outputs.push_back({i, name, 0});
-    *data = &memory[32 + i];
+    *data = &buffers[32 + i];
     return {};
   }
   opgen::Status unrequested(size_t i, const char* name, opgen::DType) override {
@@ -33,7 +33,7 @@ class RecordingSource : public opgen::Source {
   opgen::Device device() const override { return device_; }
   opgen::Status workspace(size_t i, const char* name, size_t bytes, void** data) override {
     one_by_one.push_back({i, name, bytes});
-    *data = &memory[8 * i];
+    *data = &buffers[8 * i];
     return {};
   }
   opgen::Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override {
@@ -41,7 +41,7 @@ class RecordingSource : public opgen::Source {
     ++calls;
     for (size_t i = 0; i < n; ++i) {
       at_once.push_back({i, names[i], bytes[i]});
-      data[i] = &memory[16 * i];
+      data[i] = &buffers[16 * i];
     }
     return {};
   }
@@ -53,7 +53,7 @@ class RecordingSource : public opgen::Source {
   };
   std::vector<Request> one_by_one, at_once, outputs, left_out;
   int calls = 0;
-  double memory[64] = {};
+  double buffers[64] = {};
 
  private:
   bool at_once_;
@@ -69,7 +69,7 @@ TEST(BinderWorkspaces, AreHandedToTheFrameworkAtOnceAndReachTheirSlots) {
   b.workspace(0, "partial", 10, &partial);
   b.workspace(1, "sums", 3, &sums);
   EXPECT_EQ(partial, nullptr);  // not before the allocation
-  b.allocate_workspaces();
+  b.allocate();
   ASSERT_TRUE(b.ok()) << b.status().message();
   EXPECT_EQ(source.calls, 1);
   ASSERT_EQ(source.at_once.size(), 2u);
@@ -77,8 +77,8 @@ TEST(BinderWorkspaces, AreHandedToTheFrameworkAtOnceAndReachTheirSlots) {
   EXPECT_EQ(source.at_once[0].bytes, 40u);
   EXPECT_EQ(source.at_once[1].name, "sums");
   EXPECT_EQ(source.at_once[1].bytes, 24u);
-  EXPECT_EQ(static_cast<void*>(partial), static_cast<void*>(&source.memory[0]));
-  EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.memory[16]));
+  EXPECT_EQ(static_cast<void*>(partial), static_cast<void*>(&source.buffers[0]));
+  EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[16]));
   EXPECT_TRUE(source.one_by_one.empty());
 }
 
@@ -89,13 +89,13 @@ TEST(BinderWorkspaces, ByDefaultEachIsAskedForInTurn) {
   int64_t* c = nullptr;
   b.workspace(0, "a", 5, &a);
   b.workspace(1, "c", 2, &c);
-  b.allocate_workspaces();
+  b.allocate();
   ASSERT_TRUE(b.ok()) << b.status().message();
   ASSERT_EQ(source.one_by_one.size(), 2u);
   EXPECT_EQ(source.one_by_one[0].bytes, 20u);
   EXPECT_EQ(source.one_by_one[1].bytes, 16u);
-  EXPECT_EQ(static_cast<void*>(a), static_cast<void*>(&source.memory[0]));
-  EXPECT_EQ(static_cast<void*>(c), static_cast<void*>(&source.memory[8]));
+  EXPECT_EQ(static_cast<void*>(a), static_cast<void*>(&source.buffers[0]));
+  EXPECT_EQ(static_cast<void*>(c), static_cast<void*>(&source.buffers[8]));
 }
 
 // A negative count, and more bytes than XLA and torch size a buffer by (an
@@ -115,7 +115,7 @@ TEST(BinderWorkspaces, ACountNoFrameworkCanHoldIsRefusedAndNothingIsAllocated) {
     double* bad = nullptr;
     b.workspace(0, "fine", 4, &fine);
     b.workspace(1, "bad", c.count, &bad);
-    b.allocate_workspaces();
+    b.allocate();
     ASSERT_FALSE(b.ok());
     EXPECT_NE(b.status().message().find(c.message), std::string::npos) << b.status().message();
     EXPECT_EQ(source.calls, 0);
@@ -153,19 +153,19 @@ TEST(BinderWorkspaces, AWorkspaceOfCudaAloneIsNotAllocatedOnTheCpu) {
     double* sums = nullptr;
     b.workspace(0, "lt", int64_t{1} << 40, &lt, cuda);
     b.workspace(1, "sums", 3, &sums);
-    b.allocate_workspaces();
+    b.allocate();
     ASSERT_TRUE(b.ok()) << b.status().message();
     if (device == opgen::Device::kCpu) {
       // Only sums, as the call's workspace 0.
       ASSERT_EQ(source.at_once.size(), 1u);
       EXPECT_EQ(source.at_once[0].name, "sums");
       EXPECT_EQ(lt, nullptr);
-      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.memory[0]));
+      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[0]));
     } else {
       ASSERT_EQ(source.at_once.size(), 2u);
       EXPECT_EQ(source.at_once[0].bytes, size_t{4} << 40);
-      EXPECT_EQ(static_cast<void*>(lt), static_cast<void*>(&source.memory[0]));
-      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.memory[16]));
+      EXPECT_EQ(static_cast<void*>(lt), static_cast<void*>(&source.buffers[0]));
+      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[16]));
     }
   }
 }
@@ -197,6 +197,126 @@ TEST(BinderOutputsOnRequest, ResultCountSkipsThoseNotAskedFor) {
   EXPECT_EQ(opgen::result_count(aliases, requests, 4, 1, 0b1, 0b10), 3u);
   EXPECT_EQ(opgen::result_count(aliases, requests, 4, 1, 0b0, 0b00), 1u);
   EXPECT_EQ(opgen::result_count(aliases, requests, 4, 1, 0b1, 0b11), 4u);
+}
+
+// A framework that allocates (PyTorch's): the binder asks it for the
+// outputs and workspaces only in allocate(), once every rule has passed, and
+// for nothing larger than its device's memory.
+class AllocatingSource : public RecordingSource {
+ public:
+  explicit AllocatingSource(uint64_t memory, uint64_t requested = 0)
+      : RecordingSource(true, opgen::Device::kCpu, requested), memory_(memory) {}
+  bool allocates() const override { return true; }
+  uint64_t memory() const override { return memory_; }
+  std::string device_name() const override { return "cpu"; }
+
+ private:
+  uint64_t memory_;
+};
+
+TEST(BinderAllocation, AFrameworkThatAllocatesIsAskedOnlyAfterEveryRule) {
+  AllocatingSource source(uint64_t{1} << 40, /*requested=*/0b0);
+  opgen::Binder b("op", source);
+  float* out = reinterpret_cast<float*>(&source);  // not nullptr before: the binder must set it
+  double* mean = reinterpret_cast<double*>(&source);
+  int32_t* index = nullptr;
+  double* sums = nullptr;
+  b.output(0, "out", "[N, M]", false, {3, 5}, &out);
+  b.output_on_request(1, 0, "mean", "[N]", false, {3}, &mean);
+  b.output(2, "index", "[N]", false, {3}, &index);
+  b.workspace(0, "sums", 7, &sums);
+  // Bound and sized, but nothing asked for: a rule after the outputs may still refuse the call.
+  EXPECT_TRUE(source.outputs.empty());
+  EXPECT_TRUE(source.left_out.empty());
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(mean, nullptr);
+  EXPECT_EQ(b.output_bytes(0), 60u);
+  EXPECT_FALSE(b.empty());
+  b.allocate();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  // In the outputs' order, the one not asked for in its place; index is result 1.
+  ASSERT_EQ(source.outputs.size(), 2u);
+  ASSERT_EQ(source.left_out.size(), 1u);
+  EXPECT_EQ(source.outputs[0].name, "out");
+  EXPECT_EQ(source.left_out[0].name, "mean");
+  EXPECT_EQ(source.outputs[1].name, "index");
+  EXPECT_EQ(source.outputs[1].index, 1u);
+  EXPECT_EQ(static_cast<void*>(out), static_cast<void*>(&source.buffers[32]));
+  EXPECT_EQ(mean, nullptr);
+  EXPECT_EQ(static_cast<void*>(index), static_cast<void*>(&source.buffers[33]));
+  EXPECT_EQ(b.output_data(2), static_cast<void*>(index));
+  EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[0]));
+}
+
+TEST(BinderAllocation, ACallRefusedAfterItsOutputsAllocatesNothing) {
+  AllocatingSource source(uint64_t{1} << 40);
+  opgen::Binder b("op", source);
+  float* out = nullptr;
+  double* sums = nullptr;
+  b.output(0, "out", "[N, topk]", false, {4, int64_t{1} << 40}, &out);  // 16 TiB, within the int64 bound
+  b.workspace(0, "sums", 7, &sums);
+  b.check("op: the spec requires topk <= E, but topk = 1099511627776, E = 8");
+  b.allocate();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "op: the spec requires topk <= E, but topk = 1099511627776, E = 8");
+  EXPECT_TRUE(source.outputs.empty());
+  EXPECT_EQ(source.calls, 0);
+  EXPECT_EQ(out, nullptr);
+}
+
+TEST(BinderAllocation, NothingLargerThanTheDevicesMemoryIsAskedFor) {
+  struct Case {
+    int64_t out, index, sums;  // elements: an f32 output, an i32 output, an f64 workspace (with 8 bytes more)
+    const char* message;       // nullptr: the call fits
+  } cases[] = {
+      {250, 0, 0, nullptr},  // 1000 bytes: all the memory, not more
+      {251, 0, 0,
+       "op: output 'out' [N] of shape [251] and dtype f32 would take 1004 bytes, more than the 1000 bytes of memory "
+       "cpu has"},
+      {100, 151, 0,
+       "op: output 'index' [K] of shape [151] and dtype i32 would take 604 bytes, which with the call's other new "
+       "outputs and workspaces makes 1004 bytes, more than the 1000 bytes of memory cpu has"},
+      {100, 100, 24, nullptr},  // 800 + 192 + 8
+      {100, 100, 26,
+       "op: workspaces 'sums, more' would take 216 bytes, which with the call's other new outputs and workspaces "
+       "makes 1016 bytes, more than the 1000 bytes of memory cpu has"},
+  };
+  for (const Case& c : cases) {
+    AllocatingSource source(1000);
+    opgen::Binder b("op", source);
+    float* out = nullptr;
+    int32_t* index = nullptr;
+    double* sums = nullptr;
+    uint8_t* more = nullptr;
+    b.output(0, "out", "[N]", false, {c.out}, &out);
+    b.output(1, "index", "[K]", false, {c.index}, &index);
+    if (c.sums > 0) {
+      b.workspace(0, "sums", c.sums, &sums);
+      b.workspace(1, "more", 8, &more);
+    }
+    b.allocate();
+    if (c.message == nullptr) {
+      EXPECT_TRUE(b.ok()) << b.status().message();
+      EXPECT_EQ(source.outputs.size(), 2u);
+      continue;
+    }
+    ASSERT_FALSE(b.ok()) << c.out;
+    EXPECT_EQ(b.status().message(), c.message);
+    EXPECT_TRUE(source.outputs.empty());
+    EXPECT_EQ(source.calls, 0);
+  }
+}
+
+// A framework whose buffers exist (XLA's) binds each output as the rules
+// reach it, so that a refused legacy call can poison it; and is not asked its memory.
+TEST(BinderAllocation, BuffersThatExistAreBoundAtOnce) {
+  RecordingSource source(true);
+  opgen::Binder b("op", source);
+  float* out = nullptr;
+  b.output(0, "out", "[N]", false, {int64_t{1} << 60}, &out);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(source.outputs.size(), 1u);
+  EXPECT_EQ(static_cast<void*>(out), static_cast<void*>(&source.buffers[32]));
 }
 
 }  // namespace

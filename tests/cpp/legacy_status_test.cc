@@ -173,4 +173,25 @@ TEST(LegacyStatus, ANegativeSymbolFailsWithoutRunning) {
   call.expect_output_untouched();
 }
 
+// Where the error cannot reach XLA, the report on stderr says what the
+// outputs hold: poison where the call was refused after they were bound,
+// what they held before where it was refused earlier.
+TEST(LegacyStatus, TheReportSaysWhatTheOutputsHold) {
+  using opgen::xla_legacy::outputs_text;
+  EXPECT_EQ(outputs_text({0, 2}),
+            "the call was refused before its outputs were bound: they are left as they are (whatever the buffers "
+            "held before, not poison)");
+  EXPECT_EQ(outputs_text({2, 2}),
+            "the call's outputs hold poison (every byte 0xFF: NaN in floating types, -1 in integers) where the "
+            "descriptor gave their sizes");
+  EXPECT_EQ(outputs_text({1, 3}),
+            "the first 1 of the call's 3 outputs hold poison (every byte 0xFF: NaN in floating types, -1 in "
+            "integers) where the descriptor gave their sizes; the others are left as they are");
+  testing::internal::CaptureStderr();
+  opgen::xla_legacy::report(nullptr, "target_v1", opgen::Status::InvalidArgument("op: refused"), {0, 1});
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "opgen: error: target_v1: op: refused\nopgen: the kernel was not run; " + outputs_text({0, 1}) +
+                "; api_version 1 gives a custom call no way to return an error (use 4)\n");
+}
+
 }  // namespace

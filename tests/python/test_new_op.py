@@ -173,3 +173,34 @@ def test_a_body_that_lacks_a_dtype_fails_its_own_compile(project):
     assert "softcap_body_cpu.cc" in out, out[-4000:]
     assert "no definition available" in out, out[-4000:]
     assert "opgen::f16" in out, out[-4000:]  # the combination it lacks
+
+
+# --- The first configure of a new op (configure only: seconds) ----------------------------------
+
+
+def configure(root: Path) -> str:
+    """Configures the scratch project, without CUDA (not needed to read the bodies), and returns
+    what CMake said with each run of whitespace one space: CMake reflows a warning to its width,
+    breaking its lines where the paths in it put the spaces."""
+    r = run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}",
+             "-DOPGEN_REGENERATE=ON", "-DOPGEN_CUDA=OFF"], root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return " ".join((r.stdout + r.stderr).split())
+
+
+def test_the_first_configure_of_a_new_op_finds_its_spec_and_warns_of_an_orphan_body(tmp_path):
+    """A spec and its bodies just added: generated/ (committed, read at configure time) does not
+    list the op until the build regenerates it, yet its bodies are its spec's, not orphans. A body
+    whose spec really is missing is still warned of."""
+    root = tmp_path / "project"
+    root.mkdir()
+    copy_project(root)
+    (root / "specs" / "softcap.yaml").write_text(SPEC)
+    (root / "kernels" / "softcap.cc").write_text(CPU_BODY)
+    (root / "kernels" / "softcap.cu").write_text(CUDA_BODY)
+    (root / "kernels" / "hardcap.cc").write_text(CPU_BODY.replace("softcap", "hardcap"))
+    assert "softcap" not in (root / "generated" / "opgen_package.cmake").read_text()
+    said = configure(root)
+    orphan = f"{root}/kernels/hardcap.cc is the body of no op: {root}/specs has no hardcap.yaml; it is not built"
+    assert orphan in said, said
+    assert said.count("is the body of no op") == 1, said

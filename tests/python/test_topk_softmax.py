@@ -8,6 +8,8 @@ api_versions), vmap; inputs that require grad and jax.grad/jvp/vjp (the
 outputs are constants); the refusals (topk > E, topk < 1, a wrong dtype) in
 both frameworks and the C++ kernel. CUDA variants skip without a GPU."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -233,6 +235,41 @@ def test_a_topk_whose_outputs_overflow_int64_is_refused_before_allocation():
     with pytest.raises(ValueError, match=r"topk_softmax: output 'topk_weights' \[N, topk\] = \[4, "
                                          r"4611686018427387904\] would have more than 2\^63 - 1 elements"):
         jax.eval_shape(lambda x: jops.topk_softmax(x, topk=2**62), s)
+
+
+def test_a_topk_past_e_is_refused_for_its_constraint_before_anything_is_allocated(rng, capfd):
+    """topk = 2**40 > E = 8: the outputs would take 16 TiB and 4 TiB, more than the machine
+    has. The C++ kernel refuses the call for the spec's constraint, in JAX's words, before it
+    asks torch's allocator for them (whose failure prints a C++ stack trace on stderr)."""
+    x = logits(rng, 4, 8, "float32")
+    t = to_torch(x)
+    with pytest.raises(ValueError) as jax_error:
+        jops.topk_softmax(x, topk=2**40)
+    message = str(jax_error.value)
+    assert message == "topk_softmax: the spec requires topk <= E, but topk = 1099511627776, E = 8"
+    with pytest.raises(RuntimeError) as kernel_error:
+        torch.ops.opgen_ops.topk_softmax.default._op(t, topk=2**40, renormalize=False)
+    assert str(kernel_error.value) == message
+    with pytest.raises(RuntimeError) as wrapper_error:
+        tops.topk_softmax(t, topk=2**40)
+    assert str(wrapper_error.value) == message
+    assert capfd.readouterr().err == ""
+
+
+def test_a_refused_call_holds_no_memory(rng, tmp_path):
+    """topk = 10**6 > E = 8: outputs of 16 MB and 16 MB, which the allocator would give. The
+    kernel refuses the call before it allocates them: torch's profiler records no allocation."""
+    t = to_torch(logits(rng, 4, 8, "float32"))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        with pytest.raises(RuntimeError, match=r"the spec requires topk <= E, but topk = 1000000, E = 8"):
+            torch.ops.opgen_ops.topk_softmax.default._op(t, topk=10**6, renormalize=False)
+        # The record works: a call that runs allocates its outputs.
+        torch.ops.opgen_ops.topk_softmax.default._op(t, topk=3, renormalize=False)
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    allocated = [e["args"]["Bytes"] for e in json.loads(trace.read_text())["traceEvents"]
+                 if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0]
+    assert sorted(allocated) == [4 * 3 * 4, 4 * 3 * 4], allocated
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int32"])

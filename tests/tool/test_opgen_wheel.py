@@ -171,11 +171,20 @@ def test_the_wheel_is_one_for_every_python(wheel, tmp_path):
     assert "libpython" not in linked and "yaml" not in linked, linked
 
 
+def words(text):
+    """`text` with each run of whitespace one space: CMake reflows a message to its width, and
+    where it breaks a line depends on the paths in it (here, under pytest's temporary folder)."""
+    return " ".join(text.split())
+
+
 def test_a_package_build_without_jaxlib_says_what_is_missing(venv):
     output = venv[2]
     if output is None:
         pytest.skip("offline: the virtualenv sees the outer Python's jaxlib")
-    assert "The XLA FFI headers come from jaxlib" in output and "pip install jaxlib" in output, output[-3000:]
+    said = words(output)
+    assert "The XLA FFI headers come from jaxlib" in said and "-m pip install jaxlib" in said, output[-3000:]
+    # The command is a line of its own (indented, which CMake does not reflow), to copy.
+    assert re.search(r'^\s*"[^"\n]+" -m pip install jaxlib\s*$', output, re.MULTILINE), output[-3000:]
 
 
 def test_the_command_and_its_cmake_package(venv, tmp_path):

@@ -81,7 +81,9 @@ struct Rules {
   }
 
   // Binds the call into `args`: inputs (shapes, symbols, layout), the output
-  // sizes' checks, outputs, attributes and their checks.
+  // sizes' checks, outputs, attributes and their checks. A framework that
+  // allocates the outputs and workspaces does so after all of them
+  // (Binder::allocate), so that a refused call allocates nothing.
   template <typename A>
   static void bind(opgen::Binder& b, A& args) {
     b.input(0, "a", "[M, K]", 2, false, &args.a)
@@ -101,7 +103,6 @@ struct Rules {
     b.check(checks::workspace_dims(args));
     if (!b.ok()) return;
     b.workspace(0, "lt_workspace", 33554432, &args.lt_workspace, opgen::device_bit(opgen::Device::kCuda));
-    b.allocate_workspaces();
   }
 };
 

@@ -91,7 +91,9 @@ struct Rules {
   }
 
   // Binds the call into `args`: inputs (shapes, symbols, layout), the output
-  // sizes' checks, outputs, attributes and their checks.
+  // sizes' checks, outputs, attributes and their checks. A framework that
+  // allocates the outputs and workspaces does so after all of them
+  // (Binder::allocate), so that a refused call allocates nothing.
   template <typename A>
   static void bind(opgen::Binder& b, A& args) {
     b.input(0, "grad_out", "[..., D]", 1, true, &args.grad_out)
@@ -123,7 +125,6 @@ struct Rules {
     b.workspace(0, "row_mean", args.batch, &args.row_mean);
     b.workspace(1, "row_rstd", args.batch, &args.row_rstd);
     b.workspace(2, "column_sums", 2 * 256 * args.D, &args.column_sums);
-    b.allocate_workspaces();
   }
 };
 

@@ -124,7 +124,9 @@ struct Rules {
   }
 
   // Binds the call into `args`: inputs (shapes, symbols, layout), the output
-  // sizes' checks, outputs, attributes and their checks.
+  // sizes' checks, outputs, attributes and their checks. A framework that
+  // allocates the outputs and workspaces does so after all of them
+  // (Binder::allocate), so that a refused call allocates nothing.
   template <typename A>
   static void bind(opgen::Binder& b, A& args) {
     b.input(0, "query", "[S, H, Dh]", 3, false, &args.query)
@@ -164,7 +166,6 @@ struct Rules {
     b.workspace(0, "partial_out", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256) * args.Dh, &args.partial_out);
     b.workspace(1, "partial_max", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_max);
     b.workspace(2, "partial_sum", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_sum);
-    b.allocate_workspaces();
   }
 };
 

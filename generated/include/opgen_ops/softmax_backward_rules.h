@@ -73,7 +73,9 @@ struct Rules {
   }
 
   // Binds the call into `args`: inputs (shapes, symbols, layout), the output
-  // sizes' checks, outputs, attributes and their checks.
+  // sizes' checks, outputs, attributes and their checks. A framework that
+  // allocates the outputs and workspaces does so after all of them
+  // (Binder::allocate), so that a refused call allocates nothing.
   template <typename A>
   static void bind(opgen::Binder& b, A& args) {
     b.input(0, "grad_out", "[..., D]", 1, true, &args.grad_out)

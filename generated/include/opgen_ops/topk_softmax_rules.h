@@ -105,7 +105,9 @@ struct Rules {
   }
 
   // Binds the call into `args`: inputs (shapes, symbols, layout), the output
-  // sizes' checks, outputs, attributes and their checks.
+  // sizes' checks, outputs, attributes and their checks. A framework that
+  // allocates the outputs and workspaces does so after all of them
+  // (Binder::allocate), so that a refused call allocates nothing.
   template <typename A>
   static void bind(opgen::Binder& b, A& args) {
     b.input(0, "gating_output", "[N, E]", 2, false, &args.gating_output)

@@ -18,7 +18,10 @@
 //
 // (rms_norm's, abridged; an attribute that an output's shape names, topk in
 // [N, topk], is read and its range checked before output_dims, so that the
-// outputs are sized from a checked value) and a Binder runs it over a Source:
+// outputs are sized from a checked value; a framework that allocates the
+// outputs, PyTorch, is asked for them only after the whole routine, by
+// Binder::allocate, so that a refused call allocates nothing) and a Binder
+// runs it over a Source:
 // what one framework gives the call (the typed XLA FFI, a legacy custom call,
 // a PyTorch boxed kernel, a Python entry point's shapes at trace time; see
 // xla_ffi_binding.h, xla_legacy_binding.h, torch_stable.h, shape_source.h). So every entry
@@ -108,6 +111,20 @@ class Source {
   // `alias` in place (else -1) may be that input's buffer.
   virtual Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
                         size_t rank, int alias, void** data) = 0;
+  // Whether output() and unrequested() make new memory (PyTorch's): then
+  // the binder asks for them only in Binder::allocate(), once every rule of
+  // the call has passed, so that a refused call allocates nothing. (XLA's
+  // buffers exist before the call: they are bound as the rules reach them,
+  // and a refused legacy call can poison them.)
+  virtual bool allocates() const;
+  // The bytes of memory of the device that allocates the call's outputs and
+  // workspaces (0: unknown, or the framework allocates none): a buffer that
+  // would take more is refused by the binder, with a message that names it,
+  // before the allocator is asked (whose own failure may print a C++ stack
+  // trace). Read once per call that allocates: it must be cheap (cached).
+  virtual uint64_t memory() const;
+  // The device's name in that message ("cpu", "cuda:0").
+  virtual std::string device_name() const;
   // Whether the caller asks for the output that bit `k` of the request mask
   // stands for (the k-th output that is `optional: true` in the spec).
   virtual bool requested(size_t k);
@@ -256,12 +273,14 @@ class Binder {
 
   // --- outputs and scratch --------------------------------------------------
   // Output `i` of `dtype`, with the batch dimensions first when `batch`, then
-  // `dims`; `*data` its buffer. Call after every input, and after the checks
-  // of the output sizes.
+  // `dims`; `*data` its buffer (set by allocate() where the framework
+  // allocates it: Source::allocates). Call after every input, and after the
+  // checks of the output sizes.
   template <typename T>
   void output(size_t i, const char* name, const char* declared, bool batch, std::initializer_list<int64_t> dims,
               T** data) {
-    *data = static_cast<T*>(output_buffer(i, name, declared, dtype_of<T>, batch, dims, -1));
+    *data = nullptr;
+    output_buffer(i, name, declared, dtype_of<T>, batch, dims, -1, data, &assign<T>);
   }
   // Output `i` updates input `input` in place: its buffer, holding the
   // input's contents by the time the body runs, which also becomes the
@@ -276,7 +295,9 @@ class Binder {
       return;
     }
     void* in = const_cast<T*>(*input_data);
-    *data = static_cast<T*>(output_buffer(i, name, declared, dtype_of<T>, batch, dims, static_cast<int>(input)));
+    // Bound at once: no framework allocates an output that updates an input.
+    *data = nullptr;
+    output_buffer(i, name, declared, dtype_of<T>, batch, dims, static_cast<int>(input), data, &assign<T>);
     if (ok() && *data != in) copies_[copy_count_++] = {*data, in, bytes_[i]};
     *input_data = *data;
   }
@@ -288,13 +309,13 @@ class Binder {
     if (ok() && !source_.requested(request)) {
       *data = nullptr;
       leave_out(i);
-      fail(source_.unrequested(i, name, dtype_of<T>));
+      unrequested(i, name, dtype_of<T>);
       return;
     }
     output(i, name, declared, batch, dims, data);
   }
   // Workspace `i`: scratch memory of `count` elements for the call, at *data
-  // once allocate_workspaces() has run; nullptr on a platform outside
+  // once allocate() has run; nullptr on a platform outside
   // `devices` (a mask of device_bit), where it is not allocated at all.
   template <typename T>
   void workspace(size_t i, const char* name, int64_t count, T** data, unsigned devices = kEveryDevice) {
@@ -302,12 +323,14 @@ class Binder {
       *data = nullptr;
       return;
     }
-    request_scratch(i, name, dtype_of<T>, count, data,
-                    [](void* slot, void* p) { *static_cast<T**>(slot) = static_cast<T*>(p); });
+    request_scratch(i, name, dtype_of<T>, count, data, &assign<T>);
   }
-  // Asks the framework for the workspaces requested so far, all at once (one
-  // allocation where torch makes them).
-  void allocate_workspaces();
+  // After the rules (Rules::bind): asks the framework for the outputs that
+  // wait for it (Source::allocates), then for the workspaces, all at once
+  // (one allocation where torch makes them), unless a rule refused the call.
+  // A framework that allocates is asked for nothing that would take more
+  // than its device's memory (Source::memory).
+  void allocate();
 
   // --- for the bindings -----------------------------------------------------
   // Shape symbol `index` as an input bound it: its name and value (false
@@ -346,8 +369,18 @@ class Binder {
     }
     ++omitted_;
   }
-  void* output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
-                      std::initializer_list<int64_t> dims, int alias);
+  template <typename T>
+  static void assign(void* slot, void* data) {
+    *static_cast<T**>(slot) = static_cast<T*>(data);
+  }
+  // Binds output `i`, or, where the framework allocates it, records it for
+  // allocate(); `assign(slot, buffer)` hands its buffer to the Args.
+  void output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
+                     std::initializer_list<int64_t> dims, int alias, void* slot, void (*assign)(void*, void*));
+  // Output `i` (`name`, of `dtype`) is not asked for: Source::unrequested, now or in allocate().
+  void unrequested(size_t i, const char* name, DType dtype);
+  // No buffer of the call, nor all of them together, would take more than the device's memory.
+  void check_memory();
   void request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
                        void (*assign)(void* slot, void* data));
   void enum_index(size_t i, const char* name, std::initializer_list<const char*> values, const char* listed,
@@ -396,6 +429,25 @@ class Binder {
   size_t bytes_[kMaxOutputs];
   Copy copies_[kMaxOutputs];
   size_t copy_count_ = 0;
+  // The outputs that wait for allocate() (Source::allocates), in order, and
+  // their shapes, one after another in pending_dims_.
+  struct Pending {
+    size_t index;   // the spec's output index
+    size_t result;  // the call's result index
+    const char* name;
+    const char* declared;
+    DType dtype;
+    bool requested;  // false: not asked for (Source::unrequested)
+    size_t dims_at;
+    size_t rank;
+    void* slot;
+    void (*assign)(void* slot, void* data);
+  };
+  static constexpr size_t kMaxPendingDims = 4 * kMaxRank;
+  Pending pending_[kMaxOutputs];
+  size_t pending_count_ = 0;
+  int64_t pending_dims_[kMaxPendingDims];
+  size_t pending_dims_used_ = 0;
   // The workspaces requested, as Source::workspaces takes them, and where
   // each one's pointer goes (set by its `assign`).
   const char* scratch_names_[kMaxOutputs];

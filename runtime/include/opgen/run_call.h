@@ -19,19 +19,26 @@ namespace opgen {
 // whose failure XLA may not see, so that no stale buffer passes for a result).
 enum class OnFailure : bool { kKeep, kPoison };
 
-// Binds the call `b` reads with the rules of `Rules` and runs its body on
+// Binds the call `b` reads with the rules of `Rules`, then has the framework
+// allocate what it allocates (Binder::allocate: only once every rule has
+// passed, so that a refused call holds no memory), and runs its body on
 // `platform` (opgen/platform.h), after copying an input to the output that
 // updates it where the two are different buffers. A call of no elements runs
-// nothing. After a failure, b.ok() tells a refusal by the rules (false) from
-// a failure of the platform or the body (true).
+// nothing. After a failure, b.ok() tells a refusal by the rules or an
+// allocation's failure (false) from a failure of the platform or the body
+// (true). With OnFailure::kPoison, `*poisoned` (where given) is the number of
+// outputs a failure poisoned: those bound when it came, the first ones.
 template <typename Rules, typename Platform>
-Status run_call(Binder& b, const Platform& platform, OnFailure on_failure = OnFailure::kKeep) {
+Status run_call(Binder& b, const Platform& platform, OnFailure on_failure = OnFailure::kKeep,
+                size_t* poisoned = nullptr) {
+  if (poisoned != nullptr) *poisoned = 0;
   const int instantiation = Rules::select(b);
   if (!b.ok()) return b.status();
   return visit_args(
       typename Rules::Instantiations{}, instantiation,
       [&](auto& args) -> Status {
         Rules::bind(b, args);
+        b.allocate();
         Status s = b.status();
         if (s.ok() && !b.empty()) {
           for (size_t i = 0; s.ok() && i < b.copy_count(); ++i) {
@@ -40,7 +47,11 @@ Status run_call(Binder& b, const Platform& platform, OnFailure on_failure = OnFa
           if (s.ok()) s = platform.run(args);
         }
         if (!s.ok() && on_failure == OnFailure::kPoison) {
-          for (size_t i = 0; i < b.output_count(); ++i) platform.poison(b.output_data(i), b.output_bytes(i));
+          for (size_t i = 0; i < b.output_count(); ++i) {
+            if (b.output_data(i) == nullptr) continue;  // left out with its optional input, or not asked for
+            platform.poison(b.output_data(i), b.output_bytes(i));
+            if (poisoned != nullptr) ++*poisoned;
+          }
         }
         return s;
       },

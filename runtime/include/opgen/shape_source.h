@@ -100,7 +100,10 @@ ShapeCheck check_shapes(ShapeSource& source) {
   const int instantiation = Rules::select(b);
   if (b.ok()) {
     visit_args(
-        typename Rules::Instantiations{}, instantiation, [&](auto& args) { Rules::bind(b, args); },
+        typename Rules::Instantiations{}, instantiation, [&](auto& args) {
+          Rules::bind(b, args);
+          b.allocate();  // as every binding does; a ShapeSource is asked for no memory
+        },
         [&] { b.fail(Status::Internal(std::string(Rules::kName) + ": no instantiation selected")); });
   }
   out.status = b.status();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "opgen/binder.h"
+#include "opgen/device_memory.h"
 #include "opgen/run_call.h"
 #include "opgen/platform.h"
 #include "opgen/shape_check.h"
@@ -118,6 +119,9 @@ class TorchSource : public Source {
   // The schema returns every output: one not asked for is a tensor of no elements.
   Status unrequested(size_t i, const char* name, DType dtype) override;
   Device device() const override { return first_->is_cuda() ? Device::kCuda : Device::kCpu; }
+  bool allocates() const override { return true; }
+  uint64_t memory() const override { return device_memory(device(), first_->device_index); }
+  std::string device_name() const override { return first_->device_text(); }
   std::string spell(DType d) const override { return numpy_name(d); }
   std::string dtype_hint(DType declared) const override;
 

@@ -6,7 +6,8 @@
 // build the descriptor from checked shapes, may write one. The op's bind()
 // checks the rest (attributes, output sizes) as every binding does. A call
 // that fails once the output sizes are known fills its outputs with poison
-// (platform.h), since jaxlib and torch_xla cannot see its status.
+// (platform.h), since jaxlib and torch_xla cannot see its status; one refused
+// before leaves them as they are, and its report says which.
 #pragma once
 
 #include <cstddef>
@@ -80,12 +81,12 @@ class LegacySource : public Source {
 
 // Decodes the descriptor, binds the call with the op's rules and runs its
 // body on `platform`; poisons the outputs of a call refused once their sizes
-// are known. `cpu_out` is XLA:CPU's result pointer (the result itself, or an
-// array of them when there are several); nullptr: the results follow the
-// operands in `inputs` (XLA:GPU).
+// are known, and says in `*outputs` how many. `cpu_out` is XLA:CPU's result
+// pointer (the result itself, or an array of them when there are several);
+// nullptr: the results follow the operands in `inputs` (XLA:GPU).
 template <typename Rules, typename Platform>
 Status run(const Platform& platform, Device device, const void* const* inputs, void* cpu_out, const char* opaque,
-           size_t opaque_len) {
+           size_t opaque_len, Outputs* outputs) {
   opaque::Values values;
   if (Status s = opaque::decode(opaque, opaque_len, Rules::kDescriptor, Rules::kDescriptorFields,
                                 Rules::kFingerprint, Rules::kName, &values);
@@ -106,15 +107,16 @@ Status run(const Platform& platform, Device device, const void* const* inputs, v
   // for an output on request, has one result fewer.
   const size_t results = result_count(Rules::kOutputAliases, Rules::kOutputRequests, Rules::kOutputs,
                                       Rules::kRequiredInputs, values.present, values.requested);
+  outputs->results = results;
   const size_t workspaces = Rules::kWorkspaces[static_cast<size_t>(device)];
   void* const single[] = {cpu_out};
-  void* const* outputs = cpu_out == nullptr ? const_cast<void* const*>(inputs + Rules::kRequiredInputs +
+  void* const* buffers = cpu_out == nullptr ? const_cast<void* const*>(inputs + Rules::kRequiredInputs +
                                                                         present_count(values.present))
                          : results + workspaces == 1 ? single
-                                                             : static_cast<void* const*>(cpu_out);
-  LegacySource source(values, device, Rules::kInputs, Rules::kRequiredInputs, results, inputs, outputs);
+                                                     : static_cast<void* const*>(cpu_out);
+  LegacySource source(values, device, Rules::kInputs, Rules::kRequiredInputs, results, inputs, buffers);
   Binder b(Rules::kName, source);
-  return run_call<Rules>(b, platform, OnFailure::kPoison);
+  return run_call<Rules>(b, platform, OnFailure::kPoison, &outputs->poisoned);
 }
 
 // The shims, as the extern "C" symbols of each op call them.
@@ -123,7 +125,9 @@ Status run(const Platform& platform, Device device, const void* const* inputs, v
 template <typename Rules>
 void cuda(cudaStream_t stream, void** buffers, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status,
           const char* target) {
-  report(status, target, run<Rules>(Cuda{stream}, Device::kCuda, buffers, nullptr, opaque, opaque_len));
+  Outputs outputs;
+  const Status s = run<Rules>(Cuda{stream}, Device::kCuda, buffers, nullptr, opaque, opaque_len, &outputs);
+  report(status, target, s, outputs);
 }
 #endif
 
@@ -131,7 +135,9 @@ void cuda(cudaStream_t stream, void** buffers, const char* opaque, size_t opaque
 template <typename Rules>
 void cpu(void* out, const void** in, const char* opaque, size_t opaque_len, XlaCustomCallStatus* status,
          const char* target) {
-  report(status, target, run<Rules>(Cpu{}, Device::kCpu, in, out, opaque, opaque_len));
+  Outputs outputs;
+  const Status s = run<Rules>(Cpu{}, Device::kCpu, in, out, opaque, opaque_len, &outputs);
+  report(status, target, s, outputs);
 }
 
 }  // namespace opgen::xla_legacy
