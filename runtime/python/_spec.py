@@ -601,7 +601,10 @@ def _int64(what: str, kind: str, value: int) -> int:
 def dtype_of(value) -> str | None:
     """A dtype attribute's value by its numpy/torch name (float8_e5m2), from
     that name, a torch.dtype, or anything numpy takes for a dtype (a numpy
-    dtype, jnp.float8_e5m2); None for anything else."""
+    dtype, jnp.float8_e5m2); None for anything else, None itself included
+    (which numpy takes for float64)."""
+    if value is None:
+        return None
     if isinstance(value, str):
         return value
     if type(value).__module__ == "torch":  # torch.float8_e5m2, without importing torch here

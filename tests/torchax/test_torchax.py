@@ -173,3 +173,16 @@ def test_an_op_declared_not_differentiable_gives_constants_under_autograd(rng):
         np.testing.assert_array_equal(np.asarray(interop.jax_view(indices)), want_i.numpy())
         (weights.sum() + (t * 2).sum()).backward()
         np.testing.assert_array_equal(np.asarray(interop.jax_view(t.grad)), np.full(x.shape, 2.0, np.float32))
+
+
+def test_none_for_a_dtype_attribute_is_refused(rng):
+    """None is no dtype (numpy reads np.dtype(None) as float64), through the
+    wrapper and torch.ops alike: torchax hands the call to the lowering before
+    torch's schema parser sees it."""
+    message = ("dynamic_per_token_scaled_fp8_quant: attribute 'out_dtype' must be a dtype, one of float8_e4m3fn, "
+               "float8_e5m2; not NoneType")
+    with torchax.default_env():
+        x = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32)).to("jax")
+        for f in (tops.dynamic_per_token_scaled_fp8_quant, torch.ops.opgen_ops.dynamic_per_token_scaled_fp8_quant):
+            with pytest.raises(TypeError, match=message):
+                f(x, out_dtype=None)
