@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import is_fake
 from . import _spec, _torch_autograd, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
 from ._torch_direct import DIRECT, Direct, bump_versions
-from ._torch_values import (dtype_attrs, fresh, in_spec_order, lift, lower, placeholders, request_flags,
+from ._torch_values import (fresh, in_spec_order, kernel_attrs, lift, lower, placeholders, request_flags,
                              schema_result, spec_order, split_arguments, split_requests, torch_dtype, unasked)
 from ._torch_xla import xla_custom_call
 
@@ -121,6 +121,9 @@ def register(op: Op, capsules: Mapping) -> None:
         _torch_autograd.register_constant(op, _library(namespace, "FRAGMENT"))
     _torch_sharding.register(op, getattr(getattr(torch.ops, namespace), kernel).default)
     DIRECT[op.name] = Direct(op)
+    # Computed now, not on a first call under torch.compile, which cannot
+    # trace cached_property's lock (Python 3.11).
+    assert len(op.plain_attrs) == len(op.attrs)
 
 
 _LIBRARIES: dict = {}
@@ -137,8 +140,8 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping, requests: 
     outputs in spec order (an output updated in place is its input tensor;
     an output on request that `requests` does not ask for is None: the
     kernels return it with no elements)."""
-    if op.dtype_attrs:
-        attrs = dtype_attrs(op, attrs)
+    if op.attrs:
+        attrs = kernel_attrs(op, attrs)
     if not op.requested_outputs:
         # The direct route, here rather than in _call: one Python frame less
         # for a plain eager call (bench/bench_torch_calls.py).
