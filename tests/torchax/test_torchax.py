@@ -289,3 +289,18 @@ def test_an_op_without_a_backward_names_itself(rng, route):
         values, pos = torch.from_numpy(f32(rng, 2, 3)).to("jax"), torch.tensor([1, 3], dtype=torch.int32).to("jax")
         with pytest.raises(RuntimeError, match=r"kv_cache_write has no backward \(its spec declares none\)"):
             ops.kv_cache_write(cache, values, pos)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "requires grad"])
+def test_an_attribute_of_another_python_type_gets_jax_s_refusal(rng, grad):
+    """torchax hands torch.ops' arguments to the lowering before torch's schema
+    parser converts them, so both routes refuse as JAX does, with a gradient
+    needed too (where the lowering checks them before recording)."""
+    with torchax.default_env():
+        x = torch.from_numpy(f32(rng, 4, 8)).to("jax").requires_grad_(grad)
+        for f in (tops.topk_softmax, torch.ops.opgen_ops.topk_softmax):
+            for value, kind in [(torch.tensor(2.7), "Tensor"), (True, "bool"), (np.array(2), "ndarray")]:
+                with pytest.raises(TypeError, match=f"topk_softmax: attribute 'topk' must be an int, not {kind}"):
+                    f(x, topk=value)
+        with pytest.raises(TypeError, match="rms_norm: attribute 'eps' must be a float, not Tensor"):
+            tops.rms_norm(x, eps=torch.tensor(1e-3))
