@@ -41,10 +41,21 @@ def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]]) 
 
 
 def _as_array(x):
-    """``x`` itself when it is an array (or tracer) or None, else ``np.asarray(x)``."""
-    if x is None or (hasattr(x, "dtype") and hasattr(x, "shape")):
+    """Input `x` as JAX hands it to the custom call, so that the checks see the
+    dtype the call gets: an array or tracer (or None) as it is; anything else
+    as JAX converts every function's arguments (jit's boundary,
+    ``jnp.asarray``), where JAX converts it: without ``jax_enable_x64`` a
+    float64 numpy array or Python float is float32, an int64 one int32
+    (``jax.dtypes.canonicalize_dtype``). opgen itself casts nothing; an eager
+    call and a jitted one, and a numpy constant in a traced call, meet the
+    same checks."""
+    if x is None or isinstance(x, (jax.Array, jax.core.Tracer)):
         return x
-    return np.asarray(x)
+    if not (hasattr(x, "dtype") and hasattr(x, "shape")):
+        x = np.asarray(x)
+    if isinstance(x, (np.ndarray, np.generic)) and jax.dtypes.canonicalize_dtype(x.dtype) != x.dtype:
+        return jnp.asarray(x)
+    return x
 
 
 def check_api_version(op: Op, api_version) -> int:
@@ -65,10 +76,7 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: M
     api_version = check_api_version(op, api_version)
     requested = _spec.requested_outputs(op, requests or {})
     inputs = [_as_array(x) for x in inputs]
-    if all(x is None or (not isinstance(x, jax.core.Tracer) and jax.dtypes.canonicalize_dtype(x.dtype) == x.dtype)
-           for x in inputs):
-        # An eager call whose inputs jit would not convert (a float64 numpy
-        # array without jax_enable_x64 must meet the checks as it is).
+    if not any(isinstance(x, jax.core.Tracer) for x in inputs):
         eager = _eager_function(op, inputs, attrs, api_version, requested)
         if eager is not None:
             return eager(*[x for x in inputs if x is not None])

@@ -217,6 +217,11 @@ class Op:
         return tuple(t for t in self.outputs if t.alias)
 
     @cached_property
+    def plain_attrs(self) -> tuple:
+        """(name, the plain Python type check_attr takes as it is, or None) of each attribute."""
+        return tuple((a.name, PLAIN_TYPES.get(a.type)) for a in self.attrs)
+
+    @cached_property
     def requested_outputs(self) -> tuple:
         """The outputs made only when the caller asks for them, in spec (request-mask bit) order."""
         return tuple(t for t in self.outputs if t.on_request)
@@ -561,6 +566,13 @@ def check_attrs(op: Op, attrs: Mapping, unchecked: Sequence = ()) -> dict:
     return out
 
 
+# The Python type of each attribute type whose values check_attr returns as
+# they are (an int that fits int64): a caller that holds such a value need not
+# ask it (the torch wrappers, on every call: _torch_values.kernel_attrs).
+PLAIN_TYPES = {"bool": bool, "i32": int, "i64": int, "f32": float, "f64": float, "enum": str}
+INT64_LIMIT = 2**63
+
+
 def check_attr(op: str, a: Attr, value):
     """A Python value as attribute `a`'s type: a bool, an int (that fits
     int64: the rules take nothing wider), a float, an enum's or a dtype's
@@ -593,7 +605,7 @@ def check_attr(op: str, a: Attr, value):
 
 
 def _int64(what: str, kind: str, value: int) -> int:
-    if not -(2**63) <= value < 2**63:
+    if not -INT64_LIMIT <= value < INT64_LIMIT:
         raise OpValueError(f"{what} does not fit {kind}")
     return value
 
@@ -601,7 +613,12 @@ def _int64(what: str, kind: str, value: int) -> int:
 def dtype_of(value) -> str | None:
     """A dtype attribute's value by its numpy/torch name (float8_e5m2), from
     that name, a torch.dtype, or anything numpy takes for a dtype (a numpy
-    dtype, jnp.float8_e5m2); None for anything else."""
+    dtype, jnp.float8_e5m2); None for anything else, None itself included
+    (which numpy takes for float64). (A Python number, which numpy refuses
+    too, is refused before numpy is asked: torch.compile cannot trace
+    numpy's refusal.)"""
+    if value is None or isinstance(value, (int, float, complex)):
+        return None
     if isinstance(value, str):
         return value
     if type(value).__module__ == "torch":  # torch.float8_e5m2, without importing torch here

@@ -3,11 +3,14 @@ autograd formula, the constant outputs of an op declared not differentiable,
 the out-of-place run of an op that updates inputs in place when a gradient is
 needed (with the in-place rule checked on the caller's tensors), and the
 errors that name an op autograd cannot differentiate (no backward; second
-derivatives through a backward op that has none)."""
+derivatives through a backward op that has none). `with_grad` is what a
+call that needs a gradient does, on tensors whose dispatcher records the
+registered formulas (CPU, CUDA, XLA) and on torchax's, whose environment
+runs the op's lowering above the Autograd key."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch.autograd import forward_ad as _forward_ad
@@ -19,11 +22,11 @@ from ._torch_values import fresh, in_spec_order, lift, spec_order
 def register_backward(op: Op, library: torch.library.Library) -> None:
     """The spec's backward op as the op's autograd formula
     (`_autograd_glue`). An op that updates an input in place has no outputs
-    in its schema to attach it to: where a gradient is needed, `call` runs
-    such an op through `_in_place_function(op)` instead."""
+    in its schema to attach it to: where a gradient is needed, `with_grad`
+    runs such an op through its `out_of_place_function` instead."""
     if op.aliased_outputs:
-        _OPS[op.name] = op
-        IN_PLACE_FUNCTIONS[op.name] = _in_place_function(op)
+        kernel = getattr(getattr(torch.ops, op.torch_namespace), op.name)
+        IN_PLACE_FUNCTIONS[op.name] = out_of_place_function(op, kernel, _copies_for_update(op))
         return
     save, gradients = _autograd_glue(op)
 
@@ -58,16 +61,18 @@ def register_constant(op: Op, library: torch.library.Library) -> None:
                                     setup_context=setup_context, lib=library)
 
 
-def _autograd_glue(op: Op) -> tuple:
+def _autograd_glue(op: Op, back_kernel=None) -> tuple:
     """`op`'s autograd formula from its spec's backward op, as two functions:
     `save(ctx, inputs, outputs, attrs)` keeps what the backward op takes of
     the forward's inputs and outputs, its attributes and which inputs were
     given, and marks the outputs it takes no gradient of non-differentiable;
-    `gradients(ctx, grads)` runs the backward op and returns each forward
-    input's gradient (None where it has none or was not given). An input the
-    backward op updates in place gets a copy of its own: autograd's
-    gradients may be shared, or broadcast views. Both close over plain values
-    only, so that torch.compile traces them inside an autograd.Function."""
+    `gradients(ctx, grads)` runs the backward op (`back_kernel`, as its
+    schema returns; by default ``torch.ops.<ns>.<backward op>``) and returns
+    each forward input's gradient (None where it has none or was not given).
+    An input the backward op updates in place gets a copy of its own:
+    autograd's gradients may be shared, or broadcast views. By default both
+    close over plain values only, so that torch.compile traces them inside an
+    autograd.Function."""
     from . import _ops  # the package's descriptions (this module is copied into each package)
 
     back = getattr(_ops, op.backward.op).OP
@@ -103,8 +108,8 @@ def _autograd_glue(op: Op) -> tuple:
             elif is_cotangent and value is not None and not takes_strides(t, value):
                 value = value.contiguous()
             args.append(value)
-        back_kernel = getattr(getattr(torch.ops, namespace), back_name)
-        values = in_spec_order(back_order, args, fresh(back_kernel(*args, **ctx.attrs)))
+        kernel = back_kernel or getattr(getattr(torch.ops, namespace), back_name)
+        values = in_spec_order(back_order, args, fresh(kernel(*args, **ctx.attrs)))
         if (not back_differentiable and torch.is_grad_enabled()
                 and any(isinstance(x, torch.Tensor) and x.requires_grad for x in args)):
             # create_graph=True: the gradients are differentiated in turn,
@@ -140,26 +145,26 @@ def takes_strides(t, x: torch.Tensor) -> bool:
 
 
 IN_PLACE_FUNCTIONS: dict = {}  # op name -> its autograd.Function (ops that update inputs in place)
-_OPS: dict = {}  # op name -> its description, for those Functions
 
 
-def _in_place_function(op: Op) -> type:
-    """An autograd.Function for an op that updates inputs in place and has a
-    backward. It runs the op out of place, on copies of the inputs it
-    updates, and returns the updated copies; `call` then copies them into
-    the caller's tensors with `copy_`, which autograd records like any
-    in-place update (views of one qkv tensor included: a Function that
-    updates several views in place itself is refused by autograd). So
-    differentiating costs one more read and write of the updated tensors; a
-    call that needs no gradient runs in place as ever. It takes the inputs,
-    then the attributes' values in spec order, then the flags of the outputs
-    on request."""
-    save, gradients = _autograd_glue(op)
-    kernel = getattr(getattr(torch.ops, op.torch_namespace), op.name)
+def out_of_place_function(op: Op, kernel, copies, back_kernel=None) -> type:
+    """An autograd.Function of an op with a backward that runs it out of
+    place: `kernel(*inputs, **attrs)` runs the op (returning what its schema
+    returns), on dense copies of the inputs it updates in place from
+    `copies(inputs)` (which checks the in-place rule on the caller's
+    tensors), and the Function returns every output in spec order, the
+    updated copies among them; `with_grad` then copies those into the
+    caller's tensors with `copy_`, which autograd records like any in-place
+    update (views of one qkv tensor included: a Function that updates several
+    views in place itself is refused by autograd). So differentiating costs
+    one more read and write of the updated tensors; a call that needs no
+    gradient runs in place as ever. Its backward runs the backward op,
+    `back_kernel` (_autograd_glue). It takes the inputs, then the
+    attributes' values in spec order, then the flags of the outputs on
+    request."""
+    save, gradients = _autograd_glue(op, back_kernel)
     order = spec_order(op)
     updated = sorted({k for k in order if k >= 0})
-    copies = _copies_for_update(op, updated)
-    name = op.name  # torch.compile traces forward: its closure holds plain values only
     # The keyword arguments it takes after the inputs: the attributes, then
     # the flags of the outputs on request.
     attr_names = tuple(a.name for a in op.attrs) + tuple(t.request_param for t in op.requested_outputs)
@@ -170,12 +175,9 @@ def _in_place_function(op: Op) -> type:
         def forward(ctx, *args):
             attrs = dict(zip(attr_names, args[n:]))
             inputs = list(args[:n])
-            if not torch.compiler.is_compiling() and _torchax_tensors(inputs):
-                made = _torchax_copies(name, inputs, updated)  # no custom op runs on torchax tensors
-            else:
-                made = copies(inputs)
-            for k, copy in zip([k for k in updated if inputs[k] is not None], made):
-                inputs[k] = copy
+            if updated:
+                for k, copy in zip([k for k in updated if inputs[k] is not None], copies(inputs)):
+                    inputs[k] = copy
             values = in_spec_order(order, inputs, fresh(kernel(*inputs, **attrs)))
             save(ctx, inputs, values, attrs)
             return tuple(values)
@@ -188,12 +190,53 @@ def _in_place_function(op: Op) -> type:
     return OutOfPlace
 
 
-def _copies_for_update(op: Op, updated: Sequence[int]):
+def with_grad(op: Op, inputs: Sequence, attrs: Mapping, run, function, recorded: bool) -> list:
+    """A call of `op` of which an input needs a gradient, as autograd must
+    see it; its outputs in spec order (an output updated in place is its
+    input). `run(inputs, attrs)` runs the op and returns that; `attrs` holds
+    every attribute and the flags of the outputs on request. `recorded`:
+    whether torch's dispatcher records the op's registered autograd formula
+    (`register_backward`, `register_constant`) when `run` calls it, as for
+    CPU, CUDA and XLA tensors; torchax runs the op's lowering from a torch
+    function mode, above the Autograd key, where nothing is recorded.
+    `function`: the op's `out_of_place_function` (an op with a backward that
+    updates inputs in place, or whose formula is not recorded).
+
+    An op with a backward gets its gradients from the backward op; one
+    declared not differentiable gives constants; for one without a backward
+    the outputs' backward raises an error that names it, and an in-place
+    update, which cannot even be recorded, raises at once."""
+    if op.backward is not None and (op.aliased_outputs or not recorded):
+        keywords = [attrs[a.name] for a in op.attrs] + [attrs[t.request_param] for t in op.requested_outputs]
+        values = list(function.apply(*inputs, *keywords))
+        for i, k in enumerate(spec_order(op)):
+            if k >= 0 and values[i] is not None:
+                values[i] = write_back(inputs[k], values[i])
+        return values
+    if not op.differentiable and op.aliased_outputs:
+        with torch.no_grad():  # constants, as register_constant makes the other ops' outputs
+            return run(inputs, attrs)
+    if op.backward is not None or not op.differentiable:
+        # The recorded formula; or constants (under torchax the lowering's
+        # outputs are fresh tensors that need no gradient).
+        return run(inputs, attrs)
+    message = no_backward_message(op)
+    if op.aliased_outputs:
+        raise RuntimeError(message)
+    values = run(inputs, attrs)
+    # The inputs that need a gradient join the graph beside the outputs:
+    # where nothing was recorded the outputs need none themselves.
+    linked = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    return list(NoBackward.apply(message, len(values), *values, *linked))
+
+
+def _copies_for_update(op: Op):
     """A custom op that checks the in-place rule on the caller's tensors and
-    returns dense copies of the given inputs among `updated`, for running
-    `op` out of place. A custom op, so that under torch.compile the rule
-    runs on the real tensors each time the graph runs (tracing sees fake
+    returns dense copies of the given inputs `op` updates in place, for
+    running it out of place. A custom op, so that under torch.compile the
+    rule runs on the real tensors each time the graph runs (tracing sees fake
     ones, whose addresses mean nothing)."""
+    updated = sorted({k for k in spec_order(op) if k >= 0})
 
     @torch.library.custom_op(f"{op.torch_namespace}::{op.name}__copies_for_update", mutates_args=())
     def copies(inputs: list[torch.Tensor | None]) -> list[torch.Tensor]:
@@ -222,32 +265,17 @@ def write_back(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return target
 
 
-def _torchax_copies(name: str, inputs: Sequence, updated: Sequence[int]) -> list:
-    """What `_copies_for_update` makes, for torchax tensors: the rule, then copies."""
-    from . import _torchax_runtime
-
-    _torchax_runtime.check_in_place(_OPS[name], inputs)
-    return [inputs[k].clone() for k in updated if inputs[k] is not None]
-
-
-def _torchax_tensors(inputs: Sequence) -> bool:
-    from . import _torchax_runtime
-
-    for x in inputs:
-        if x is not None and _torchax_runtime.is_torchax(x):
-            return True
-    return False
-
-
 class NoBackward(torch.autograd.Function):
-    """Passes an op's outputs through; their backward raises. Where no input
-    requires grad nothing of this runs, so a call pays one check (an autograd
-    kernel registered with torch would cost every call a Python frame)."""
+    """Passes the first `count` tensors (an op's outputs) through; their
+    backward raises. The tensors after them (the op's inputs that need a
+    gradient) only join them to the graph. Where no input requires grad
+    nothing of this runs, so a call pays one check (an autograd kernel
+    registered with torch would cost every call a Python frame)."""
 
     @staticmethod
-    def forward(ctx, message, *outputs):
+    def forward(ctx, message, count, *tensors):
         ctx.message = message
-        return tuple(o.view_as(o) for o in outputs)
+        return tuple(o.view_as(o) for o in tensors[:count])
 
     @staticmethod
     def backward(ctx, *grads):
@@ -260,7 +288,7 @@ def _refuse_second_derivative(op: str, back: str, values: list) -> list:
     message = (f"{op}: second derivatives (create_graph=True, then differentiating the gradients) are not supported: "
                f"its gradients come from {back}, whose spec declares no backward")
     tensors = [k for k, v in enumerate(values) if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    wrapped = NoBackward.apply(message, *[values[k] for k in tensors])
+    wrapped = NoBackward.apply(message, len(tensors), *[values[k] for k in tensors])
     out = list(values)
     for k, v in zip(tensors, wrapped):
         out[k] = v

@@ -141,12 +141,13 @@ class Direct:
         return True
 
     def lower(self, attrs: Mapping) -> dict:
-        key = _spec.attrs_key(attrs)  # None where a value is unhashable: checked and lowered every time
+        key = _spec.attrs_key(attrs)  # None where a value is unhashable: lowered every time
         hit = None if key is None else self.lowered.get(key)
         if hit is None:
-            # The flags of the outputs on request pass as they are.
+            # The attributes arrive checked (the wrapper's kernel_attrs); the
+            # flags of the outputs on request pass as they are.
             spec_attrs, requested = split_requests(self.op, attrs)
-            hit = {**lower(self.op, _spec.check_attrs(self.op, spec_attrs)), **request_flags(self.op, requested)}
+            hit = {**lower(self.op, spec_attrs), **request_flags(self.op, requested)}
             if key is not None and len(self.lowered) < 64:
                 self.lowered[key] = hit
         return hit

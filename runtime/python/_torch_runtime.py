@@ -19,9 +19,10 @@ from torch._subclasses.fake_tensor import is_fake
 from . import _spec, _torch_autograd, _torch_sharding
 from ._spec import Op, OpTypeError, OpValueError
 from ._torch_direct import DIRECT, Direct, bump_versions
-from ._torch_values import (dtype_attrs, fresh, in_spec_order, lift, lower, placeholders, request_flags,
+from ._torch_values import (fresh, in_spec_order, kernel_attrs, lift, lower, placeholders, request_flags,
                              schema_result, spec_order, split_arguments, split_requests, torch_dtype, unasked)
 from ._torch_xla import xla_custom_call
+from ._torchax_runtime import is_torchax
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_FILE = "_torch_ops.so"
@@ -121,6 +122,9 @@ def register(op: Op, capsules: Mapping) -> None:
         _torch_autograd.register_constant(op, _library(namespace, "FRAGMENT"))
     _torch_sharding.register(op, getattr(getattr(torch.ops, namespace), kernel).default)
     DIRECT[op.name] = Direct(op)
+    # Computed now, not on a first call under torch.compile, which cannot
+    # trace cached_property's lock (Python 3.11).
+    assert len(op.plain_attrs) == len(op.attrs)
 
 
 _LIBRARIES: dict = {}
@@ -137,8 +141,8 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping, requests: 
     outputs in spec order (an output updated in place is its input tensor;
     an output on request that `requests` does not ask for is None: the
     kernels return it with no elements)."""
-    if op.dtype_attrs:
-        attrs = dtype_attrs(op, attrs)
+    if op.attrs:
+        attrs = kernel_attrs(op, attrs)
     if not op.requested_outputs:
         # The direct route, here rather than in _call: one Python frame less
         # for a plain eager call (bench/bench_torch_calls.py).
@@ -167,31 +171,24 @@ def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
     if _torch_autograd.forward_mode(inputs):
         raise RuntimeError(_torch_autograd.forward_mode_message(op))
-    # An op whose spec declares no backward: an error under autograd that
-    # names it, never torch's warning and a gradient of None. An in-place
-    # update cannot even be recorded, so that call raises at once.
-    needs_grad = False
     if torch.is_grad_enabled():
         for x in inputs:
             if x is not None and x.requires_grad:
-                needs_grad = True
+                # Under torchax the op's lowering runs above the Autograd key
+                # and records the gradient itself (_torchax_runtime).
+                if torch.compiler.is_compiling() or not is_torchax(x):
+                    values = _torch_autograd.with_grad(
+                        op, inputs, attrs, lambda inputs, attrs: _run(op, inputs, attrs, capsules),
+                        _torch_autograd.IN_PLACE_FUNCTIONS.get(op.name), recorded=True)
+                    return values[0] if len(values) == 1 else tuple(values)
                 break
-    if needs_grad and op.backward is not None and op.aliased_outputs:
-        # The op runs on copies (the C++ kernel's in-place rule would see no
-        # overlap there), and the same rule is checked on the caller's tensors
-        # as they are copied.
-        keywords = [attrs[a.name] for a in op.attrs] + [attrs[t.request_param] for t in op.requested_outputs]
-        values = list(_torch_autograd.IN_PLACE_FUNCTIONS[op.name].apply(*inputs, *keywords))
-        for i, k in enumerate(spec_order(op)):
-            if k >= 0 and values[i] is not None:
-                values[i] = _torch_autograd.write_back(inputs[k], values[i])
-        return values[0] if len(values) == 1 else tuple(values)
-    if needs_grad and not op.differentiable and op.aliased_outputs:
-        with torch.no_grad():  # constants, as register_constant makes the other ops' outputs
-            return _call(op, inputs, attrs, capsules)
-    needs_grad = needs_grad and op.backward is None and op.differentiable
-    if needs_grad and op.aliased_outputs:
-        raise RuntimeError(_torch_autograd.no_backward_message(op))
+    values = _run(op, inputs, attrs, capsules)
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _run(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping) -> list:
+    """The op through ``torch.ops.<ns>.<op>`` (its XLA custom call, for an op
+    that updates inputs in place on XLA tensors): the outputs in spec order."""
     if op.aliased_outputs and inputs[0].device.type == "xla":
         spec_attrs, requested = split_requests(op, attrs)
         checked = check(op, inputs, spec_attrs, requested=requested)
@@ -205,7 +202,4 @@ def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         made = fresh(getattr(getattr(torch.ops, op.torch_namespace), op.name)(*inputs, **attrs))
         if op.aliased_outputs and not torch.compiler.is_compiling():
             bump_versions(spec_order(op), inputs)
-    if needs_grad and made:
-        made = list(_torch_autograd.NoBackward.apply(_torch_autograd.no_backward_message(op), *made))
-    values = in_spec_order(spec_order(op), inputs, made)
-    return values[0] if len(values) == 1 else tuple(values)
+    return in_spec_order(spec_order(op), inputs, made)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from . import _C
-from ._spec import Op, OpValueError, check_attr
+from ._spec import INT64_LIMIT, Op, OpValueError, check_attr
 
 
 def lift(op: Op, attrs: Mapping) -> dict:
@@ -61,16 +61,29 @@ def _scalar_type(op: Op, a, name: str) -> torch.dtype:
     return torch_dtype(name)
 
 
-def dtype_attrs(op: Op, attrs: Mapping) -> Mapping:
-    """The attributes with each dtype attribute as the schema's ScalarType
-    takes it, a torch.dtype, from any spelling the checks read ("float8_e5m2",
-    a numpy dtype); one not among its values is refused here, by name."""
-    if not op.dtype_attrs:
+def kernel_attrs(op: Op, attrs: Mapping) -> Mapping:
+    """A wrapper's attribute values (`attrs` holds every attribute of `op`) as
+    the kernels take them, each checked with JAX's rule and message
+    (``_spec.check_attr``): torch's schema parser would take a value of
+    another Python type and convert it (topk=torch.tensor(2.7) as 2, True as
+    1, an array for an int, 1 for a bool, a tensor for a float), and no
+    kernel would see what was passed. A value of the plain Python type its
+    spec type takes (PLAIN_TYPES: a bool, an int that fits int64, a float, an
+    enum's str) passes as it is, at the cost of a type test on every call;
+    any other is converted (a numpy scalar, an int for a float, a sequence for
+    an array) or refused, and a dtype attribute becomes the schema's
+    ScalarType, a torch.dtype, from any spelling the checks read
+    ("float8_e5m2", a numpy dtype), one not among its values refused by name."""
+    for name, plain in op.plain_attrs:
+        value = attrs[name]
+        if type(value) is not plain or (plain is int and not -INT64_LIMIT <= value < INT64_LIMIT):
+            break
+    else:
         return attrs
     out = dict(attrs)
     for a in op.attrs:
-        if a.name in op.dtype_attrs.values() and a.name in out:
-            out[a.name] = _scalar_type(op, a, check_attr(op.name, a, out[a.name]))
+        value = check_attr(op.name, a, out[a.name])
+        out[a.name] = _scalar_type(op, a, value) if a.type == "dtype" else value
     return out
 
 

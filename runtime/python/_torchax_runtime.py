@@ -7,7 +7,9 @@ custom call, checked against the op's description), so under torchax's eager
 mode, ``torchax.compile`` and ``jax.jit`` the program holds the same custom
 call as a JAX program would. An output the spec updates in place is written
 back into its input tensor (or the view it is), as the torch schema's
-``Tensor(a!)`` promises.
+``Tensor(a!)`` promises. torchax calls a lowering from its torch function
+mode, before torch's Autograd key: where an input needs a gradient, the
+lowering records the op's autograd itself (`_lowering`).
 
 The lowerings are registered when torchax is imported, before or after the
 package's ``torch`` module; opgen never imports torchax itself. An
@@ -17,18 +19,19 @@ does not have them: make it after importing the package's ``torch`` module.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from . import _spec
+from . import _spec, _torch_autograd
 from ._spec import Op, OpTypeError, OpValueError
-from ._torch_values import schema_result, split_arguments, split_requests, unasked
+from ._torch_values import request_flags, schema_result, split_arguments, split_requests, unasked
 
 
 def register_when_imported(ops: Sequence[Op], package: str) -> None:
@@ -45,9 +48,11 @@ def _register(ops: Sequence[Op], package: str, existing_env: bool) -> None:
     from torchax.ops import ops_registry
 
     jax_wrappers = importlib.import_module(f"{package}.jax")
+    lowerings: dict = {}
     for op in ops:
         packet = getattr(getattr(torch.ops, op.torch_namespace), op.name)
-        lowering = _lowering(op, getattr(jax_wrappers, op.name))
+        lowering = _lowering(op, getattr(jax_wrappers, op.name), lowerings)
+        lowerings[op.name] = lowering
         # A torch-level lowering (is_jax_function=False) that sees views as
         # views (is_view_op=True), so that an in-place output reaches the
         # tensor the caller holds. torchax finds the overloads of a packet.
@@ -58,24 +63,28 @@ def _register(ops: Sequence[Op], package: str, existing_env: bool) -> None:
             torchax.default_env().override_op_definition(packet, lowering, is_view_op=True)
 
 
-def _lowering(op: Op, jax_wrapper: Callable) -> Callable:
+def _lowering(op: Op, jax_wrapper: Callable, lowerings: Mapping) -> Callable:
+    """The op's torchax lowering: its JAX wrapper on the tensors' arrays.
+    torchax's environment calls it from its torch function mode, before the
+    dispatcher's Autograd key would record anything, so where an input
+    needs a gradient the lowering records it itself, as the dispatcher and
+    `call` do for other tensors (_torch_autograd.with_grad): the backward op
+    (through its own lowering, from `lowerings`), constants, or the
+    no-backward error."""
     from torchax import interop
 
     names = [t.name for t in op.inputs]
 
-    def lowering(*args, **kwargs):
-        inputs, attrs = split_arguments(op, args, kwargs)
-        for name, x in zip(names, inputs):
-            if isinstance(x, torch.Tensor) and x.device.type != "jax":
-                raise OpTypeError(f"{op.name}: input '{name}' is a torch.Tensor on {x.device}, beside torchax "
-                                  "tensors; under torchax every tensor of a call is a torchax tensor "
-                                  "(move it with .to('jax'))")
+    def run(inputs: list, attrs: Mapping) -> list:
+        """The outputs in spec order; an input updated in place is updated."""
         check_in_place(op, inputs)
         result = jax_wrapper(*[None if x is None else interop.jax_view(x) for x in inputs], **attrs)
         values = list(result) if len(op.outputs) > 1 else [result]
-        for o, value in zip(op.outputs, values):
+        for i, (o, value) in enumerate(zip(op.outputs, values)):
             if o.alias and value is not None:
-                inputs[names.index(o.alias)].copy_(interop.torch_view(value))
+                target = inputs[names.index(o.alias)]
+                target.copy_(interop.torch_view(value))
+                values[i] = target
         spec_attrs, requested = split_requests(op, attrs)
         skipped = unasked(op, requested)
         if any(skipped):
@@ -87,7 +96,40 @@ def _lowering(op: Op, jax_wrapper: Callable) -> Callable:
                                   requested=requested)
             values = [jnp.zeros((0,), checked.output_dtype(o)) if skip else v
                       for o, v, skip in zip(op.outputs, values, skipped)]
-        return schema_result(op, [None if o.alias else interop.torch_view(v) for o, v in zip(op.outputs, values)])
+        return [v if o.alias or v is None else interop.torch_view(v) for o, v in zip(op.outputs, values)]
+
+    def kernel(*inputs, **attrs):  # as the schema returns
+        return schema_result(op, run(list(inputs), attrs))
+
+    @functools.cache
+    def function():
+        """The op's out_of_place_function on torchax tensors (an op with a backward)."""
+        def copies(inputs):  # the in-place rule, then copies (no custom op runs on torchax tensors)
+            check_in_place(op, inputs)
+            return [inputs[k].clone() for k in updated if inputs[k] is not None]
+
+        updated = sorted({names.index(o.alias) for o in op.aliased_outputs})
+        return _torch_autograd.out_of_place_function(op, kernel, copies, lowerings[op.backward.op])
+
+    def lowering(*args, **kwargs):
+        inputs, attrs = split_arguments(op, args, kwargs)
+        needs_grad = False
+        for name, x in zip(names, inputs):
+            if isinstance(x, torch.Tensor):
+                if x.device.type != "jax":
+                    raise OpTypeError(f"{op.name}: input '{name}' is a torch.Tensor on {x.device}, beside torchax "
+                                      "tensors; under torchax every tensor of a call is a torchax tensor "
+                                      "(move it with .to('jax'))")
+                needs_grad = needs_grad or x.requires_grad
+        if needs_grad and torch.is_grad_enabled():
+            # Every attribute (the defaults too) and request flag, as the Function takes them.
+            spec_attrs, requested = split_requests(op, attrs)
+            attrs = {**_spec.check_attrs(op, spec_attrs), **request_flags(op, requested)}
+            values = _torch_autograd.with_grad(op, inputs, attrs, run, function() if op.backward else None,
+                                               recorded=False)
+        else:
+            values = run(inputs, attrs)
+        return schema_result(op, values)
 
     lowering.__name__ = f"{op.name}_torchax_lowering"
     return lowering

@@ -122,7 +122,8 @@ def test_jax_checks_shapes_before_the_call(rng):
     cache, values, pos, _ = case(rng)
     with pytest.raises(ValueError, match=r"kv_cache_write: input 'values' has shape \[4, 9\]; dimension 1 must be 10 \(H, "):
         jops.kv_cache_write(cache, values[:, :9], pos)
-    with pytest.raises(TypeError, match=r"input 'pos' has dtype int64; the spec declares int32"):
+    # (int64 under jax_enable_x64: without it JAX hands the custom call int32, test_jax_x64.py.)
+    with jax.enable_x64(True), pytest.raises(TypeError, match=r"input 'pos' has dtype int64; the spec declares int32"):
         jops.kv_cache_write(cache, values, pos.astype(np.int64))
 
 

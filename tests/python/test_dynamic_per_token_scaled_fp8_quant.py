@@ -11,6 +11,8 @@ bindings themselves (torch.ops, the typed FFI, the legacy descriptor). CUDA
 variants (rows held in registers, rows read twice, rows not 16-byte aligned)
 skip without a GPU."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -22,7 +24,7 @@ import op_references as ref
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
 from conftest import gpu_devices
-from opgen_ops import _opaque
+from opgen_ops import _opaque, _spec
 from opgen_ops._ops import dynamic_per_token_scaled_fp8_quant as spec
 from torch_arrays import as_numpy, to_torch
 
@@ -163,6 +165,41 @@ def test_jax_refuses_an_out_dtype_outside_its_values(rng, bad):
 def test_jax_refuses_what_is_no_dtype(rng):
     with pytest.raises(TypeError, match="attribute 'out_dtype' must be a dtype, one of float8_e4m3fn"):
         quant_jax(activations(rng, (2, 8), "float32"), out_dtype=3.5)
+
+
+def test_none_is_no_dtype_on_every_route(rng):
+    """None is refused as what is no dtype, where numpy reads it as float64
+    (np.dtype(None)): JAX eager and jit, the torch wrapper's direct and full
+    routes and torch.compile, with one message; torch.ops through torch's
+    schema parser, which takes no None for a ScalarType."""
+    x = activations(rng, (2, 8), "float32")
+    message = re.escape(f"dynamic_per_token_scaled_fp8_quant: attribute 'out_dtype' must be a dtype, one of {ALLOWED}; "
+                        "not NoneType")
+    with pytest.raises(TypeError, match=message):
+        quant_jax(x, out_dtype=None)
+    with pytest.raises(TypeError, match=message):
+        jax.jit(lambda x: quant_jax(x, out_dtype=None))(x)
+    t = to_torch(x)
+    with pytest.raises(TypeError, match=message):
+        quant_torch(t, out_dtype=None)
+    with pytest.raises(TypeError, match=message):  # the full route: under a torch function mode
+        with torch.overrides.TorchFunctionMode():
+            quant_torch(t, out_dtype=None)
+    with pytest.raises(Exception, match=message):
+        torch.compile(lambda x: quant_torch(x, out_dtype=None), fullgraph=True)(t)
+    with pytest.raises(RuntimeError, match="Expected a value of type 'int' for argument 'out_dtype' but instead found "
+                                           "type 'NoneType'"):
+        torch.ops.opgen_ops.dynamic_per_token_scaled_fp8_quant(t, out_dtype=None)
+
+
+def test_none_is_not_float64_for_a_dtype_attribute_that_lists_it():
+    """A dtype attribute whose values include float64 (a spec's `values: [f32,
+    f64]`) took None silently as float64."""
+    attr = _spec.Attr("acc_dtype", "dtype", values=("float32", "float64"))
+    assert _spec.check_attr("acc", attr, np.float64) == "float64"
+    with pytest.raises(TypeError, match=r"acc: attribute 'acc_dtype' must be a dtype, one of float32, float64; "
+                                        r"not NoneType"):
+        _spec.check_attr("acc", attr, None)
 
 
 @pytest.mark.parametrize("bad", [torch.float32, torch.int8, torch.float8_e4m3fnuz])

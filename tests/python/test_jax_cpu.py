@@ -101,10 +101,15 @@ def test_mismatched_lengths(rng):
         ops.simple_add(a, a[:7])
 
 
-def test_wrong_dtype_is_refused_not_cast(rng):
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_wrong_dtype_is_refused_not_cast(rng, dtype):
+    # float64 under jax_enable_x64, where JAX hands it over as it is (without
+    # x64 JAX converts it to float32 at its boundary: test_jax_x64.py).
     a, b = random_inputs(rng, 8)
-    with pytest.raises(TypeError, match="simple_add: input 'b' has dtype float64; the spec declares float32"):
-        ops.simple_add(a, b.astype(np.float64))
+    with jax.enable_x64(dtype == "float64"):
+        for f in (ops.simple_add, jax.jit(ops.simple_add)):
+            with pytest.raises(TypeError, match=f"simple_add: input 'b' has dtype {dtype}; the spec declares float32"):
+                f(a, b.astype(dtype))
 
 
 def test_wrong_rank(rng):

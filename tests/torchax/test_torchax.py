@@ -15,9 +15,11 @@ import jax
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 import torchax
 from torchax import interop
 
+import op_references as ref
 import opgen_ops.torch as tops
 from opgen_ops import _ops
 from torch_arrays import as_numpy
@@ -173,3 +175,132 @@ def test_an_op_declared_not_differentiable_gives_constants_under_autograd(rng):
         np.testing.assert_array_equal(np.asarray(interop.jax_view(indices)), want_i.numpy())
         (weights.sum() + (t * 2).sum()).backward()
         np.testing.assert_array_equal(np.asarray(interop.jax_view(t.grad)), np.full(x.shape, 2.0, np.float32))
+
+
+def test_none_for_a_dtype_attribute_is_refused(rng):
+    """None is no dtype (numpy reads np.dtype(None) as float64), through the
+    wrapper and torch.ops alike: torchax hands the call to the lowering before
+    torch's schema parser sees it."""
+    message = ("dynamic_per_token_scaled_fp8_quant: attribute 'out_dtype' must be a dtype, one of float8_e4m3fn, "
+               "float8_e5m2; not NoneType")
+    with torchax.default_env():
+        x = torch.from_numpy(rng.standard_normal((2, 8)).astype(np.float32)).to("jax")
+        for f in (tops.dynamic_per_token_scaled_fp8_quant, torch.ops.opgen_ops.dynamic_per_token_scaled_fp8_quant):
+            with pytest.raises(TypeError, match=message):
+                f(x, out_dtype=None)
+
+
+# --- Autograd: torchax runs an op's lowering from its torch function mode, above the Autograd key ---------------
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+D = 16
+# op: (its float inputs from rng, its output through a namespace of ops (the wrapper, or torch.ops), the
+# output through torch's own functions, the reference)
+GRADIENT_CASES = {
+    "rms_norm": (lambda r: [f32(r, 3, 2, D), 1 + 0.1 * f32(r, D), f32(r, D)],
+                 lambda ops, x, w, b: ops.rms_norm(x, w, b, eps=1e-5)[0],
+                 lambda x, w, b: F.rms_norm(x, (D,), w, 1e-5) + b),
+    "layer_norm": (lambda r: [f32(r, 3, D), 1 + 0.1 * f32(r, D), f32(r, D)],
+                   lambda ops, x, w, b: ops.layer_norm(x, w, b, eps=1e-5)[0],
+                   lambda x, w, b: F.layer_norm(x, (D,), w, b, 1e-5)),
+    "softmax": (lambda r: [f32(r, 3, D)], lambda ops, x: ops.softmax(x), lambda x: torch.softmax(x, -1)),
+    "glu": (lambda r: [f32(r, 3, 2 * D)], lambda ops, x: ops.glu(x, activation="sigmoid"), lambda x: F.glu(x, -1)),
+}
+ROUTES = {"opgen_ops.torch": tops, "torch.ops": torch.ops.opgen_ops}
+
+
+def loss_gradients(f, arrays, cotangent, to):
+    """The gradient of each input of (f(inputs) * cotangent).sum() + (2 * first input).sum(), the
+    issue's loss: the op's gradient plus 2, where a route that records nothing gives 2 alone."""
+    ts = [to(a).requires_grad_() for a in arrays]
+    out = f(*ts)
+    assert out.requires_grad and out.grad_fn is not None
+    ((out * to(cotangent)).sum() + (ts[0] * 2).sum()).backward()
+    return [t.grad for t in ts]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("op", GRADIENT_CASES)
+def test_an_op_with_a_backward_records_its_gradient(rng, op, route):
+    """The gradients on torchax tensors against torch's own functions' in
+    float64 (and the CPU route's); they were 2 and 0, the op unrecorded."""
+    make, ours, native = GRADIENT_CASES[op]
+    arrays = make(rng)
+    cotangent = f32(rng, *native(*[torch.from_numpy(a) for a in arrays]).shape)
+    want = loss_gradients(native, [a.astype(np.float64) for a in arrays], cotangent.astype(np.float64),
+                          torch.from_numpy)
+    cpu = loss_gradients(lambda *ts: ours(ROUTES[route], *ts), arrays, cotangent, torch.from_numpy)
+    with torchax.default_env():
+        got = loss_gradients(lambda *ts: ours(ROUTES[route], *ts), arrays, cotangent,
+                             lambda a: torch.from_numpy(a).to("jax"))
+        got = [np.asarray(interop.jax_view(g)) for g in got]
+    for g, c, w in zip(got, cpu, want):
+        assert ref.relative_error(g, w.numpy()) < ref.TOLERANCE["float32"]
+        assert ref.relative_error(g, c.numpy().astype(np.float64)) < ref.TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_an_op_that_updates_in_place_records_its_gradient(rng, route):
+    """fused_add_rms_norm updates x and residual in place: its out-of-place
+    Function's backward ran the backward op through torch.ops, which torchax
+    no longer intercepts there (an AssertionError from torchax); torch.ops
+    recorded nothing."""
+    x, residual, weight, c = f32(rng, 3, D), f32(rng, 3, D), 1 + 0.1 * f32(rng, D), f32(rng, 3, D)
+
+    def loss(to, call=None):
+        x0, r0, w = (to(a).requires_grad_() for a in (x, residual, weight))
+        xs, rs = x0 * 1, r0 * 1  # autograd refuses an in-place update of a leaf
+        if call is None:  # torch's own functions: residual = x + residual, x = rms_norm(residual)
+            rs = xs + rs
+            xs = F.rms_norm(rs, (D,), w, 1e-6)
+        else:
+            call(xs, rs, w)
+        ((xs * to(c)).sum() + (rs * rs).sum()).backward()
+        return [t.grad for t in (x0, r0, w)]
+
+    call = lambda x, r, w: getattr(ROUTES[route], "fused_add_rms_norm")(x, r, w, eps=1e-6)  # noqa: E731
+    want = loss(lambda a: torch.from_numpy(a.astype(np.float64)))
+    with torchax.default_env():
+        got = [np.asarray(interop.jax_view(g)) for g in loss(lambda a: torch.from_numpy(a).to("jax"), call)]
+    for g, w in zip(got, want):
+        assert ref.relative_error(g, w.numpy()) < ref.TOLERANCE["float32"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_an_op_without_a_backward_names_itself(rng, route):
+    """gemm (no backward): its outputs need a gradient and their backward
+    raises the op's error, as on the CPU route; an op that updates in place
+    without one (kv_cache_write) raises at the call. They ran, recording
+    nothing (a gradient of None)."""
+    a, b = f32(rng, 3, 4), f32(rng, 4, 5)
+    ops = ROUTES[route]
+    with torchax.default_env():
+        ta = torch.from_numpy(a).to("jax").requires_grad_()
+        out = ops.gemm(ta, torch.from_numpy(b).to("jax"))
+        np.testing.assert_allclose(np.asarray(interop.jax_view(out)), a @ b, rtol=1e-5, atol=1e-5)
+        assert out.requires_grad
+        with pytest.raises(RuntimeError, match=r"gemm has no backward \(its spec declares none\)"):
+            out.sum().backward()
+        cache = torch.from_numpy(f32(rng, 2, 4, 3)).to("jax").requires_grad_() * 1
+        values, pos = torch.from_numpy(f32(rng, 2, 3)).to("jax"), torch.tensor([1, 3], dtype=torch.int32).to("jax")
+        with pytest.raises(RuntimeError, match=r"kv_cache_write has no backward \(its spec declares none\)"):
+            ops.kv_cache_write(cache, values, pos)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "requires grad"])
+def test_an_attribute_of_another_python_type_gets_jax_s_refusal(rng, grad):
+    """torchax hands torch.ops' arguments to the lowering before torch's schema
+    parser converts them, so both routes refuse as JAX does, with a gradient
+    needed too (where the lowering checks them before recording)."""
+    with torchax.default_env():
+        x = torch.from_numpy(f32(rng, 4, 8)).to("jax").requires_grad_(grad)
+        for f in (tops.topk_softmax, torch.ops.opgen_ops.topk_softmax):
+            for value, kind in [(torch.tensor(2.7), "Tensor"), (True, "bool"), (np.array(2), "ndarray")]:
+                with pytest.raises(TypeError, match=f"topk_softmax: attribute 'topk' must be an int, not {kind}"):
+                    f(x, topk=value)
+        with pytest.raises(TypeError, match="rms_norm: attribute 'eps' must be a float, not Tensor"):
+            tops.rms_norm(x, eps=torch.tensor(1e-3))
