@@ -48,12 +48,24 @@ def _torchax_unusable():
 _UNUSABLE = _torchax_unusable()
 
 
-class _SkippedModule(pytest.Module):
-    def collect(self):
+class _Skipped(pytest.Item):
+    """The one test of a module that torchax keeps from being imported: a
+    skip, so that the run reports it (a module skipped at collection would
+    leave pytest nothing collected, which it counts as failure)."""
+
+    def runtest(self):
         pytest.skip(_UNUSABLE)
+
+    def reportinfo(self):
+        return self.path, None, self.name
+
+
+class _UnimportedModule(pytest.File):
+    def collect(self):
+        return [_Skipped.from_parent(self, name="torchax")]
 
 
 def pytest_pycollect_makemodule(module_path, parent):
     if _UNUSABLE is not None:
-        return _SkippedModule.from_parent(parent, path=module_path)
+        return _UnimportedModule.from_parent(parent, path=module_path)
     return None
