@@ -10,7 +10,12 @@
 #      a process of its own (their conftest.py says why), and the opgen wheel
 #      in a fresh virtualenv (tests/tool); then the table of eager call costs
 #      on the CPU (bench/bench_torch_calls.py: printed, not asserted);
-#   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh).
+#   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh);
+#   6. the second stack (scripts/test_newest.sh): the package built once, in
+#      Python 3.12, against the oldest jaxlib and torch opgen claims, and the
+#      Python suites run against it in the newest jax, torch and torchax that
+#      pip resolves. Last: an upstream release that breaks it does not hide
+#      the results of the pinned stack.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -40,3 +45,5 @@ export OPGEN_BINARY="$PWD/build/tests/generator/opgen" OPGEN_BUILD_DIR="$PWD/bui
 python bench/bench_torch_calls.py --device cpu --calls 500 --rounds 5
 
 bash scripts/sanitize.sh
+
+bash scripts/test_newest.sh

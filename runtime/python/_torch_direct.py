@@ -21,10 +21,11 @@ from ._torch_values import fresh, in_spec_order, lower, request_flags, spec_orde
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 # Tensors of those types whose memory is not what they mean, which the eager
 # route hands to the kernel's (DLPack describes the memory alone): a
-# negative-bit view, a named one (the kernels refuse names). A zero tensor and
-# a functional tensor (another tensor's wrapper) have no memory of their own,
-# which the route checks itself.
-_UNREAD = (torch.Tensor.is_neg, torch.Tensor.has_names)
+# negative-bit view, a named one (the kernels refuse names; a torch without
+# named tensors, 2.15 on, has no has_names). A zero tensor and a functional
+# tensor (another tensor's wrapper) have no memory of their own, which the
+# route checks itself.
+_UNREAD = (torch.Tensor.is_neg,) + ((torch.Tensor.has_names,) if hasattr(torch.Tensor, "has_names") else ())
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack
