@@ -450,6 +450,11 @@ def _jax_arrays(route: str) -> bool:
     return route.startswith(("jax.", "torchax."))
 
 
+def _x32(route: str) -> bool:
+    """Whether the op is handed JAX arrays without jax_enable_x64, in which a 64-bit input becomes 32 bits."""
+    return _jax_arrays(route) and not route.endswith("[x64]")
+
+
 def _torch_facing(route: str) -> bool:
     """Whether the caller holds torch tensors and meets torch's exceptions and
     autograd: torch's routes and torchax's."""
@@ -522,6 +527,12 @@ def run_jax(c: Case, api_version: int) -> Outcome:
     return Outcome(tuple(value(o) for o in _spec_outputs(f(*c.inputs, **c.attrs, api_version=api_version))))
 
 
+def run_jax_x64(c: Case) -> Outcome:
+    """The eager call with jax_enable_x64, as a user with 64-bit data runs it."""
+    with jax.enable_x64(True):
+        return run_jax(c, 4)
+
+
 def run_jax_jit(c: Case, api_version: int) -> Outcome:
     f = getattr(jops, c.op.name)
     jitted = jax.jit(lambda *xs: f(*xs, **c.attrs, api_version=api_version))
@@ -554,6 +565,8 @@ def run_jax_grad(c: Case) -> Outcome:
                 total = total + (o.astype(np.float32) * _cotangent(o.shape, k)).sum()
         return total, outs
 
+    if not floating:  # nothing to differentiate: the call itself
+        return Outcome(tuple(value(o) for o in loss()[1]), (None,) * len(c.inputs))
     (_, outs), grads = jax.value_and_grad(loss, argnums=tuple(range(len(floating))), has_aux=True)(
         *[c.inputs[i] for i in floating])
     by_input = dict(zip(floating, grads))
@@ -622,7 +635,8 @@ def run_torch_autograd(c: Case, device: str = "cpu") -> Outcome:
     tensors, leaves = _torch_tensors(c, device, grad=True)
     outs = _spec_outputs(getattr(tops, c.op.name)(*tensors, **c.attrs))
     values = tuple(value(o) for o in outs)  # before backward: an output updated in place is read now
-    _torch_loss(c.op, outs, leaves).backward()
+    if leaves:
+        _torch_loss(c.op, outs, leaves).backward()
     return Outcome(values, tuple(None if i not in leaves else value(leaves[i].grad) for i in range(len(c.inputs))))
 
 
@@ -649,7 +663,8 @@ def run_torchax_autograd(c: Case) -> Outcome:
         tensors, leaves = _torch_tensors(c, "jax", grad=True)
         outs = _spec_outputs(getattr(tops, c.op.name)(*tensors, **c.attrs))
         values = tuple(_torchax_value(o) for o in outs)
-        _torch_loss(c.op, outs, leaves).backward()
+        if leaves:
+            _torch_loss(c.op, outs, leaves).backward()
         grads = tuple(None if i not in leaves else _torchax_value(leaves[i].grad) for i in range(len(c.inputs)))
         return Outcome(values, grads)
 
@@ -677,6 +692,7 @@ def _jax_routes() -> dict:
 ROUTES: dict = {
     # JAX: each api_version XLA:CPU runs (docs/spec.md, xla.api_versions), eager and jitted.
     **_jax_routes(),
+    "jax.eager[x64]": Route(run_jax_x64),
     "jax.vmap": Route(run_jax_vmap),
     "jax.grad": Route(run_jax_grad, grad=True),
     # The torch wrapper: a plain eager call takes its direct route; under a function mode, its full one.
@@ -808,6 +824,12 @@ def _python_type(m: re.Match) -> str:
     return f"argument '{m['torch'] or m['attr'] or m['flag']}' of a wrong Python type"
 
 
+def _records_autograd(route: str) -> bool:
+    """Whether a tensor that requires grad is recorded by autograd on `route`:
+    torch's routes and torchax eager, not JAX's nor torchax.compile (jax.jit)."""
+    return route.startswith("torch.") or route in ("torchax.eager", "torchax.autograd")
+
+
 def _in_place_without_backward(c: Case) -> bool:
     return c.grad and bool(c.op.aliased_outputs) and c.op.backward is None and c.op.differentiable
 
@@ -821,8 +843,8 @@ def _other_dtype_spelling(c: Case) -> bool:
 INTENDED = (
     Intended("Without jax_enable_x64 JAX converts a 64-bit input to 32 bits before the op sees it (jax.jit, "
              "jax.vmap, torchax; README, torchax: 'the ops' f64 instantiations need it'): such a call is "
-             "compared among the routes that hand the op JAX arrays and among the others, not across.",
-             lambda c, r, s: _wide_input(c) and _jax_arrays(r) and not _jax_arrays(s)),
+             "compared among the routes that run without it and among the others, not across.",
+             lambda c, r, s: _wide_input(c) and _x32(r) and not _x32(s)),
     Intended("JAX arrays have no strides (torchax hands JAX a view's values): a view whose strides the input's "
              "layout does not take is the torch kernels' to refuse (README: 'call .contiguous()'), and the "
              "routes of JAX arrays run its values.",
@@ -854,10 +876,10 @@ INTENDED = (
              lambda c, r, s: c.grad and _torch_facing(r) and not _torch_facing(s),
              _rewrite_text(_NO_BACKWARD, r"\1")),
     Intended("torch refuses at the call an op that updates an input in place and has no backward when an input "
-             "requires grad (README, Limits: the update cannot be recorded); JAX's routes that do not "
-             "differentiate have nothing to refuse.",
-             lambda c, r, s: _in_place_without_backward(c) and _torch_facing(r) and r != "torch.ops"
-             and not ROUTES[r].grad and not _torch_facing(s) and not ROUTES[s].grad),
+             "requires grad (README, Limits: the update cannot be recorded); the routes without autograd (JAX's "
+             "that do not differentiate, and torchax.compile: jax.jit) have nothing to refuse.",
+             lambda c, r, s: _in_place_without_backward(c) and _records_autograd(r) and r != "torch.ops"
+             and not ROUTES[r].grad and not _records_autograd(s) and not ROUTES[s].grad),
     Intended("torch.ops.<ns>.<op> called directly has no autograd formula for an op without a backward (README, "
              "Limits: 'torch's own behaviour (a warning and no gradient)'): it runs the in-place update that the "
              "wrapper refuses under autograd.",

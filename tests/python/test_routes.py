@@ -19,16 +19,17 @@ import routes
 from opgen_ops import _ops
 from scratch_project import pytest_in
 
-# About two minutes on two cores in all: half of an op's edges or so (routes.edges: 40 to 70) a
-# seed, and torch.compile, which compiles each call afresh (about a second), on the first few.
-CALLS = 24
-COMPILE_CALLS = 3
+# About three minutes on two cores in all: a third of an op's edges or so (routes.edges: 40 to 70)
+# a seed; the routes that compile each call afresh (torch.compile, about a second; jax.vmap's
+# loop of sequential calls, a quarter) on the first few.
+CALLS = 20
+LIMITS = {"torch.compile": 3, "jax.vmap": 8}
 ROUTES = [name for name, route in routes.ROUTES.items() if route.process == "main"]
 
 
 @pytest.mark.parametrize("op", _ops.OPS, ids=lambda op: op.name)
 def test_every_route_gives_the_same_answer(seed, op):
-    report = routes.run([op], seed, CALLS, ROUTES, {"torch.compile": COMPILE_CALLS})
+    report = routes.run([op], seed, CALLS, ROUTES, LIMITS)
     assert not report.disagreements, report.text()
 
 

@@ -11,12 +11,12 @@ import pytest
 import routes
 from opgen_ops import _ops
 
-CALLS = 24  # as tests/python/test_routes.py
-COMPILE_CALLS = 6
+CALLS = 20  # as tests/python/test_routes.py
+LIMITS = {"torchax.compile": 6}
 ROUTES = [name for name, route in routes.ROUTES.items() if route.process == "torchax"] + list(routes.TORCHAX_REFERENCES)
 
 
 @pytest.mark.parametrize("op", _ops.OPS, ids=lambda op: op.name)
 def test_torchax_gives_the_same_answer_as_every_route(seed, op):
-    report = routes.run([op], seed, CALLS, ROUTES, {"torchax.compile": COMPILE_CALLS})
+    report = routes.run([op], seed, CALLS, ROUTES, LIMITS)
     assert not report.disagreements, report.text()
