@@ -347,10 +347,6 @@ def _input_edge(c: Case, i: int, what: str, call: _spec.Call, rng) -> None:
         raise AssertionError(what)
 
 
-def cases(op: _spec.Op, seed: int, calls: int) -> list:
-    return [case(op, seed, i) for i in range(calls)]
-
-
 # --- Outcomes -------------------------------------------------------------------------------------
 
 
@@ -974,13 +970,14 @@ def run_case(c: Case, routes: Sequence) -> tuple:
 
 
 def run(ops: Sequence, seed: int, calls: int, routes: Sequence, limits: dict | None = None,
-        report: Report | None = None, indices: Sequence | None = None) -> Report:
+        indices: Sequence | None = None, progress: Callable[[str], None] | None = None) -> Report:
     """Calls 0 .. calls - 1 (or `indices`) of each op through `routes`; a
     route named in `limits` runs on the first that many calls only (torch.compile
-    costs a second a call)."""
-    report = report or Report()
+    costs a second a call). `progress` is told of each op done."""
+    report = Report()
     limits = limits or {}
     for op in ops:
+        start, before = time.perf_counter(), len(report.disagreements)
         for index in (indices if indices is not None else range(calls)):
             c = case(op, seed, index)
             # A replay (`indices`) runs every route; a run, the costly ones on its first calls only.
@@ -994,6 +991,9 @@ def run(ops: Sequence, seed: int, calls: int, routes: Sequence, limits: dict | N
                 n[3 if route in blamed else 2 if o.refusal is not None else 1] += 1
             if failing:
                 report.disagreements.append(Disagreement(c, failing, outcomes, blamed))
+        if progress is not None:
+            progress(f"{op.name}: {len(report.disagreements) - before} call(s) with a disagreement "
+                     f"({time.perf_counter() - start:.0f} s)")
     return report
 
 
@@ -1028,7 +1028,8 @@ def main(argv: Sequence | None = None) -> int:
         child = subprocess.Popen(argv_child, stdout=subprocess.PIPE, text=True)
         routes = [r for r in routes if ROUTES[r].process == "main"]
     print(f"seed {args.seed}, {args.calls} calls per op, routes: {', '.join(routes)}", flush=True)
-    report = run(ops, args.seed, args.calls, routes, limits, indices=args.index)
+    report = run(ops, args.seed, args.calls, routes, limits, indices=args.index,
+                 progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(report.text(), flush=True)
     failed = bool(report.disagreements)
     if child is not None:
