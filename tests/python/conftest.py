@@ -8,9 +8,15 @@ import pytest
 
 
 @pytest.fixture
-def rng(request):
+def seed(request):
+    """The test's seed: OPGEN_TEST_SEED, else a fresh one (printed)."""
     seed = int(os.environ.get("OPGEN_TEST_SEED", int.from_bytes(os.urandom(4), "little")))
     print(f"{request.node.name}: OPGEN_TEST_SEED={seed}")
+    return seed
+
+
+@pytest.fixture
+def rng(seed):
     return np.random.default_rng(seed)
 
 

@@ -63,6 +63,12 @@ def dtype_of(op, t, dtypes: dict) -> str:
     return dtypes.get(t.dtype, t.dtype)
 
 
+def wrong_dtype(op, t) -> str:
+    """A dtype input `t` does not take."""
+    allowed = op.type_vars.get(t.dtype, (t.dtype,))
+    return next(d for d in ("float32", "int32", "float16", "uint8", "complex64") if d not in allowed)
+
+
 def _evaluate(tree, values: dict) -> int:
     if isinstance(tree, int):
         return tree

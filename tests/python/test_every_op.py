@@ -224,11 +224,6 @@ def check_eager_jit_and_vmap(p, rng):
 # --- Refusals ----------------------------------------------------------------------------------
 
 
-def wrong_dtype(op, t, dtypes):
-    allowed = op.type_vars.get(t.dtype, (t.dtype,))
-    return next(d for d in ("float32", "int32", "float16", "uint8", "complex64") if d not in allowed)
-
-
 @pytest.mark.parametrize("op, dtypes", [c for c in CPU_CASES if c.values[1] == op_problems.instantiations(c.values[0])[0]])
 def test_a_wrong_dtype_rank_or_size_is_refused(rng, op, dtypes):
     p = op_problems.draw(op, dtypes, rng)
@@ -236,7 +231,7 @@ def test_a_wrong_dtype_rank_or_size_is_refused(rng, op, dtypes):
         if p.inputs[i] is None:
             continue
         bad = []
-        d = wrong_dtype(op, t, dtypes)
+        d = op_problems.wrong_dtype(op, t)
         bad.append((p.inputs[i].astype(op_problems.numpy_dtype(d)), rf"{op.name}: input '{t.name}' has dtype"))
         if not t.batch:
             bad.append((p.inputs[i][None], rf"{op.name}: input '{t.name}' has rank"))
