@@ -1,5 +1,5 @@
-"""How XLA's SPMD partitioner splits an op's custom call across devices
-(hand-written, op-independent; the rule comes from the op's description).
+"""How an op's custom call runs across devices under jax.jit (hand-written,
+op-independent; the rule comes from the op's description).
 
 An op runs on each device's shard with no communication along two kinds of
 dimensions its spec names: the batch ('...', where ``batch_partitionable``:
@@ -7,19 +7,39 @@ every output has it) and each ``split`` (a set of shape symbols cut
 together, such as attention's heads H with KVH). An input keeps the sharding
 of those dimensions; every other dimension (a row's elements, a head's size)
 and every input without them (a norm's weight, a block table) is whole on
-each device. The custom call is wrapped in
-``jax.experimental.custom_partitioning``, whose Shardy rule names those
-dimensions' factors; XLA calls back at compile time and the call is traced
-again on the shards' shapes, so a legacy call's descriptor holds the local
-sizes, as the typed FFI's buffers do. A split is cut only where its sizes
-divide by the devices and each part is a valid call of the op (rotary's
-parts must hold whole heads; attention's KVH a multiple of the devices);
-otherwise those dimensions stay whole and the call runs on all of them.
-The callback makes a program that holds such a call impossible to
-serialize with jax.export; inside ``unpartitioned()`` the ops make plain
-custom calls, which XLA replicates.
-Under jax.vmap the call is the plain custom call, mapped (custom_partitioning
-cannot be batched): a vmapped op on sharded arrays runs replicated.
+each device. A split is cut only where its sizes divide by the devices and
+each part is a valid call of the op (rotary's parts must hold whole heads;
+attention's KVH a multiple of the devices); otherwise those dimensions stay
+whole and the call runs on all of them. ``_specs`` is that rule, for both
+ways below. Either way the call is traced again on one device's part, so a
+legacy call's descriptor holds the local sizes, as the typed FFI's buffers do.
+
+Which way depends on the mesh the operands are laid out on:
+
+- All its axes explicit (``jax.make_mesh``'s default; the avals carry their
+  shardings, as under ``jax.set_mesh``): every op is a HiJAX primitive
+  (``_ShardMapped``) whose lowering reshards each operand to its part and
+  calls the custom call in a ``jax.shard_map``. The shard_map is part of the
+  program, so ``jax.export`` serializes it (with the package's
+  ``export_checks()``) and a process that loads the bytes runs the op on
+  each device's part. Its ``batch`` rule is the same primitive on the mapped
+  operands: under jax.vmap each device maps its part (the custom call's
+  vmap_method), the mapped dimension cut as its first mapped operand is
+  where those axes are free. An op without batch or split is one too, whole
+  on every device, so that jax.vmap can map a dimension cut across devices.
+  The op's rules for differentiation stay around it (``_jax_runtime``), and
+  a gradient takes its primal's sharding (``sharded_like``).
+- Auto axes (a ``jax.sharding.Mesh`` made without axis_types, a mesh that
+  mixes Auto and Explicit, or a JAX without HiJAX: JAX 0.10's
+  ``VJPHiPrimitive``, 0.11's ``HiPrim``): only XLA's sharding propagation,
+  after tracing, knows the operands' shardings, so the call is wrapped in
+  ``jax.experimental.custom_partitioning``, whose Shardy rule names the
+  dimensions' factors and which XLA calls back at compile time. That
+  callback is why such a program cannot be serialized with jax.export;
+  inside ``unpartitioned()`` the ops make plain custom calls, which XLA
+  replicates. Under jax.vmap the call is the plain custom call, mapped
+  (custom_partitioning cannot be batched): a vmapped op on sharded arrays
+  runs replicated.
 
 Why not ``jax.ffi.register_ffi_target_as_batch_partitionable``: XLA's batch
 partitioner splits the leading dimensions of every operand alike (a norm's
@@ -60,8 +80,9 @@ _unpartitioned = ThreadFlag()
 
 def unpartitioned() -> contextlib.AbstractContextManager[None]:
     """Inside, the ops make plain custom calls, which XLA's partitioner
-    replicates: for a program that jax.export must serialize (a
-    custom_partitioning callback cannot be)."""
+    replicates: for a program on Auto mesh axes that jax.export must
+    serialize (a custom_partitioning callback cannot be; on explicit axes the
+    ops' shard_map can)."""
     return _unpartitioned.on()
 
 
