@@ -71,7 +71,8 @@ bool is_reserved_name(std::string_view s) {
       "EDOM", "ERANGE", "EINVAL", "ENOMEM", "linux", "unix", "i386", "major", "minor",
       // names the generated code itself declares next to spec names
       "args", "stream", "status", "api_version", "buffers", "opaque", "opaque_len", "self",
-      "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11", "xla_graph_only", "unpartitioned"};
+      "jax", "jnp", "np", "ffi", "opgen", "std", "xla", "py", "pybind11", "xla_graph_only", "unpartitioned",
+      "export_checks"};
   return reserved.count(s) > 0;
 }
 

@@ -38,6 +38,22 @@ def register_targets(targets: Mapping[str, Mapping[int, Mapping[str, object]]]) 
             for name, capsule in names.items():
                 jax.ffi.register_ffi_target(
                     name, capsule, platform=_JAX_PLATFORM[platform], api_version=1 if api_version == 4 else 0)
+                _TARGETS.add(name)
+
+
+_TARGETS: set = set()  # the names register_targets gave JAX
+
+
+def export_checks() -> list:
+    """What ``jax.export.export(..., disabled_checks=...)`` needs for a program
+    with this package's ops: a ``DisabledSafetyCheck.custom_call`` for each of
+    its custom-call targets (jax.export refuses a custom call it does not
+    know to be stable; these are, for the package build that made them). The
+    process that runs the exported program must import ``<package>.jax``
+    first, which registers the targets."""
+    from jax import export
+
+    return [export.DisabledSafetyCheck.custom_call(name) for name in sorted(_TARGETS)]
 
 
 def _as_array(x):
@@ -90,7 +106,7 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: M
     kept = [shape is not None for shape in checked.output_shapes]
     given = [t.name for t in checked.operand_inputs]
     f = _custom_call(checked, api_version)
-    if _partitioning.partitions(op):
+    if _partitioning.partitions(op, checked.operands):
         f = _partitioning.partitioned(op, checked, f,
                                       lambda *local: _custom_call(checked.with_operands(local), api_version)(*local))
     out = list(_derivative(op, checked, given, api_version, f)(*checked.operands))
@@ -251,7 +267,8 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
         args += [None] * (len(back.inputs) - len(args))  # trailing optional inputs left out
         grads = call(back, args, back_attrs, back_version)
         grads = grads if isinstance(grads, tuple) else (grads,)
-        return tuple(grads[back_outputs.index(gradient_of[name])] if name in gradient_of else None for name in given)
+        return tuple(_partitioning.sharded_like(grads[back_outputs.index(gradient_of[name])], x)
+                     if name in gradient_of else None for name, x in zip(given, xs))
 
     g.defvjp(fwd, bwd, symbolic_zeros=True)
     return g

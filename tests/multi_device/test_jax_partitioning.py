@@ -4,9 +4,14 @@ with shardings: on 4 host CPU devices (and on every GPU there is, where
 there are two or more), for every op, dtype and api_version XLA runs there,
 the batch sharded over the devices gives the unsharded call's results, the
 compiled program has no collective, and the custom call sees the local
-shard. Ops that are not batch-partitionable are replicated, and still right."""
+shard. Ops that are not batch-partitionable are replicated, and still right.
+Each test runs on a mesh of Auto axes (a custom_partitioning call) and on
+one of explicit axes inside jax.set_mesh (a jax.shard_map), where the
+installed JAX has that route."""
 
 from __future__ import annotations
+
+import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +23,7 @@ import op_problems
 from split_problems import draw_divisible, draw_uneven
 import opgen_ops.jax as jops
 from conftest import HOST_DEVICES, gpu_devices
-from opgen_ops import _ops
+from opgen_ops import _jax_partitioning, _ops
 
 COLLECTIVES = ("all-gather", "all-reduce", "collective-permute", "all-to-all", "reduce-scatter")
 PLATFORMS = [pytest.param("cpu", id="cpu")] + \
@@ -27,10 +32,24 @@ CASES = [pytest.param(op, dtypes, id=f"{op.name}[{op_problems.instantiation_id(d
          for op in _ops.OPS for dtypes in op_problems.instantiations(op)[:1] if "cpu" in op.platforms]
 
 
-def mesh_of(platform):
+AXIS_TYPES = [pytest.param("auto", id="auto"),
+              pytest.param("explicit", id="explicit", marks=pytest.mark.skipif(
+                  not _jax_partitioning.SHARD_MAP, reason="this JAX has no HiJAX or explicit mesh axes"))]
+
+
+def mesh_of(platform, axis_type="auto"):
     devices = jax.devices(platform)
     assert len(devices) >= 2, f"{len(devices)} {platform} devices"
-    return jax.sharding.Mesh(np.array(devices[:HOST_DEVICES] if platform == "cpu" else devices), ("x",))
+    kind = {"auto": jax.sharding.AxisType.Auto, "explicit": jax.sharding.AxisType.Explicit}[axis_type]
+    return jax.sharding.Mesh(np.array(devices[:HOST_DEVICES] if platform == "cpu" else devices), ("x",),
+                             axis_types=(kind,))
+
+
+def on(mesh):
+    """The context a program on `mesh` is traced in: jax.set_mesh for
+    explicit axes (as JAX's explicit sharding asks), none for Auto ones."""
+    explicit = jax.sharding.AxisType.Explicit in mesh.axis_types
+    return jax.set_mesh(mesh) if explicit else contextlib.nullcontext()
 
 
 def api_versions(op, platform):
@@ -61,22 +80,24 @@ def sharded_call(p, mesh, api_version):
     return jitted, args
 
 
+@pytest.mark.parametrize("axis_type", AXIS_TYPES)
 @pytest.mark.parametrize("platform", PLATFORMS)
 @pytest.mark.parametrize("op, dtypes", CASES)
-def test_a_sharded_batch_runs_on_each_device_s_shard(rng, platform, op, dtypes):
-    mesh = mesh_of(platform)
+def test_a_sharded_batch_runs_on_each_device_s_shard(rng, platform, op, dtypes, axis_type):
+    mesh = mesh_of(platform, axis_type)
     if not any(t.batch for t in op.inputs):
         pytest.skip(f"{op.name} has no batch dimensions")
     shards = mesh.devices.size
     p = op_problems.draw(op, dtypes, rng, batch=(2 * shards, 3))
+    with jax.default_device(jax.devices("cpu")[0]):
+        want = getattr(jops, op.name)(*p.inputs, **p.attrs, api_version=api_versions(op, "cpu")[0])
+    want = list(want) if isinstance(want, tuple) else [want]
     for v in api_versions(op, platform):
-        jitted, args = sharded_call(p, mesh, v)
-        hlo = jitted.lower(*args).compile().as_text()
-        got = jitted(*args)
+        with on(mesh):
+            jitted, args = sharded_call(p, mesh, v)
+            hlo = jitted.lower(*args).compile().as_text()
+            got = jitted(*args)
         got = list(got) if isinstance(got, tuple) else [got]
-        with jax.default_device(jax.devices("cpu")[0]):
-            want = getattr(jops, op.name)(*p.inputs, **p.attrs, api_version=api_versions(op, "cpu")[0])
-        want = list(want) if isinstance(want, tuple) else [want]
         for g, w, t in zip(got, want, op.outputs):
             if w is None:
                 continue
@@ -91,53 +112,72 @@ def test_a_sharded_batch_runs_on_each_device_s_shard(rng, platform, op, dtypes):
                 f"api_version {v}: the custom call does not run on the local shard:\n" + "\n".join(calls)
 
 
-def test_grad_and_vmap_of_a_partitioned_op(rng):
+@pytest.mark.parametrize("axis_type", AXIS_TYPES)
+def test_grad_and_vmap_of_a_partitioned_op(rng, axis_type):
     """jax.grad through the op's backward, and jax.vmap over a jitted op,
-    on a sharded batch (vmap maps the plain custom call)."""
-    mesh = mesh_of("cpu")
+    on a sharded batch and over a sharded mapped axis (on Auto axes vmap
+    maps the plain custom call; on explicit ones each device maps its part).
+    On explicit axes the gradients have their inputs' shardings."""
+    mesh = mesh_of("cpu", axis_type)
     batched, replicated = NamedSharding(mesh, PartitionSpec("x")), NamedSharding(mesh, PartitionSpec())
-    x = jax.device_put(rng.standard_normal((8, 16)).astype(np.float32), batched)
-    w = jax.device_put(rng.standard_normal(16).astype(np.float32), replicated)
+    x_, w_ = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal(16).astype(np.float32)
+    stacked = rng.standard_normal((4, 8, 16)).astype(np.float32)
 
     def loss(x, w):
         return (jops.rms_norm(x, w)[0] ** 2).sum()
 
-    grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)
-    want = jax.grad(loss, argnums=(0, 1))(np.asarray(x), np.asarray(w))
-    for g, r in zip(grads, want):
+    def mapped_loss(s, w):  # the backward op (rms_norm_backward, neither batch nor split) mapped too
+        return jax.vmap(loss, in_axes=(0, None))(s, w).sum()
+
+    want = jax.grad(loss, argnums=(0, 1))(x_, w_)
+    want_mapped = jax.grad(mapped_loss)(stacked, w_)
+    want_glu = [np.asarray(jops.glu(stacked[k], activation="silu")) for k in range(4)]
+    want_norm = [np.asarray(jops.rms_norm(stacked[k], w_)[0]) for k in range(4)]
+    with on(mesh):
+        x, w = jax.device_put(x_, batched), jax.device_put(w_, replicated)
+        grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)
+        mapped = jax.vmap(jax.jit(lambda a: jops.glu(a, activation="silu")))(stacked)
+        over_devices = jax.jit(jax.vmap(lambda a, w: jops.rms_norm(a, w)[0], in_axes=(0, None)))(
+            jax.device_put(stacked, batched), w)
+        grad_mapped = jax.jit(jax.grad(mapped_loss))(jax.device_put(stacked, batched), w)
+    np.testing.assert_allclose(np.asarray(grad_mapped), np.asarray(want_mapped), rtol=1e-4, atol=1e-4)
+    for g, r, primal in zip(grads, want, (x, w)):
         np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
-    stacked = rng.standard_normal((3, 8, 16)).astype(np.float32)
-    mapped = jax.vmap(jax.jit(lambda a: jops.glu(a, activation="silu")))(stacked)
-    for k in range(3):
-        np.testing.assert_allclose(np.asarray(mapped[k]), np.asarray(jops.glu(stacked[k], activation="silu")),
-                                   rtol=1e-6, atol=1e-6)
+        if axis_type == "explicit":
+            assert g.sharding.is_equivalent_to(primal.sharding, g.ndim), (g.sharding, primal.sharding)
+    mapped, over_devices = np.asarray(mapped), np.asarray(over_devices)
+    for k in range(4):
+        np.testing.assert_allclose(mapped[k], want_glu[k], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(over_devices[k], want_norm[k], rtol=1e-6, atol=1e-6)
 
 
 SPLIT_CASES = [pytest.param(op, name, id=f"{op.name}[{name}]") for op in _ops.OPS for name in op.splits
                if "cpu" in op.platforms]
 
 
+@pytest.mark.parametrize("axis_type", AXIS_TYPES)
 @pytest.mark.parametrize("platform", PLATFORMS)
 @pytest.mark.parametrize("op, split", SPLIT_CASES)
-def test_a_split_runs_on_each_device_s_part(rng, platform, op, split):
+def test_a_split_runs_on_each_device_s_part(rng, platform, op, split, axis_type):
     """The split's dimensions (attention's heads) cut over the devices: the
     same results as the unsharded call, and no collective."""
-    mesh = mesh_of(platform)
+    mesh = mesh_of(platform, axis_type)
     symbols = op.splits[split]
     p = draw_divisible(op, symbols, mesh.devices.size, rng)
     shardings = [NamedSharding(mesh, PartitionSpec(*("x" if d in symbols else None for d in t.shape)))
                  for t, x in zip(op.inputs, p.inputs) if x is not None]
     for v in api_versions(op, platform):
         f, given = op_of_given(p, v)
-        jitted = jax.jit(f, in_shardings=shardings)
-        args = [jax.device_put(x, s) for x, s in zip(given, shardings)]
-        hlo = jitted.lower(*args).compile().as_text()
-        found = [c for c in COLLECTIVES if c in hlo]
-        assert not found, f"api_version {v}: the compiled program has {found}"
-        got = jitted(*args)
-        got = list(got) if isinstance(got, tuple) else [got]
         want = op_of_given(p, api_versions(op, "cpu")[0])[0](*[jax.device_put(x, jax.devices("cpu")[0])
                                                                 for x in given])
+        with on(mesh):
+            jitted = jax.jit(f, in_shardings=shardings)
+            args = [jax.device_put(x, s) for x, s in zip(given, shardings)]
+            hlo = jitted.lower(*args).compile().as_text()
+            got = jitted(*args)
+        found = [c for c in COLLECTIVES if c in hlo]
+        assert not found, f"api_version {v}: the compiled program has {found}"
+        got = list(got) if isinstance(got, tuple) else [got]
         want = list(want) if isinstance(want, tuple) else [want]
         for g, w, t in zip(got, want, op.outputs):
             if w is not None:
@@ -152,11 +192,12 @@ def test_a_split_runs_on_each_device_s_part(rng, platform, op, split):
                                            atol=tol, err_msg=f"api_version {v}, output '{t.name}'")
 
 
+@pytest.mark.parametrize("axis_type", AXIS_TYPES)
 @pytest.mark.parametrize("op, split", SPLIT_CASES)
-def test_a_split_whose_parts_are_no_valid_calls_runs_whole(rng, op, split):
+def test_a_split_whose_parts_are_no_valid_calls_runs_whole(rng, op, split, axis_type):
     """KVH = 3 heads on 4 devices, or a rotary part without whole heads: the
     split's dimensions stay whole and the results are right."""
-    mesh = mesh_of("cpu")
+    mesh = mesh_of("cpu", axis_type)
     symbols = op.splits[split]
     p = draw_uneven(op, symbols, mesh.devices.size, rng)
     # Sharded where the size allows it (a size below the devices cannot be sharded at all).
@@ -164,8 +205,9 @@ def test_a_split_whose_parts_are_no_valid_calls_runs_whole(rng, op, split):
         "x" if d in symbols and x.shape[k] % mesh.devices.size == 0 else None for k, d in enumerate(t.shape))))
         for t, x in zip(op.inputs, p.inputs) if x is not None]
     f, given = op_of_given(p)
-    got = jax.jit(f, in_shardings=shardings)(*[jax.device_put(x, s) for x, s in zip(given, shardings)])
     want = f(*[jax.device_put(x, jax.devices("cpu")[0]) for x in given])
+    with on(mesh):
+        got = jax.jit(f, in_shardings=shardings)(*[jax.device_put(x, s) for x, s in zip(given, shardings)])
     for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
         if w is not None:
             np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-5)

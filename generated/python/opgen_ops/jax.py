@@ -11,13 +11,16 @@ legacy version listed in the op's spec; the versions each platform has a handler
 for are the op's ``handlers`` in ``_ops`` (docs/spec.md, ``xla.api_versions``).
 
 Under jax.jit with shardings an op with a batch ('...') or a split runs on
-each device's shard; inside unpartitioned() it makes a plain custom call
-(for jax.export, which cannot serialize the partitioning callback).
+each device's shard: on a mesh of explicit axes (jax.make_mesh's default) as
+a jax.shard_map, which jax.export serializes (pass it export_checks()); on
+Auto axes through a custom_partitioning callback, which it cannot: inside
+unpartitioned() the ops there make plain custom calls, which XLA replicates.
 """
 
 from . import _C, _ops
 from ._jax_partitioning import unpartitioned
 from ._jax_runtime import call as _call
+from ._jax_runtime import export_checks
 from ._jax_runtime import register_targets as _register_targets
 
 _register_targets(_C.targets())
@@ -42,6 +45,7 @@ __all__ = [
     'softmax',
     'softmax_backward',
     'topk_softmax',
+    "export_checks",
     "unpartitioned",
 ]
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 import contextlib as _contextlib  # private: an op may be named contextlib
 import jax as _jax  # private: an op may be named jax
+import jax.export as _jax_export
 
 __all__ = [
     'dynamic_per_token_scaled_fp8_quant',
@@ -27,9 +28,11 @@ __all__ = [
     'softmax',
     'softmax_backward',
     'topk_softmax',
+    "export_checks",
     "unpartitioned",
 ]
 
+def export_checks() -> list[_jax_export.DisabledSafetyCheck]: ...
 def unpartitioned() -> _contextlib.AbstractContextManager[None]: ...
 def dynamic_per_token_scaled_fp8_quant(
     x: _jax.typing.ArrayLike,
