@@ -20,5 +20,6 @@ _spec = importlib.util.spec_from_file_location("python_tests_conftest", PYTHON_T
 _shared = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_shared)
 
+seed = _shared.seed
 rng = _shared.rng
 gpu_devices = _shared.gpu_devices
