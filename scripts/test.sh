@@ -10,12 +10,11 @@
 #      a process of its own (their conftest.py says why), and the opgen wheel
 #      in a fresh virtualenv (tests/tool); then the table of eager call costs
 #      on the CPU (bench/bench_torch_calls.py: printed, not asserted);
-#   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh);
-#   6. the second stack (scripts/test_newest.sh): the package built once, in
-#      Python 3.12, against the oldest jaxlib and torch opgen claims, and the
-#      Python suites run against it in the newest jax, torch and torchax that
-#      pip resolves. Last: an upstream release that breaks it does not hide
-#      the results of the pinned stack.
+#   5. the CPU tests again against an ASan + UBSan build (scripts/sanitize.sh).
+# The second stack (scripts/test_newest.sh: the package built once against the
+# oldest jaxlib and torch opgen claims, the Python suites run in the newest that
+# pip resolves) runs by hand, not yet here: on this 2-core machine it took 52
+# minutes beside other work, and the merged tree was not yet run on it (issue 37).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -46,4 +45,3 @@ python bench/bench_torch_calls.py --device cpu --calls 500 --rounds 5
 
 bash scripts/sanitize.sh
 
-bash scripts/test_newest.sh

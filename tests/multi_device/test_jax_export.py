@@ -8,6 +8,7 @@ program, where a custom_partitioning callback could not be serialized)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -76,16 +77,18 @@ def test_a_sharded_program_exports_and_runs_partitioned_in_a_fresh_process(rng, 
     p, specs = problem(op, cut, rng)
     assert any("x" in s for s in specs), f"{name}: nothing is cut"
     f, given = op_of_given(p, api_version)
-    mesh = jax.make_mesh((HOST_DEVICES,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    # The host's CPU devices, also where GPUs are the default backend (the machine's GPUs may be fewer).
+    mesh = jax.make_mesh((HOST_DEVICES,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,),
+                         devices=jax.devices("cpu")[:HOST_DEVICES])
     shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec(*s)))
               for x, s in zip(given, specs)]
     with jax.set_mesh(mesh):
-        exported = export.export(jax.jit(f), disabled_checks=jops.export_checks())(*shapes)
+        exported = export.export(jax.jit(f), platforms=["cpu"], disabled_checks=jops.export_checks())(*shapes)
     (tmp_path / "program.bin").write_bytes(exported.serialize())
     (tmp_path / "specs.json").write_text(json.dumps(specs))
     np.savez(tmp_path / "inputs.npz", **{f"x{i}": x for i, x in enumerate(given)})
     run = subprocess.run([sys.executable, "-c", RUN, str(tmp_path)], check=False, capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     assert run.returncode == 0, run.stderr[-4000:]
 
     compiled = (tmp_path / "compiled.txt").read_text()
