@@ -839,9 +839,13 @@ def _in_place_without_backward(c: Case) -> bool:
 
 
 def _other_dtype_spelling(c: Case) -> bool:
-    """A dtype attribute given as neither a torch.dtype nor the spec's name."""
-    return any(not isinstance(c.attrs.get(a), (str, torch.dtype)) and _spec.dtype_of(c.attrs.get(a)) is not None
-               for a in c.op.dtype_attrs.values())
+    """A dtype attribute given as a numpy dtype or jax.numpy's type (which
+    has one), neither a torch.dtype nor a name."""
+    def numpy_or_jax(v) -> bool:
+        return isinstance(v, np.dtype) or (not isinstance(v, (torch.Tensor, np.ndarray, np.generic))
+                                           and isinstance(getattr(v, "dtype", None), np.dtype))
+
+    return any(numpy_or_jax(c.attrs.get(a)) for a in c.op.dtype_attrs.values())
 
 
 INTENDED = (
