@@ -92,6 +92,9 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: M
     api_version = check_api_version(op, api_version)
     requested = _spec.requested_outputs(op, requests or {})
     inputs = [_as_array(x) for x in inputs]
+    # Before the eager path, which leaves an absent input out of the jitted
+    # function's operands (a required one would come back absent, and again).
+    _spec.require_inputs(op, inputs)
     if not any(isinstance(x, jax.core.Tracer) for x in inputs):
         eager = _eager_function(op, inputs, attrs, api_version, requested)
         if eager is not None:

@@ -308,9 +308,18 @@ class Call:
         return attr.values.index(self.attrs[name])
 
 
+def require_inputs(op: Op, inputs: Sequence) -> None:
+    """One input (or None) per input of the spec, and no None for a required one."""
+    if len(inputs) != len(op.inputs):
+        raise OpTypeError(f"{op.name}: takes {len(op.inputs)} input(s), not {len(inputs)}")
+    for t, x in zip(op.inputs, inputs):
+        if x is None and not t.optional:
+            raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
+
+
 def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
           dtype_name: Callable = lambda x: x.dtype.name, unchecked: Sequence = (),
-          requested: Collection = ()) -> Call:
+          requested: Collection = (), strides: Callable | None = None) -> Call:
     """Checks a call against every rule of `op` and returns it bound.
 
     ``inputs`` holds, per input of the spec, an array (anything with
@@ -322,17 +331,20 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
     framework ("jax", "torch") whose spelling a dtype message suggests.
     ``requested`` names the outputs on request (``optional: true``) that the
     caller asks for; the others are left out of the call (None).
+    ``strides(x)``, where given, is an input's strides (a torch tensor's, fake
+    or not), which the rules hold to its spec layout as they do in a kernel's
+    call; without it every input is dense (a JAX array).
 
     The op's C++ rules check it (the package's ``_C.check``); under
     torch.compile's symbolic sizes, they check the sizes' hints, and the
     output shapes come out symbolic from the description's expressions.
     """
-    if len(inputs) != len(op.inputs):
-        raise OpTypeError(f"{op.name}: takes {len(op.inputs)} input(s), not {len(inputs)}")
-    for t, x in zip(op.inputs, inputs):
-        if x is None and not t.optional:
-            raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
+    require_inputs(op, inputs)
     described = [None if x is None else (dtype_name(x), tuple(x.shape)) for x in inputs]
+    if strides is not None:
+        # (Symbolic strides, which torch.compile's dynamic shapes give, are left to the kernel's call.)
+        described = [x if x is None or not all(type(d) is int for d in st) else (*x, st)
+                     for x, st in ((x, None if t is None else tuple(strides(t))) for x, t in zip(described, inputs))]
     checked = check_attrs(op, attrs, unchecked)
     requested = frozenset(requested)
     on_request = [t.name for t in op.requested_outputs]
@@ -652,6 +664,10 @@ def _check_array(who: str, a: Attr, value) -> tuple:
         raise OpTypeError(f"{who} must be a sequence of ints, not {type(value).__name__}")
     if getattr(value, "ndim", 1) != 1:
         raise OpTypeError(f"{who} must be one-dimensional, not of shape {value.shape}")
+    if not isinstance(value, (Sequence, np.ndarray)) and len(value):
+        # A tensor's elements are tensors; named without iterating it, which runs an op (a fake mode
+        # refuses one on a real tensor).
+        raise OpTypeError(f"{who} element 0 must be an int, not {type(value).__name__}")
     element = a.type[:-2]
     out = []
     for i, v in enumerate(value):

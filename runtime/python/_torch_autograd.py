@@ -116,7 +116,7 @@ def _autograd_glue(op: Op, back_kernel=None) -> tuple:
             # which needs the backward op's own backward. The bare kernel has
             # none, and torch would only warn and return wrong second
             # derivatives, so differentiating them raises instead.
-            values = _refuse_second_derivative(op.name, back_name, values)
+            values = _refuse_second_derivative(namespace, op.name, back_name, values)
         return tuple(values[g] if g >= 0 and given else None for g, given in zip(gradient_at, ctx.given))
 
     return save, gradients
@@ -227,7 +227,7 @@ def with_grad(op: Op, inputs: Sequence, attrs: Mapping, run, function, recorded:
     # The inputs that need a gradient join the graph beside the outputs:
     # where nothing was recorded the outputs need none themselves.
     linked = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
-    return list(NoBackward.apply(message, len(values), *values, *linked))
+    return list(NoBackward.apply(op.torch_namespace, message, len(values), *values, *linked))
 
 
 def _copies_for_update(op: Op):
@@ -270,25 +270,56 @@ class NoBackward(torch.autograd.Function):
     backward raises. The tensors after them (the op's inputs that need a
     gradient) only join them to the graph. Where no input requires grad
     nothing of this runs, so a call pays one check (an autograd kernel
-    registered with torch would cost every call a Python frame)."""
+    registered with torch would cost every call a Python frame).
+
+    Under torch.compile the backward raises through an operator
+    (``define_no_backward``), not a Python ``raise``: Dynamo traces the
+    backward when it compiles the forward, and a raise it traces would refuse
+    the call itself, where eager refuses only a backward pass."""
 
     @staticmethod
-    def forward(ctx, message, count, *tensors):
-        ctx.message = message
+    def forward(ctx, namespace, message, count, *tensors):
+        ctx.namespace, ctx.message, ctx.count = namespace, message, count
+        ctx.save_for_backward(*tensors[count:])
         return tuple(o.view_as(o) for o in tensors[:count])
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError(ctx.message)
+        if not torch.compiler.is_compiling():
+            raise RuntimeError(ctx.message)
+        linked = list(ctx.saved_tensors)
+        # The error operator makes the linked inputs' gradients, so that no compiler drops it as dead code.
+        refused = getattr(torch.ops, ctx.namespace).no_backward(ctx.message, linked)
+        return (None, None, None, *[None] * ctx.count, *refused)
 
 
-def _refuse_second_derivative(op: str, back: str, values: list) -> list:
+_NO_BACKWARD_DEFINED: set = set()
+
+
+def define_no_backward(namespace: str) -> None:
+    """Defines ``<namespace>::no_backward(message, like)``, the operator that
+    NoBackward's backward runs: it raises RuntimeError(message) when it runs
+    (its fake kernel, which a compiler traces, returns tensors like `like`)."""
+    if namespace in _NO_BACKWARD_DEFINED:
+        return
+    _NO_BACKWARD_DEFINED.add(namespace)
+
+    @torch.library.custom_op(f"{namespace}::no_backward", mutates_args=())
+    def no_backward(message: str, like: list[torch.Tensor]) -> list[torch.Tensor]:
+        raise RuntimeError(message)
+
+    @no_backward.register_fake
+    def _(message, like):
+        return [torch.empty_like(x) for x in like]
+
+
+def _refuse_second_derivative(namespace: str, op: str, back: str, values: list) -> list:
     """The backward op's results, whose own backward raises: what autograd
     records when gradients are computed with create_graph=True."""
     message = (f"{op}: second derivatives (create_graph=True, then differentiating the gradients) are not supported: "
                f"its gradients come from {back}, whose spec declares no backward")
     tensors = [k for k, v in enumerate(values) if isinstance(v, torch.Tensor) and v.is_floating_point()]
-    wrapped = NoBackward.apply(message, len(tensors), *[values[k] for k in tensors])
+    wrapped = NoBackward.apply(namespace, message, len(tensors), *[values[k] for k in tensors])
     out = list(values)
     for k, v in zip(tensors, wrapped):
         out[k] = v

@@ -49,7 +49,7 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = (), re
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
     return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, unchecked=unchecked,
-                       requested=requested)
+                       requested=requested, strides=torch.Tensor.stride)
 
 
 def _check_devices(op: Op, inputs: Sequence, lowered_attrs: Mapping) -> None:
@@ -107,6 +107,10 @@ def register(op: Op, capsules: Mapping) -> None:
         def to_lowered(*args, **kwargs):
             inputs, attrs = split_arguments(op, args, kwargs)
             attrs, requested = split_requests(op, attrs)
+            if any(isinstance(x, torch.Tensor) and (x.device.type == "meta" or is_fake(x)) for x in inputs):
+                # The lowered kernel's fake cannot read a lowered array's elements (a tensor's) nor
+                # check their bounds, which the real kernel does: here, before lowering, the rules can.
+                check(op, inputs, attrs, requested=requested)
             return getattr(getattr(torch.ops, namespace), kernel)(
                 *inputs, **lower(op, _spec.check_attrs(op, attrs)), **request_flags(op, requested))
 
@@ -116,6 +120,7 @@ def register(op: Op, capsules: Mapping) -> None:
         # torch_xla's eager functionalization refuses custom ops that mutate an
         # input, so XLA tensors of such an op take call()'s own path instead.
         _library(namespace, "IMPL", "XLA").impl(kernel, xla)
+    _torch_autograd.define_no_backward(namespace)
     if op.backward is not None:
         _torch_autograd.register_backward(op, _library(namespace, "FRAGMENT"))
     elif not op.differentiable and not op.aliased_outputs:
@@ -164,9 +169,8 @@ def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         result = direct.run(inputs, attrs)
         if result is not NotImplemented:
             return result
+    _spec.require_inputs(op, inputs)
     for t, x in zip(op.inputs, inputs):
-        if x is None and not t.optional:
-            raise OpTypeError(f"{op.name}: input '{t.name}' is required, not None")
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
     if _torch_autograd.forward_mode(inputs):

@@ -18,7 +18,8 @@ ShapeSource::ShapeSource(const char* op, Framework framework, Device device, std
     t.dtype = dtype_of_name(in.dtype.c_str());
     if (t.dtype == DType::kUnknown) t.foreign = in.dtype.c_str();
     t.rank = in.dims.size();
-    t.dims = given_dims(in.dims.data());  // strides nullptr: dense, as every traced array is
+    t.dims = given_dims(in.dims.data());
+    if (!in.strides.empty()) t.strides = in.strides.data();
   }
 }
 

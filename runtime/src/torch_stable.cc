@@ -47,7 +47,7 @@ TensorView::TensorView(const Tensor& t, const char* op, const char* role, const 
   bool defined = false;
   check_shim(aoti_torch_is_defined(handle, &defined), "is_defined");
   if (!defined) {
-    fail(std::string(op) + ": " + role + " '" + name + "' is None (an undefined tensor); it must be a tensor");
+    fail(std::string(op) + ": " + role + " '" + name + "' is required, not None");
   }
   check_shim(aoti_torch_get_dtype(handle, &dtype), "get_dtype");
   check_shim(aoti_torch_get_device_type(handle, &device_type), "get_device_type");

@@ -153,7 +153,7 @@ opgen::ShapeSource::Attr attr_of(py::handle v) {
 }
 
 // Checks a call of `op` given by shapes alone with the op's rules: `inputs`,
-// per input of the spec, None or (dtype name, sizes); `attrs`, per attribute
+// per input of the spec, None or (dtype name, sizes[, strides]); `attrs`, per attribute
 // of the spec, its value converted to the spec's type (bool, int, float, an
 // enum's or a dtype's name, a sequence of ints); `requested`, the request
 // mask; `framework` ("jax" or "torch"), whose spelling the messages use;
@@ -172,6 +172,10 @@ py::tuple check(const std::string& name, const py::sequence& inputs, const py::s
     ins[i].present = true;
     ins[i].dtype = t[0].cast<std::string>();
     ins[i].dims = t[1].cast<std::vector<int64_t>>();
+    if (t.size() > 2) {
+      ins[i].strides = t[2].cast<std::vector<int64_t>>();
+      if (ins[i].strides.size() != ins[i].dims.size()) throw py::value_error("check: one stride per size");
+    }
   }
   std::vector<opgen::ShapeSource::Attr> values;
   values.reserve(attrs.size());

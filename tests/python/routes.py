@@ -399,11 +399,35 @@ def _wrapper(e: BaseException) -> bool:
             str(e).startswith(("Dynamo failed to run FX node", "Failed running call_function")))
 
 
+# torch.compile(fullgraph=True)'s report of an exception raised in code it traces (the wrappers'
+# checks): Dynamo simulated the raise, so no exception object exists; the class and the message
+# stand in its "Developer debug context" line (torch 2.9 to 2.15).
+_OBSERVED = re.compile(r"raised exception (\w+)\(\[ConstantVariable\(str: (['\"])(.*?)\2\)\]\)", re.DOTALL)
+
+
+def _observed(e: BaseException) -> tuple | None:
+    """(class, text) of the exception Dynamo observed, where `e` reports one."""
+    m = _OBSERVED.search(str(e)) if type(e).__name__ == "Unsupported" else None
+    if m is None:
+        return None
+    known = {k.__name__: k for k in (TypeError, ValueError, RuntimeError, NotImplementedError,
+                                     _spec.OpTypeError, _spec.OpValueError)}
+    return known.get(m[1]), m[3]
+
+
 def refused(e: BaseException) -> Outcome:
     """The refusal `e` is, unwrapped to the exception torch.compile reports
     (Dynamo wraps the fake kernel's, losing its type: the original is its
-    cause or context)."""
-    while _wrapper(e) and (e.__cause__ or e.__context__) is not None:
+    cause or context; an exception raised where Dynamo traces is named in
+    its report)."""
+    while True:
+        observed = _observed(e)
+        if observed is not None and observed[0] is not None:
+            cls, text = observed
+            kinds = frozenset(k.__name__ for k in (TypeError, ValueError, RuntimeError) if issubclass(cls, k))
+            return Outcome(refusal=Refusal(kinds, text, cls.__name__))
+        if not _wrapper(e) or (e.__cause__ or e.__context__) is None:
+            break
         e = e.__cause__ or e.__context__
     kinds = frozenset(k.__name__ for k in (TypeError, ValueError, RuntimeError) if isinstance(e, k))
     return Outcome(refusal=Refusal(kinds or frozenset({type(e).__name__}), str(e), type(e).__name__))
@@ -685,12 +709,6 @@ def _jax_routes() -> dict:
     return out
 
 
-# Until every disagreement this test finds is fixed (issue 37), the bounded runs in CI
-# (test_routes.py, tests/torchax/test_routes_torchax.py) skip with this reason unless
-# OPGEN_ROUTES=1; the long run (`python routes.py`) always runs.
-OPEN = ("the differential test still finds disagreements (torch.ops's own conversion of attributes and "
-        "inputs, torch.compile's wrapped refusals, among others; issue 37): OPGEN_ROUTES=1 runs it")
-RUN_IN_CI = os.environ.get("OPGEN_ROUTES") == "1"
 
 
 ROUTES: dict = {
@@ -838,14 +856,32 @@ def _in_place_without_backward(c: Case) -> bool:
     return c.grad and bool(c.op.aliased_outputs) and c.op.backward is None and c.op.differentiable
 
 
+# The edges that give an attribute a value of another Python kind (not another value of its kind).
+_KIND_EDGES = frozenset(_INT_KIND_NAMES + _BOOL_KIND_NAMES + _FLOAT_KIND_NAMES + _ENUM_KIND_NAMES
+                        + _ARRAY_KIND_NAMES + ("numpy dtype", "jax.numpy type", "int 0", "bool True", "None"))
+
+
+def _numpy_valued(v) -> bool:
+    return isinstance(v, (np.ndarray, np.generic)) or (isinstance(v, list) and any(_numpy_valued(e) for e in v))
+
+
+def _attribute_of_another_kind(c: Case) -> bool:
+    what = c.edge.partition(": ")[2]
+    return c.edge.startswith("attribute '") and what in _KIND_EDGES and what != "a name it does not have"
+
+
 def _other_dtype_spelling(c: Case) -> bool:
     """A dtype attribute given as a numpy dtype or jax.numpy's type (which
-    has one), neither a torch.dtype nor a name."""
+    has one), neither a torch.dtype nor a name of one; or a name of no
+    torch dtype."""
     def numpy_or_jax(v) -> bool:
         return isinstance(v, np.dtype) or (not isinstance(v, (torch.Tensor, np.ndarray, np.generic))
                                            and isinstance(getattr(v, "dtype", None), np.dtype))
 
-    return any(numpy_or_jax(c.attrs.get(a)) for a in c.op.dtype_attrs.values())
+    def not_torch(v) -> bool:  # a name torch has no dtype of (the harness passes torch's names as torch.dtype)
+        return isinstance(v, str) and not isinstance(getattr(torch, v, None), torch.dtype)
+
+    return any(numpy_or_jax(c.attrs.get(a)) or not_torch(c.attrs.get(a)) for a in c.op.dtype_attrs.values())
 
 
 INTENDED = (
@@ -875,6 +911,25 @@ INTENDED = (
              "torch's schema parser names the argument and the type it expected.",
              lambda c, r, s: _torch_facing(r),
              _rewrite_text(_WRONG_PYTHON_TYPE, _python_type)),
+    Intended("torch.ops.<ns>.<op> hands its arguments to torch's schema parser, which converts a value of another "
+             "Python kind before any kernel runs -- a bool, a numpy scalar, a 0-d array or tensor for a number, "
+             "bytes for a str, an int for a dtype (ScalarType's code), bools for ints -- as it does for "
+             "torch.ops.aten.topk(x, torch.tensor(2.7)) (README, Attributes); where it converts, the converted value "
+             "runs or is refused, where the wrappers refuse the kind itself.",
+             lambda c, r, s: r == "torch.ops" and _attribute_of_another_kind(c)),
+    Intended("torch's schema parser refuses an int past int64 for an int argument in its own words, before any "
+             "kernel runs.",
+             lambda c, r, s: r == "torch.ops" and "past int64" in c.edge,
+             # (torch's words may have become _WRONG_PYTHON_TYPE's summary already.)
+             _rewrite_text(re.compile(r"^.*(?:past|does not fit) (?:int64|i64).*$|^argument '\w+' of a wrong Python "
+                                      r"type$", re.DOTALL), "an int past int64")),
+    Intended("torch.compile's Dynamo traces a numpy value as an array (a numpy scalar is a 0-d array to the "
+             "code it traces), so under torch.compile an attribute given as a numpy value meets the check of an "
+             "array, not of the scalar it was (README, Limits: pass attributes as Python values).",
+             lambda c, r, s: r == "torch.compile" and any(_numpy_valued(v) for v in c.attrs.values())),
+    Intended("torch's dispatcher picks a kernel by the tensors among the arguments: torch.ops.<ns>.<op> with every "
+             "input None reaches no kernel (torch's NotImplementedError, before opgen's check).",
+             lambda c, r, s: r == "torch.ops" and all(x is None for x in c.inputs)),
     Intended("torch.ops.<ns>.<op> takes a dtype attribute as the schema's ScalarType, a torch.dtype (docs/spec.md, "
              "Attributes: 'the wrapper also takes the name'); the wrappers take a numpy dtype or jax.numpy's type "
              "too.",

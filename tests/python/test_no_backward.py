@@ -82,6 +82,24 @@ def test_torch_backward_names_the_op(op):
         getattr(tops, op.name)(*args, **p.attrs)
 
 
+@pytest.mark.parametrize("op", [c for c in CASES if not c.values[0].aliased_outputs])
+def test_torch_compile_runs_the_forward_and_refuses_the_backward(op):
+    """As eager does: torch.compile traces the backward when it compiles the
+    forward, and refused the call itself (issue 37's differential test)."""
+    p, i = float_case(op)
+    tensors = torch_inputs(p, i)
+    torch._dynamo.reset()
+    f = torch.compile(lambda *ts: getattr(tops, op.name)(*ts, **p.attrs), fullgraph=True)
+    out = f(*tensors)
+    expected = getattr(tops, op.name)(*[None if t is None else t.detach() for t in tensors], **p.attrs)
+    outs, expected = (out, expected) if isinstance(out, tuple) else ((out,), (expected,))
+    for o, e in zip(outs, expected):
+        if o is not None:
+            torch.testing.assert_close(o.detach(), e)
+    with pytest.raises(RuntimeError, match=f"{op.name} has no backward"):
+        floating_sum(out, "torch").backward()
+
+
 def torch_inputs(p, i):
     """The problem's inputs as torch tensors, input `i` requiring grad."""
     tensors = [None if x is None else to_torch(x) for x in p.inputs]

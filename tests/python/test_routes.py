@@ -24,7 +24,6 @@ from scratch_project import pytest_in
 # loop of sequential calls, a quarter) on the first few.
 CALLS = 20
 LIMITS = {"torch.compile": 3, "jax.vmap": 8}
-pytestmark = pytest.mark.skipif(not routes.RUN_IN_CI, reason=routes.OPEN)
 ROUTES = [name for name, route in routes.ROUTES.items() if route.process == "main"]
 
 

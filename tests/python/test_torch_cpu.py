@@ -59,6 +59,22 @@ def test_fake_kernel_computes_the_output_shape(rng):
             OP(a, torch.empty(11))
 
 
+def test_fake_tensors_meet_the_rules_the_kernel_meets(rng):
+    """What the real kernel refuses, the fake kernel refuses, in its words:
+    a layout the spec does not take, an array attribute's element past its
+    bounds (the lowered kernel's fake cannot read the elements), a tensor
+    for an array attribute (issue 37's differential test)."""
+    x = torch.from_numpy(rng.standard_normal((6, 4)).astype(np.float32))
+    refusals = [((x.t(),), {}, r"flip: input 'x' is not contiguous; the kernel reads dense row-major memory"),
+                ((x,), {"dims": [0]}, r"flip: attribute 'dims' element 0 = 0 must be in \[-2, -1\]"),
+                ((x,), {"dims": torch.tensor([-1])}, r"flip: attribute 'dims' element 0 must be an int, not Tensor")]
+    for args, attrs, message in refusals:
+        with pytest.raises(RuntimeError, match=message):
+            ops.flip(*args, **attrs)
+        with FakeTensorMode() as mode, pytest.raises(RuntimeError, match=message):
+            ops.flip(*[mode.from_tensor(a) for a in args], **attrs)
+
+
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_torch_compile_fullgraph(rng, dynamic):
     torch._dynamo.reset()

@@ -13,7 +13,6 @@ from opgen_ops import _ops
 
 CALLS = 20  # as tests/python/test_routes.py
 LIMITS = {"torchax.compile": 6}
-pytestmark = pytest.mark.skipif(not routes.RUN_IN_CI, reason=routes.OPEN)
 ROUTES = [name for name, route in routes.ROUTES.items() if route.process == "torchax"] + list(routes.TORCHAX_REFERENCES)
 
 

@@ -24,11 +24,14 @@ class ShapeSource : public Source {
   enum class Framework : uint8_t { kJax, kTorch };
 
   // One input: absent (an omitted optional input), or a dtype by its
-  // numpy/torch name and the sizes.
+  // numpy/torch name, the sizes and the strides (in elements; none: dense,
+  // as every traced JAX array is; a torch fake tensor's are its own, so
+  // that its layout meets the rule the real kernel's call meets).
   struct Input {
     bool present = false;
     std::string dtype;
     std::vector<int64_t> dims;
+    std::vector<int64_t> strides;
   };
   // One attribute's value as Python holds it: which one of these it is is
   // the tag (the Python side has converted it to the spec's type already).
