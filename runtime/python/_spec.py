@@ -542,8 +542,8 @@ def attrs_key(attrs: Mapping):
     def key(v):
         if isinstance(v, (list, tuple)):
             return type(v), tuple(key(e) for e in v)
-        if isinstance(v, float):
-            return float, v, math.copysign(1.0, v)
+        if isinstance(v, float):  # numpy's float64 too (a float subclass): its type tells it apart
+            return type(v), v, math.copysign(1.0, v)
         return type(v), v
 
     try:
