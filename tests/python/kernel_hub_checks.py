@@ -10,6 +10,7 @@ mismatch.
 """
 
 import copy
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -42,6 +43,12 @@ g = kernel.glu(torch.from_numpy(x), activation="silu").numpy()
 gate = x64[..., 32:]
 np.testing.assert_allclose(g, x64[..., :32] * gate / (1 + np.exp(-gate)), rtol=1e-5, atol=1e-6)
 seen["ops"] = ["rms_norm", "glu"]
+
+# The JAX half, from the kernel's copy of the package.
+jax_ops = importlib.import_module(f"{kernel.__name__}.opgen_ops.jax")
+np.testing.assert_allclose(np.asarray(jax_ops.rms_norm(x, w, eps=eps)[0]), x64 * want_rstd[..., None] * w,
+                           rtol=1e-5, atol=1e-5)
+seen["jax"] = jax_ops.__name__
 
 # A small Llama with random weights (norm weights too: LlamaRMSNorm starts them at one).
 config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

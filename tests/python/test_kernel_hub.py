@@ -93,7 +93,7 @@ def test_kernel_runs_the_ops_and_replaces_llama_norms(hub_repo, seed):
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     print(seen)
-    assert seen["module"].startswith("_opgen_ops_cpu_")
+    assert seen["module"].startswith("_opgen_ops_cpu_") and seen["jax"] == seen["module"] + ".opgen_ops.jax"
     assert seen["replaced"] == seen["norms"] == seen["rms_norm_calls"] == 5
 
 
