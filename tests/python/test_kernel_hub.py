@@ -159,3 +159,13 @@ def test_refusals_of_arguments(tmp_path):
         (tmp_path / "old").mkdir()
         (tmp_path / "old" / "__init__.py").write_text("")
         hub.lay_out(tmp_path / "old", tmp_path, license="Apache-2.0")
+
+
+def test_a_package_whose_torch_module_lists_no_op_is_refused(tmp_path):
+    package = fake_package(tmp_path, json.loads((package_dir() / "_build.json").read_text()))
+    # As built: every op description the package has.
+    assert set(hub.op_names(package)) == {p.stem for p in (package / "_ops").glob("*.py")} - {"__init__"}
+    source = (package / "torch.py").read_text()
+    (package / "torch.py").write_text(source.replace("__all__ = [", "__all__ = ['xla_graph_only']\n_unlisted = ["))
+    with pytest.raises(hub.HubError, match="__all__ names no op"):
+        hub.lay_out(package, tmp_path / "out", license="Apache-2.0")

@@ -19,12 +19,8 @@ torch X.Y (<package>/_build.json, written by the build), so `kernels` takes the 
 every torch >= X.Y. The CUDA version and architectures come from the same file.
 
 It reads the package's files and imports nothing of it, so any CPython >= 3.10 runs it, with
-no torch and no `kernels`. What the layout cannot change, and the Hub's rules ask otherwise:
-- the ops stay `torch.ops.<namespace>` of package.yaml, not `torch.ops.<id>`: one process holds
-  one build of a package (loading a second registers the namespace again, and torch refuses);
-- the package's module `_C` is built for one CPython (`_C.cpython-311-...so`), not the limited
-  API (abi3), and the variant's name does not say which: it loads in that Python alone;
-- the package imports numpy, which is not among kernels' `python-depends`.
+no torch and no `kernels`. What the layout cannot change where the Hub's rules ask otherwise
+(the torch namespace, the CPython that `_C` is built for, numpy): README, "Deploy".
 """
 
 from __future__ import annotations
@@ -91,8 +87,12 @@ def op_names(package_dir: Path) -> list[str]:
     m = re.search(r"^__all__ = \[(.*?)\]", source, re.MULTILINE | re.DOTALL)
     if m is None:
         raise HubError(f"{package_dir / 'torch.py'} has no __all__: not a package built by opgen")
-    names = re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", m.group(1))
-    return [n for n in names if (package_dir / "_ops" / f"{n}.py").is_file()]
+    names = re.findall(r"""['"]([A-Za-z_][A-Za-z0-9_]*)['"]""", m.group(1))
+    ops = [n for n in names if (package_dir / "_ops" / f"{n}.py").is_file()]
+    if not ops:
+        raise HubError(f"{package_dir / 'torch.py'}'s __all__ names no op of {package_dir / '_ops'}: "
+                       "not a package built by opgen")
+    return ops
 
 
 def digest(variant_dir: Path) -> dict[str, str]:
