@@ -232,6 +232,8 @@ endfunction()
 # under `install_destination`.
 function(_opgen_stage_and_install pkg output python_dir install_destination install_component targets)
   set(stage "${output}/${pkg}")
+  cmake_path(APPEND install_destination "${pkg}" OUTPUT_VARIABLE destination_root)
+  cmake_path(NORMAL_PATH destination_root)
   file(GLOB runtime_python CONFIGURE_DEPENDS "${OPGEN_RUNTIME_DIR}/python/*.py"
        "${OPGEN_RUNTIME_DIR}/python/*.pyi" "${OPGEN_RUNTIME_DIR}/python/py.typed")
   set(stage_script "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_stage.cmake")
@@ -249,6 +251,29 @@ function(_opgen_stage_and_install pkg output python_dir install_destination inst
            "file(COPY_FILE \"${file}\" \"${stage}/${relative}\" ONLY_IF_DIFFERENT)\n")
     install(FILES "${file}" DESTINATION "${destination}" COMPONENT ${install_component})
   endforeach()
+  # <package>/_build.json: what the package was compiled against, for the tools that
+  # describe a built package (`python -m opgen.hub` names its Kernel Hub build variant
+  # from it): "torch", the major.minor of the torch whose stable-ABI headers compiled
+  # _torch_ops.so (null: built without the PyTorch kernels); "cuda", nvcc's major.minor,
+  # and "cuda_architectures", CMAKE_CUDA_ARCHITECTURES (null: no CUDA kernels).
+  set(build_facts "${CMAKE_CURRENT_BINARY_DIR}/${pkg}_build.json")
+  set(torch_fact null)
+  if(OPGEN_WITH_TORCH)
+    set(torch_fact "\"${OPGEN_TORCH_VERSION}\"")
+  endif()
+  set(cuda_fact null)
+  set(archs_fact null)
+  if(OPGEN_WITH_CUDA)
+    string(REGEX MATCH "^[0-9]+\\.[0-9]+" cuda_version "${CMAKE_CUDA_COMPILER_VERSION}")
+    set(cuda_fact "\"${cuda_version}\"")
+    list(JOIN CMAKE_CUDA_ARCHITECTURES "\", \"" archs)
+    set(archs_fact "[\"${archs}\"]")
+  endif()
+  file(CONFIGURE OUTPUT "${build_facts}" CONTENT
+       "{\"torch\": ${torch_fact}, \"cuda\": ${cuda_fact}, \"cuda_architectures\": ${archs_fact}}\n")
+  string(APPEND copies "file(COPY_FILE \"${build_facts}\" \"${stage}/_build.json\" ONLY_IF_DIFFERENT)\n")
+  install(FILES "${build_facts}" DESTINATION "${destination_root}" RENAME _build.json
+          COMPONENT ${install_component})
   file(CONFIGURE OUTPUT "${stage_script}" CONTENT "${copies}" @ONLY)
   # Importing _C right after the build turns a missing kernel instantiation
   # (an undefined symbol, which a Python module may legally have until it is
@@ -260,7 +285,5 @@ function(_opgen_stage_and_install pkg output python_dir install_destination inst
     DEPENDS ${targets}
     COMMENT "opgen: staging the ${pkg} package in ${output} and importing ${pkg}._C"
     VERBATIM)
-  cmake_path(APPEND install_destination "${pkg}" OUTPUT_VARIABLE destination)
-  cmake_path(NORMAL_PATH destination)
-  install(TARGETS ${targets} LIBRARY DESTINATION "${destination}" COMPONENT ${install_component})
+  install(TARGETS ${targets} LIBRARY DESTINATION "${destination_root}" COMPONENT ${install_component})
 endfunction()

@@ -6,7 +6,8 @@
 # Cache options: OPGEN_CUDA and OPGEN_TORCH (AUTO, ON, OFF), OPGEN_LTO (OFF),
 # OPGEN_XLA_FFI_INCLUDE_DIR.
 # Sets: OPGEN_WITH_CUDA, OPGEN_WITH_TORCH, OPGEN_TORCH_INCLUDE_DIR, OPGEN_TORCH_LIB_DIR,
-# OPGEN_WITH_TORCH_EAGER.
+# OPGEN_TORCH_VERSION (major.minor of the torch whose stable-ABI headers the kernels
+# are compiled against), OPGEN_WITH_TORCH_EAGER.
 # Expects OPGEN_RUNTIME_DIR (the runtime/ folder: include/, src/, python/).
 include_guard(GLOBAL)
 
@@ -65,11 +66,13 @@ set(OPGEN_WITH_TORCH OFF)
 if(NOT OPGEN_TORCH STREQUAL "OFF")
   execute_process(
     COMMAND "${Python_EXECUTABLE}" -c
-      "import os, torch; v = tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]); assert v >= tuple(int(x) for x in '${OPGEN_MIN_TORCH}'.split('.')), torch.__version__; print(os.path.dirname(torch.__file__))"
-    OUTPUT_VARIABLE opgen_torch_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+      "import os, torch; v = tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]); assert v >= tuple(int(x) for x in '${OPGEN_MIN_TORCH}'.split('.')), torch.__version__; print(os.path.dirname(torch.__file__) + ';' + '.'.join(map(str, v)))"
+    OUTPUT_VARIABLE opgen_torch_probe OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE opgen_torch_found ERROR_QUIET)
   if(opgen_torch_found EQUAL 0)
     set(OPGEN_WITH_TORCH ON)
+    list(GET opgen_torch_probe 0 opgen_torch_dir)
+    list(GET opgen_torch_probe 1 OPGEN_TORCH_VERSION)
     set(OPGEN_TORCH_INCLUDE_DIR "${opgen_torch_dir}/include")
     set(OPGEN_TORCH_LIB_DIR "${opgen_torch_dir}/lib")
   elseif(OPGEN_TORCH STREQUAL "ON")
