@@ -4,7 +4,9 @@
 # find_package(opgen) in other projects.
 #
 # Cache options: OPGEN_CUDA and OPGEN_TORCH (AUTO, ON, OFF), OPGEN_LTO (OFF),
-# OPGEN_XLA_FFI_INCLUDE_DIR.
+# OPGEN_XLA_FFI_INCLUDE_DIR, OPGEN_TORCH_DIR (the headers and libraries of a
+# torch and a jaxlib other than the build Python's: scripts/test_newest.sh
+# builds one package against the oldest versions claimed, from another Python).
 # Sets: OPGEN_WITH_CUDA, OPGEN_WITH_TORCH, OPGEN_TORCH_INCLUDE_DIR, OPGEN_TORCH_LIB_DIR,
 # OPGEN_TORCH_VERSION (major.minor of the torch whose stable-ABI headers the kernels
 # are compiled against), OPGEN_WITH_TORCH_EAGER.
@@ -13,6 +15,7 @@ include_guard(GLOBAL)
 
 set(OPGEN_CUDA AUTO CACHE STRING "Build the CUDA kernels and handlers (AUTO, ON, OFF)")
 set(OPGEN_TORCH AUTO CACHE STRING "Build the PyTorch kernels (AUTO, ON, OFF)")
+set(OPGEN_TORCH_DIR "" CACHE PATH "A torch package folder to build against, read, not imported (default: the build Python's torch)")
 # Link-time optimisation of the package's modules. Off: it made every rebuild
 # after a one-line body edit relink for ~8 s (bench/bench_edit_loop.py) and
 # bought no measurable speed of a call (docs/architecture.md). Defined either
@@ -63,12 +66,23 @@ message(STATUS "opgen: CUDA ${OPGEN_WITH_CUDA}")
 
 # --- PyTorch (stable ABI: headers and the shim of the installed torch) ------
 set(OPGEN_WITH_TORCH OFF)
-if(NOT OPGEN_TORCH STREQUAL "OFF")
+if(NOT OPGEN_TORCH STREQUAL "OFF" AND OPGEN_TORCH_DIR)
+  # A torch package folder, read, not imported (it may be another Python's).
+  file(STRINGS "${OPGEN_TORCH_DIR}/version.py" opgen_torch_version REGEX "^__version__ = ")
+  string(REGEX MATCH "[0-9]+\\.[0-9]+" opgen_torch_version "${opgen_torch_version}")
+  if(NOT opgen_torch_version OR opgen_torch_version VERSION_LESS OPGEN_MIN_TORCH)
+    message(FATAL_ERROR "OPGEN_TORCH_DIR=${OPGEN_TORCH_DIR} holds no torch >= ${OPGEN_MIN_TORCH} (version.py)")
+  endif()
+  set(opgen_torch_probe "${OPGEN_TORCH_DIR};${opgen_torch_version}")  # as the import's probe prints it
+  set(opgen_torch_found 0)
+elseif(NOT OPGEN_TORCH STREQUAL "OFF")
   execute_process(
     COMMAND "${Python_EXECUTABLE}" -c
       "import os, torch; v = tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]); assert v >= tuple(int(x) for x in '${OPGEN_MIN_TORCH}'.split('.')), torch.__version__; print(os.path.dirname(torch.__file__) + ';' + '.'.join(map(str, v)))"
     OUTPUT_VARIABLE opgen_torch_probe OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE opgen_torch_found ERROR_QUIET)
+endif()
+if(NOT OPGEN_TORCH STREQUAL "OFF")
   if(opgen_torch_found EQUAL 0)
     set(OPGEN_WITH_TORCH ON)
     list(GET opgen_torch_probe 0 opgen_torch_dir)

@@ -16,7 +16,9 @@
 # run them, and the first stack compiles them. The torch wheels are PyPI's, as
 # a user gets them (for Linux, CUDA builds: several GB, cached by pip). The
 # tests that run opgen itself use the one the first stack built (OPGEN_BINARY,
-# OPGEN_BUILD_DIR: build/tests); they skip, saying so, where there is none.
+# OPGEN_BUILD_DIR: pip's build folder of .venv's Python); they skip, saying so,
+# where there is none. The scratch-project builds (a project with extra ops,
+# built and tested: minutes each) run on the first stack only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -47,8 +49,23 @@ fi
 [ -n "$python" ] && [ -x "$python" ] ||
   { echo "newest: no Python 3.12 (pyenv install 3.12, or set OPGEN_NEWEST_PYTHON)"; exit 1; }
 
-# A fresh virtualenv each run: the build must see the oldest versions, and the
-# run what pip resolves today, not what an earlier run left.
+# The oldest jaxlib's and torch's headers and libraries, from the first stack's
+# virtualenv (.venv, scripts/setup.sh: its pins are the oldest claimed, checked
+# above): read by the build, not imported (that Python is another version), so
+# that they need no second download of several GB.
+oldest=$(.venv/bin/python - "$min_jaxlib" "$min_torch" <<'EOF'
+import os, sys
+import jaxlib, torch
+for name, got, want in (("jaxlib", jaxlib.__version__, sys.argv[1]), ("torch", torch.__version__, sys.argv[2])):
+    assert got.split("+")[0].startswith(want), f"the first stack's {name} is {got}, not the oldest claimed, {want}"
+print(os.path.join(os.path.dirname(jaxlib.__file__), "include"), os.path.dirname(torch.__file__),
+      f"jaxlib {jaxlib.__version__}, torch {torch.__version__}")
+EOF
+) || { echo "newest: the first stack's virtualenv (.venv: bash scripts/setup.sh) lacks the oldest jaxlib and torch"; exit 1; }
+read -r ffi_include torch_dir versions_oldest <<<"$oldest"
+
+# A fresh virtualenv each run: the run sees what pip resolves today, not what
+# an earlier run left.
 venv=.venv-newest
 rm -rf "$venv"
 "$python" -m venv "$venv"
@@ -56,19 +73,17 @@ export PATH="$PWD/$venv/bin:$PATH"
 python -m pip install -q --upgrade pip
 # The build tools and test tools of the first stack (its pins), without its frameworks.
 python -m pip install -q -r <(grep -vE '^(jax|jaxlib|torch|torch_xla|torchax)\b' requirements-dev.txt)
-python -m pip install -q "jax==$min_jaxlib" "jaxlib==$min_jaxlib" "torch==$min_torch"
-lap "virtualenv, build tools, jaxlib $min_jaxlib, torch $min_torch"
+lap "virtualenv and build tools"
 
 python -m pip install -v --no-build-isolation --no-deps -Ccmake.define.OPGEN_REGENERATE=OFF \
-  -Ccmake.define.OPGEN_CUDA=OFF .
-built=$(python - <<'EOF'
+  -Ccmake.define.OPGEN_CUDA=OFF -Ccmake.define.OPGEN_XLA_FFI_INCLUDE_DIR="$ffi_include" \
+  -Ccmake.define.OPGEN_TORCH_DIR="$torch_dir" -Ccmake.define.OPGEN_TORCH=ON .
+built="$versions_oldest; $(python - <<'EOF'
 import hashlib, importlib.util, pathlib
-import jaxlib, torch
 package = pathlib.Path(importlib.util.find_spec("opgen_ops").origin).parent
-sums = " ".join(f"{p.name}:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}" for p in sorted(package.glob("*.so")))
-print(f"jaxlib {jaxlib.__version__}, torch {torch.__version__}; {sums}")
+print(" ".join(f"{p.name}:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}" for p in sorted(package.glob("*.so"))))
 EOF
-)
+)"
 echo "newest: built against $built"
 lap "package build (against the oldest)"
 
@@ -99,7 +114,11 @@ print(f"newest: the package built against {sys.argv[1].split(';')[0]} runs in ja
       f"torch {torch.__version__}")
 EOF
 
-export OPGEN_BINARY="${OPGEN_BINARY:-$PWD/build/tests/generator/opgen}" OPGEN_BUILD_DIR="${OPGEN_BUILD_DIR:-$PWD/build/tests}"
+# The tests that run opgen itself use the one the first stack built (in pip's build folder); the
+# scratch-project builds, minutes each, stay on the first stack.
+first=$(ls -d "build/pip-$(.venv/bin/python -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"-*/ 2>/dev/null | head -1)
+export OPGEN_BINARY="${OPGEN_BINARY:-$PWD/${first}generator/opgen}" OPGEN_BUILD_DIR="${OPGEN_BUILD_DIR:-$PWD/${first%/}}"
+export OPGEN_SCRATCH_BUILDS=0
 (cd tests/python && python -m pytest -q -rs "$@" .)
 lap "tests/python"
 (cd tests/torchax && python -m pytest -q -rs "$@" .)

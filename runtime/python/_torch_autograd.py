@@ -288,8 +288,11 @@ class NoBackward(torch.autograd.Function):
         if not torch.compiler.is_compiling():
             raise RuntimeError(ctx.message)
         linked = list(ctx.saved_tensors)
-        # The error operator makes the linked inputs' gradients, so that no compiler drops it as dead code.
-        refused = getattr(torch.ops, ctx.namespace).no_backward(ctx.message, linked)
+        # The error operator takes the incoming gradients (so that no partitioner moves it into the
+        # forward, where it would run at the call) and makes the linked inputs' (so that no compiler
+        # drops it as dead code).
+        refused = getattr(torch.ops, ctx.namespace).no_backward(ctx.message, [g for g in grads if g is not None],
+                                                                linked)
         return (None, None, None, *[None] * ctx.count, *refused)
 
 
@@ -297,19 +300,20 @@ _NO_BACKWARD_DEFINED: set = set()
 
 
 def define_no_backward(namespace: str) -> None:
-    """Defines ``<namespace>::no_backward(message, like)``, the operator that
-    NoBackward's backward runs: it raises RuntimeError(message) when it runs
-    (its fake kernel, which a compiler traces, returns tensors like `like`)."""
+    """Defines ``<namespace>::no_backward(message, grads, like)``, the
+    operator that NoBackward's backward runs under torch.compile: it raises
+    RuntimeError(message) when it runs (its fake kernel, which a compiler
+    traces, returns tensors like `like`)."""
     if namespace in _NO_BACKWARD_DEFINED:
         return
     _NO_BACKWARD_DEFINED.add(namespace)
 
     @torch.library.custom_op(f"{namespace}::no_backward", mutates_args=())
-    def no_backward(message: str, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    def no_backward(message: str, grads: list[torch.Tensor], like: list[torch.Tensor]) -> list[torch.Tensor]:
         raise RuntimeError(message)
 
     @no_backward.register_fake
-    def _(message, like):
+    def _(message, grads, like):
         return [torch.empty_like(x) for x in like]
 
 

@@ -35,6 +35,14 @@ def lift(op: Op, attrs: Mapping) -> dict:
     return out
 
 
+@torch.compiler.assume_constant_result
+def _rules_text(message: str, *args: str) -> str:
+    """A refusal's text as the runtime's C++ writes it (``_C.<message>``).
+    Under torch.compile, Dynamo calls this with its constant arguments rather
+    than tracing into it: it cannot trace an extension module's function."""
+    return getattr(_C, message)(*args)
+
+
 def lower(op: Op, attrs: Mapping) -> dict:
     """What the lowered kernel takes for checked attribute values."""
     out = {}
@@ -42,7 +50,7 @@ def lower(op: Op, attrs: Mapping) -> dict:
         v = attrs[a.name]
         if a.type == "enum":
             if v not in a.values:  # it has no index to lower to: the rules' refusal, here
-                raise OpValueError(_C.enum_unknown(op.name, a.name, v, ", ".join(a.values)))
+                raise OpValueError(_rules_text("enum_unknown", op.name, a.name, v, ", ".join(a.values)))
             out[a.name] = a.values.index(v)
         elif a.is_array:
             out[a.name] = torch.tensor(v, dtype=torch.int32 if a.type == "i32[]" else torch.int64)
@@ -57,7 +65,7 @@ def _scalar_type(op: Op, a, name: str) -> torch.dtype:
     """A dtype attribute's value as the schema's ScalarType; one outside its
     values (which the schema may not even have) is the rules' refusal, here."""
     if name not in a.values:
-        raise OpValueError(_C.dtype_attr_refused(op.name, a.name, name, ", ".join(a.values)))
+        raise OpValueError(_rules_text("dtype_attr_refused", op.name, a.name, name, ", ".join(a.values)))
     return torch_dtype(name)
 
 

@@ -399,20 +399,23 @@ def _wrapper(e: BaseException) -> bool:
             str(e).startswith(("Dynamo failed to run FX node", "Failed running call_function")))
 
 
-# torch.compile(fullgraph=True)'s report of an exception raised in code it traces (the wrappers'
-# checks): Dynamo simulated the raise, so no exception object exists; the class and the message
-# stand in its "Developer debug context" line (torch 2.9 to 2.15).
-_OBSERVED = re.compile(r"raised exception (\w+)\(\[ConstantVariable\(str: (['\"])(.*?)\2\)\]\)", re.DOTALL)
+# torch.compile(fullgraph=True)'s reports of an exception that lost its object: one raised in code
+# Dynamo traces (the wrappers' checks: it simulated the raise), named in its "Developer debug
+# context" (torch 2.9: `raised exception OpTypeError([ConstantVariable(str: "...")])`; 2.15:
+# `raised exception OpTypeError("...")`); one a fake kernel raised, which torch 2.15 quotes
+# (`Dynamo failed to run FX node with fake tensors: ...: got OpValueError("...")`) with no cause.
+_OBSERVED = re.compile(r"(?:raised exception|: got) (\w+)\((?:\[ConstantVariable\(str: )?(\\?['\"])(.*?)\2\)",
+                       re.DOTALL)
 
 
 def _observed(e: BaseException) -> tuple | None:
-    """(class, text) of the exception Dynamo observed, where `e` reports one."""
-    m = _OBSERVED.search(str(e)) if type(e).__name__ == "Unsupported" else None
+    """(class, text) of the exception torch.compile reports, where `e` quotes one."""
+    m = _OBSERVED.search(str(e)) if _wrapper(e) or type(e).__name__.startswith(("Unsupported", "Observed")) else None
     if m is None:
         return None
     known = {k.__name__: k for k in (TypeError, ValueError, RuntimeError, NotImplementedError,
                                      _spec.OpTypeError, _spec.OpValueError)}
-    return known.get(m[1]), m[3]
+    return known.get(m[1]), m[3].replace("\\'", "'")
 
 
 def refused(e: BaseException) -> Outcome:

@@ -36,7 +36,13 @@ def configure_and_build(root: Path) -> None:
     """Configures (regenerating generated/) and builds the scratch project.
     CUDA bodies compile where nvcc is found, for the GPU this machine has, or,
     without one, for one architecture (sm_90) rather than the package's two:
-    the scratch build proves that they compile, and halves what it costs."""
+    the scratch build proves that they compile, and halves what it costs.
+    The second stack (scripts/test_newest.sh: OPGEN_SCRATCH_BUILDS=0) leaves
+    these builds to the first: they cost it minutes of CI's 50."""
+    if os.environ.get("OPGEN_SCRATCH_BUILDS") == "0":
+        import pytest
+
+        pytest.skip("scratch-project builds run on the first stack only (OPGEN_SCRATCH_BUILDS=0)")
     arch = "native" if _has_gpu() else "90"
     configure = run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", f"-DPython_EXECUTABLE={sys.executable}",
                      "-DOPGEN_REGENERATE=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}"], root)
