@@ -30,6 +30,7 @@ template <typename T, typename I>
 opgen::Status launch_cuda(cudaStream_t stream, const Args<T, I>& args) {
   constexpr int kThreads = 256;
   const int64_t n = args.N * args.KVH * args.Dh;
+  if (n == 0) return opgen::Status::Ok();  // no token (the caches are not empty): a grid of 0 blocks is an error
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   write_tokens<T, I><<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), kThreads, 0, stream>>>(args);
   return opgen::cuda_launch_status("write_tokens");

@@ -368,11 +368,11 @@ class Refusal:
     torch.compile wraps it."""
 
     kinds: frozenset
-    text: str
+    text: str | None  # None: the report lost it (torch 2.11's torch.compile); the kinds are compared
     raised: str  # the class, for the report
 
     def __str__(self) -> str:
-        return f"{self.raised}: {self.text.splitlines()[0] if self.text else ''}"
+        return f"{self.raised}: {self.text.splitlines()[0] if self.text else '(its text not reported)'}"
 
 
 @dataclass(frozen=True)
@@ -408,14 +408,22 @@ _OBSERVED = re.compile(r"(?:raised exception|: got) (\w+)\((?:\[ConstantVariable
                        re.DOTALL)
 
 
+# torch 2.11 names the class alone: `raised exception UserDefinedExceptionObjectVariable(OpTypeError)`.
+_OBSERVED_CLASS = re.compile(r"raised exception UserDefinedExceptionObjectVariable\((\w+)\)")
+
+
 def _observed(e: BaseException) -> tuple | None:
-    """(class, text) of the exception torch.compile reports, where `e` quotes one."""
-    m = _OBSERVED.search(str(e)) if _wrapper(e) or type(e).__name__.startswith(("Unsupported", "Observed")) else None
-    if m is None:
+    """(class, text) of the exception torch.compile reports, where `e` quotes
+    one; the text None where the report names the class alone."""
+    if not (_wrapper(e) or type(e).__name__.startswith(("Unsupported", "Observed"))):
         return None
     known = {k.__name__: k for k in (TypeError, ValueError, RuntimeError, NotImplementedError,
                                      _spec.OpTypeError, _spec.OpValueError)}
-    return known.get(m[1]), m[3].replace("\\'", "'")
+    m = _OBSERVED.search(str(e))
+    if m is not None:
+        return known.get(m[1]), m[3].replace("\\'", "'")
+    m = _OBSERVED_CLASS.search(str(e))
+    return None if m is None else (known.get(m[1]), None)
 
 
 def refused(e: BaseException) -> Outcome:
@@ -799,6 +807,8 @@ def differ(a: Outcome, b: Outcome) -> str | None:
             return "one refuses, the other runs"
         if a.refusal.kinds != b.refusal.kinds:
             return f"kinds {sorted(a.refusal.kinds)} against {sorted(b.refusal.kinds)}"
+        if a.refusal.text is None or b.refusal.text is None:
+            return None
         return None if a.refusal.text == b.refusal.text else "texts differ"
     why = _differ_values("output", a.values, b.values)
     if why is None and a.grads is not None and b.grads is not None:
@@ -834,7 +844,7 @@ def _rewrite_refusal(rewrite: Callable[[Refusal], Refusal]) -> Callable[[str, Ou
 
 
 def _rewrite_text(pattern: re.Pattern, to: str | Callable) -> Callable[[str, Outcome], Outcome]:
-    return _rewrite_refusal(lambda r: replace(r, text=pattern.sub(to, r.text)))
+    return _rewrite_refusal(lambda r: r if r.text is None else replace(r, text=pattern.sub(to, r.text)))
 
 
 _DTYPE_HINT = re.compile(r" \(convert it explicitly, e\.g\. [^)]*\)\)$")

@@ -75,6 +75,23 @@ def test_jax_updates_donated_caches_without_a_copy(rng, device, api_version):
     assert np.array_equal(np.asarray(k_out), want_k) and np.array_equal(np.asarray(v_out), want_v)
 
 
+@pytest.mark.parametrize("device", JAX_DEVICES, ids=lambda d: d.platform)
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_no_token_leaves_the_caches_as_they_are(rng, device, api_version):
+    """No token (N = 0) beside caches that are not empty: the body runs, and on
+    CUDA once launched a grid of 0 blocks (cudaErrorInvalidValue; issue 37's
+    differential test on the GPU machine)."""
+    key, value, key_cache, value_cache, slots = problem(rng, "float32", slot_dtype=np.int32)
+    args = [jax.device_put(a, device) for a in (key[:0], value[:0], key_cache, value_cache, slots[:0])]
+    k_out, v_out = jops.reshape_and_cache(*args, api_version=api_version)
+    assert np.array_equal(np.asarray(k_out), key_cache) and np.array_equal(np.asarray(v_out), value_cache)
+    for device in TORCH_DEVICES:
+        caches = [to_torch(key_cache, device), to_torch(value_cache, device)]
+        tops.reshape_and_cache(to_torch(key[:0], device), to_torch(value[:0], device), *caches,
+                               to_torch(slots[:0], device))
+        assert np.array_equal(as_numpy(caches[0]), key_cache) and np.array_equal(as_numpy(caches[1]), value_cache)
+
+
 @pytest.mark.parametrize("device", TORCH_DEVICES)
 def test_what_it_writes_is_what_paged_attention_reads(rng, device):
     """A decode step: the new token's key and value go to slot context_len

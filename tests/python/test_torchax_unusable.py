@@ -18,6 +18,10 @@ CAUSE = "The underlying op of 'aten.prod' has no overload name 'dim_Dimname'"
 def test_tests_torchax_skip_naming_torchax_where_it_does_not_import(tmp_path):
     (tmp_path / "torchax").mkdir()
     (tmp_path / "torchax" / "__init__.py").write_text(f"raise AttributeError({CAUSE!r})\n")
+    # Its distribution's metadata too, as an installed torchax has (the GPU machine has none installed).
+    (tmp_path / "torchax-0.0.13.dist-info").mkdir()
+    (tmp_path / "torchax-0.0.13.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torchax\nVersion: 0.0.13\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "."],
                        cwd=TORCHAX_TESTS, env=env, capture_output=True, text=True, timeout=900)
