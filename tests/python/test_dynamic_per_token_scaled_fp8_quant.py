@@ -325,7 +325,8 @@ def test_jax_cuda_against_the_reference(rng, out_dtype, api_version, shape):
 # --- scale_ub as [] or [1] (a scalar input; vLLM passes it as [1]) ------------------------------------
 
 
-SCALAR_REFUSED = "dynamic_per_token_scaled_fp8_quant: input 'scale_ub' has shape {}; the spec declares a scalar: [] or [1]"
+SCALAR_REFUSED = ("dynamic_per_token_scaled_fp8_quant: input 'scale_ub' has shape {}; the spec declares a scalar: "
+                  "[] or [1]")
 
 
 def test_scale_ub_of_shape_1_on_every_jax_route(rng):
@@ -411,3 +412,33 @@ def test_scale_ub_of_another_shape_is_refused_on_every_route(rng, shape):
         torch.compile(lambda x, u: quant_torch(x, u), fullgraph=True)(t, u)
     with pytest.raises(Exception, match=message):
         quant_torch(t.to("meta"), u.to("meta"))
+
+
+@requires_torch_cuda
+def test_torch_cuda_scale_ub_of_shape_1_under_a_cuda_graph(rng):
+    """The CUDA body reads scale_ub ([1], on the device) itself: the call is
+    captured in a CUDA graph (a host sync would fail the capture), and each
+    replay reads the bound the tensor holds then."""
+    x = activations(rng, (9, 512), "bfloat16", spread=1)
+    xt = to_torch(x, "cuda")
+    ub = torch.tensor([0.25], dtype=torch.float32, device="cuda")
+    quant_torch(xt, ub)  # the first call outside the capture (its state, the allocator's warm-up)
+    graph = torch.cuda.graph_pool_handle()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=graph):
+        out, scale = quant_torch(xt, ub)
+    for bound in (0.25, 0.125):
+        ub.fill_(bound)
+        g.replay()
+        torch.cuda.synchronize()
+        check(x, out, scale, "float8_e4m3fn", np.float32(bound))
+
+
+@requires_jax_gpu
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_cuda_scale_ub_of_shape_1(rng, api_version):
+    x = activations(rng, (9, 512), "float32", spread=1)
+    ub = np.asarray([0.25], np.float32)
+    gpu = gpu_devices()[0]
+    f = jax.jit(lambda x, u: quant_jax(x, u, api_version=api_version))
+    check(x, *f(jax.device_put(x, gpu), jax.device_put(ub, gpu)), "float8_e4m3fn", ub[0])
