@@ -84,7 +84,8 @@ def test_a_scalar_input_of_shape_1_reaches_the_custom_call(rng):
     hlo = torch_xla._XLAC._get_xla_tensors_hlo([out, scale])
     calls = re.findall(r"custom-call\((.*?)\), custom_call_target=\"(\w+)\"", hlo)
     assert len(calls) == 1 and re.fullmatch(r"f32\[3,16\]\{1,0\} %\S+, f32\[1\]\{0\} %\S+", calls[0][0]), hlo
-    refused = "dynamic_per_token_scaled_fp8_quant: input 'scale_ub' has shape [2]; the spec declares a scalar: [] or [1]"
+    refused = "dynamic_per_token_scaled_fp8_quant: input 'scale_ub' has shape [2]; the spec declares a scalar: [] or " \
+        "[1]"
     with ops.xla_graph_only(), pytest.raises(RuntimeError, match=re.escape(refused)):
         ops.dynamic_per_token_scaled_fp8_quant(x, torch.tensor([0.5, 0.5]).to(dev))
 
