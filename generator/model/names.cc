@@ -123,6 +123,10 @@ bool is_reserved_torch_namespace(std::string_view ns) {
   return taken.count(ns) > 0;
 }
 
+std::string enumerator_name(std::string_view value) {
+  return is_reserved_name(value) ? std::string(value) + "_" : std::string(value);
+}
+
 std::string enum_type_name(std::string_view attr_name) {
   std::string out;
   bool upper = true;

@@ -32,6 +32,11 @@ bool is_reserved_torch_namespace(std::string_view ns);
 // (`activation_kind` -> `ActivationKind`).
 std::string enum_type_name(std::string_view attr_name);
 
+// The C++ enumerator of an enum attribute's value: the value, with a
+// trailing '_' where opgen reserves it (a C++ keyword or a macro: vLLM's
+// `auto` becomes `auto_`), which no spec name has.
+std::string enumerator_name(std::string_view value);
+
 // The candidate closest to `word` by edit distance, or "" when none is close
 // enough to be a likely fix.
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);

@@ -114,12 +114,14 @@ std::optional<AttrValue> read_attr_value(SpecFile& f, const Attr& a, const YAML:
   return v;
 }
 
-// `values:` of an enum attribute: distinct names, each a C++ enumerator.
+// `values:` of an enum attribute: distinct snake_case names, each a C++
+// enumerator (enumerator_name: a reserved one, vLLM's `auto`, with a
+// trailing '_'); the strings the callers pass are the names as written.
 bool read_enum_values(SpecFile& f, const YAML::Node& node, const std::string& what, Attr& a) {
   if (!f.expect_sequence(node, "the values of " + what)) return false;
   bool ok = true;
   for (const YAML::Node& v : node) {
-    std::optional<std::string> s = f.snake_name(v, "a value of " + what);
+    std::optional<std::string> s = f.snake_name(v, "a value of " + what, /*reserved_ok=*/true);
     if (!s) {
       ok = false;
     } else if (std::find(a.values.begin(), a.values.end(), *s) != a.values.end()) {

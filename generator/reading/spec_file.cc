@@ -254,14 +254,15 @@ std::optional<bool> SpecFile::boolean(const YAML::Node& node, const std::string&
   return std::nullopt;
 }
 
-bool SpecFile::checked_snake_name(const std::string& s, const Location& where, const std::string& what) {
+bool SpecFile::checked_snake_name(const std::string& s, const Location& where, const std::string& what,
+                                  bool reserved_ok) {
   if (!is_snake_identifier(s)) {
     error(where, what + " '" + s +
                      "' is not a valid name: use lower case letters, digits and '_', "
                      "starting with a letter, with no '__' and no trailing '_'");
     return false;
   }
-  if (is_reserved_name(s)) {
+  if (!reserved_ok && is_reserved_name(s)) {
     error(where, what + " '" + s + "' is reserved in C++, Python or the generated code");
     return false;
   }

@@ -70,13 +70,16 @@ class SpecFile {
 
   std::optional<bool> boolean(const YAML::Node& node, const std::string& what);
 
-  std::optional<std::string> snake_name(const YAML::Node& node, const std::string& what) {
+  // `reserved_ok`: a name opgen reserves (a keyword, a macro) is taken too,
+  // for a text that becomes no identifier as it is (an enum's value).
+  std::optional<std::string> snake_name(const YAML::Node& node, const std::string& what, bool reserved_ok = false) {
     std::optional<std::string> s = string(node, what);
     if (!s) return std::nullopt;
-    return checked_snake_name(*s, at(node), what) ? s : std::nullopt;
+    return checked_snake_name(*s, at(node), what, reserved_ok) ? s : std::nullopt;
   }
 
-  bool checked_snake_name(const std::string& s, const Location& where, const std::string& what);
+  bool checked_snake_name(const std::string& s, const Location& where, const std::string& what,
+                          bool reserved_ok = false);
 
  private:
   // The file's bytes. Only a regular file of at most kMaxSpecBytes is read:

@@ -103,6 +103,14 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: M
         if isinstance(value, jax.core.Tracer):
             raise OpTypeError(f"{op.name}: attribute '{name}' must be a Python value, not a traced array "
                               "(attributes are compile-time constants of the custom call)")
+    # A scalar input given as [1] (as vLLM passes its scales) enters the
+    # custom call as [] (a reshape in the traced call: no copy, no host
+    # sync), so that the custom call, its sharding rule, vmap and the
+    # gradients see the shape the spec declares; an output that updates it
+    # is given back as [1].
+    as_one = {t.name for t, x in zip(op.inputs, inputs) if t.scalar and x is not None and np.shape(x) == (1,)}
+    if as_one:
+        inputs = [jnp.reshape(x, ()) if t.name in as_one else x for t, x in zip(op.inputs, inputs)]
     checked = _spec.check(op, inputs, attrs, hint="jax", requested=requested)
     # The call's results: the outputs, less those left out with the optional
     # input they update and those on request that the caller did not ask for.
@@ -114,6 +122,8 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: M
                                       lambda *local: _custom_call(checked.with_operands(local), api_version)(*local))
     out = list(_derivative(op, checked, given, api_version, f)(*checked.operands))
     out = [out.pop(0) if k else None for k in kept]
+    if as_one:
+        out = [jnp.reshape(x, (1,)) if t.alias in as_one and x is not None else x for t, x in zip(op.outputs, out)]
     return out[0] if len(out) == 1 else tuple(out)
 
 

@@ -116,6 +116,12 @@ class Tensor:
         return "return_" + self.name
 
     @property
+    def scalar(self) -> bool:
+        """An input the spec declares ``[]``, which a call may give as ``[]``
+        or ``[1]`` (as vLLM passes its scales): the body reads its one element."""
+        return not self.shape and not self.batch
+
+    @property
     def declared(self) -> str:
         """The shape as the spec writes it: ``[..., D/2]``."""
         dims = (["..."] if self.batch else []) + [d.text if isinstance(d, Expr) else str(d) for d in self.shape]
@@ -501,8 +507,9 @@ def _symbolic_shapes(op: Op, inputs: Sequence, attrs: Mapping, requested: frozen
     batch = batch if batch is not None else ()
     symbols = dict(sizes)
     sizes.update({k: v for k, v in attrs.items() if _is_int(v) or _is_symbolic(v)})
-    given = {t.name for t, x in zip(op.inputs, inputs) if x is not None}
-    shapes = {t.name: _shape(op, t, sizes, batch) for t in op.outputs
+    given = {t.name: x[1] for t, x in zip(op.inputs, inputs) if x is not None}
+    # An output updated in place has its input's shape (a scalar's [1] included).
+    shapes = {t.name: tuple(given[t.alias]) if t.alias else _shape(op, t, sizes, batch) for t in op.outputs
               if (not t.alias or t.alias in given) and (not t.on_request or t.name in requested)}
     return symbols, batch, shapes
 

@@ -91,11 +91,15 @@ def _autograd_glue(op: Op, back_kernel=None) -> tuple:
     back_outputs = [o.name for o in back.outputs]
     gradient_of = {into: back_outputs.index(out) for out, into in op.backward.gradients}
     gradient_at = tuple(gradient_of.get(n, -1) for n in names)
+    scalars = tuple(k for k, t in enumerate(op.inputs) if t.scalar)
 
     def save(ctx, inputs, outs, attrs):
         ctx.save_for_backward(*[inputs[k] if is_input else outs[k] for is_input, k in kept])
         ctx.attrs = {k: attrs[k] for k in back_attrs}
         ctx.given = tuple(t is not None for t in inputs)
+        # A scalar input given as [1] gets its gradient as [1] (the backward
+        # op makes it as the spec declares it, []), which autograd requires.
+        ctx.as_one = tuple(k for k in scalars if inputs[k] is not None and inputs[k].dim() == 1)
         ctx.mark_non_differentiable(*[outs[k] for k in non_differentiable if outs[k] is not None])
 
     def gradients(ctx, grads):
@@ -117,7 +121,11 @@ def _autograd_glue(op: Op, back_kernel=None) -> tuple:
             # none, and torch would only warn and return wrong second
             # derivatives, so differentiating them raises instead.
             values = _refuse_second_derivative(namespace, op.name, back_name, values)
-        return tuple(values[g] if g >= 0 and given else None for g, given in zip(gradient_at, ctx.given))
+        out = [values[g] if g >= 0 and given else None for g, given in zip(gradient_at, ctx.given)]
+        for k in ctx.as_one:
+            if out[k] is not None:
+                out[k] = out[k].reshape(1)
+        return tuple(out)
 
     return save, gradients
 

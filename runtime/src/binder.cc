@@ -197,7 +197,15 @@ Binder::Input::Input(Binder* b, const char* name, const char* declared, size_t r
     : b_(b), name_(name), declared_(declared), rank_(rank), has_batch_(has_batch), updated_(updated), t_(t) {
   std::fill_n(sizes_, std::min(rank, kMaxRank), 0);
   if (!live() || t_->dims == nullptr) return;
-  if (has_batch ? t_->rank < rank : t_->rank != rank) {
+  if (rank == 0 && !has_batch) {
+    // A scalar input: [] or [1] (vLLM passes its scales as [1]). The body
+    // reads its one element through the pointer either way; lead_ = 1 skips
+    // the [1]'s dimension as a batch's would be (no strides, no sizes).
+    if (t_->rank > 1 || (t_->rank == 1 && t_->dims[0] != 1)) {
+      b_->fail(Status::InvalidArgument(scalar_mismatch(b_->op_, "input", name, t_->dims, t_->rank)));
+      return;
+    }
+  } else if (has_batch ? t_->rank < rank : t_->rank != rank) {
     b_->fail(Status::InvalidArgument(rank_mismatch(b_->op_, "input", name, t_->dims, t_->rank, declared)));
     return;
   }
@@ -507,6 +515,11 @@ void Binder::output_buffer(size_t i, const char* name, const char* declared, DTy
     }
   }
   for (int64_t d : dims) shape[rank++] = d;
+  // An output that updates a scalar input given as [1] is that [1].
+  if (alias >= 0 && !batch && dims.size() == 0) {
+    const TensorRef* in = source_.input(static_cast<size_t>(alias));
+    if (in != nullptr && in->dims != nullptr && in->rank == 1) shape[rank++] = 1;
+  }
   // The rules have bounded the element count by int64; the bytes are bounded
   // here, once for every framework: XLA sizes a buffer in bytes as an int64
   // (and aborts the process past it), and so does torch's allocator.

@@ -21,6 +21,12 @@ std::string rank_mismatch(const char* op, const char* role, const char* tensor,
          " (shape " + shape_text(dims, rank) + "); the spec declares " + declared;
 }
 
+std::string scalar_mismatch(const char* op, const char* role, const char* tensor, const int64_t* dims,
+                            size_t rank) {
+  return std::string(op) + ": " + role + " '" + tensor + "' has shape " + shape_text(dims, rank) +
+         "; the spec declares a scalar: [] or [1]";
+}
+
 std::string dim_mismatch(const char* op, const char* role, const char* tensor,
                          const int64_t* dims, size_t rank, size_t axis, int64_t expected,
                          const char* expected_because, const char* declared) {

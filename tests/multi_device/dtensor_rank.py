@@ -36,6 +36,9 @@ def cases(op, world, rng):
     if op.batch_partitionable:
         p = op_problems.draw(op, dtypes, rng, batch=(2 * world, 3))
         yield "batch", p, [0 if t.batch else None for t in op.inputs], True
+        if any(t.scalar for t in op.inputs):  # a scalar input as [1] (vLLM's scales), replicated
+            p = op_problems.draw(op, dtypes, rng, batch=(2 * world, 3), scalars_as_one=True)
+            yield "batch, scalars as [1]", p, [0 if t.batch else None for t in op.inputs], True
     for name, symbols in op.splits.items():
         def cut(p):
             return [next((i for i, d in enumerate(t.shape) if d in symbols), None) for t in op.inputs]

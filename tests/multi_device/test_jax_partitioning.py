@@ -88,28 +88,30 @@ def test_a_sharded_batch_runs_on_each_device_s_shard(rng, platform, op, dtypes, 
     if not any(t.batch for t in op.inputs):
         pytest.skip(f"{op.name} has no batch dimensions")
     shards = mesh.devices.size
-    p = op_problems.draw(op, dtypes, rng, batch=(2 * shards, 3))
-    with jax.default_device(jax.devices("cpu")[0]):
-        want = getattr(jops, op.name)(*p.inputs, **p.attrs, api_version=api_versions(op, "cpu")[0])
-    want = list(want) if isinstance(want, tuple) else [want]
-    for v in api_versions(op, platform):
-        with on(mesh):
-            jitted, args = sharded_call(p, mesh, v)
-            hlo = jitted.lower(*args).compile().as_text()
-            got = jitted(*args)
-        got = list(got) if isinstance(got, tuple) else [got]
-        for g, w, t in zip(got, want, op.outputs):
-            if w is None:
-                continue
-            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-5,
-                                       err_msg=f"api_version {v}, output '{t.name}'")
-        found = [c for c in COLLECTIVES if c in hlo]
-        local = f"[{2},3,"  # the batch's first dimension on one device: 2 * shards / shards
-        if op.batch_partitionable:
-            assert not found, f"api_version {v}: the compiled program has {found}"
-            calls = [line for line in hlo.splitlines() if "custom-call(" in line and "opgen_ops" in line]
-            assert calls and all(local in line.replace(" ", "") for line in calls), \
-                f"api_version {v}: the custom call does not run on the local shard:\n" + "\n".join(calls)
+    # A scalar input (the spec's []) as [] and as [1] (as vLLM passes its scales).
+    for as_one in [False, True] if any(t.scalar for t in op.inputs) else [False]:
+        p = op_problems.draw(op, dtypes, rng, batch=(2 * shards, 3), scalars_as_one=as_one)
+        with jax.default_device(jax.devices("cpu")[0]):
+            want = getattr(jops, op.name)(*p.inputs, **p.attrs, api_version=api_versions(op, "cpu")[0])
+        want = list(want) if isinstance(want, tuple) else [want]
+        for v in api_versions(op, platform):
+            with on(mesh):
+                jitted, args = sharded_call(p, mesh, v)
+                hlo = jitted.lower(*args).compile().as_text()
+                got = jitted(*args)
+            got = list(got) if isinstance(got, tuple) else [got]
+            for g, w, t in zip(got, want, op.outputs):
+                if w is None:
+                    continue
+                np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-5, atol=1e-5,
+                                           err_msg=f"api_version {v}, output '{t.name}'")
+            found = [c for c in COLLECTIVES if c in hlo]
+            local = f"[{2},3,"  # the batch's first dimension on one device: 2 * shards / shards
+            if op.batch_partitionable:
+                assert not found, f"api_version {v}: the compiled program has {found}"
+                calls = [line for line in hlo.splitlines() if "custom-call(" in line and "opgen_ops" in line]
+                assert calls and all(local in line.replace(" ", "") for line in calls), \
+                    f"api_version {v}: the custom call does not run on the local shard:\n" + "\n".join(calls)
 
 
 @pytest.mark.parametrize("axis_type", AXIS_TYPES)

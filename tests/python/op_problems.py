@@ -152,11 +152,13 @@ def _values(t, shape, dtype: str, bounds: dict, rng):
 
 
 def draw(op, dtypes: dict, rng, *, with_optional: bool = True, asked: bool = True, batch: tuple | None = None,
-         multiples: dict | None = None, tries: int = 2000) -> Problem:
+         multiples: dict | None = None, scalars_as_one: bool = False, tries: int = 2000) -> Problem:
     """A valid call of `op` with `dtypes`; sizes from 1 to 8 (or one of the
     values a constraint `S in [...]` allows), each symbol named in `multiples`
     that many times over; leading dimensions of 1 to 3 (or `batch`); asking
-    for every output on request, or (`asked` False) for none."""
+    for every output on request, or (`asked` False) for none; each scalar
+    input (the spec's `[]`) of shape [] or (`scalars_as_one`) [1], as vLLM
+    passes its scales."""
     symbols = _symbols(op)
     chosen = {c.lhs: c.values for c in op.constraints if c.operator == "in" and isinstance(c.lhs, str)}
     times = multiples or {}
@@ -175,6 +177,8 @@ def draw(op, dtypes: dict, rng, *, with_optional: bool = True, asked: bool = Tru
                 inputs.append(None)
                 continue
             shape = (lead if t.batch else ()) + tuple(d if isinstance(d, int) else sizes[d] for d in t.shape)
+            if t.scalar and scalars_as_one:
+                shape = (1,)
             inputs.append(_values(t, shape, dtype_of(op, t, dtypes), bounds, rng))
         try:
             call = _check(op, inputs, attrs)

@@ -239,6 +239,8 @@ def _input_edges(op: _spec.Op, t: _spec.Tensor) -> list:
     """What each input is tried with (materialised by `_input_value`)."""
     out = ["a dtype it does not take", "rank one more", "rank one less", "a dimension one larger",
            "a size of 0", "None"]
+    if t.scalar:  # no rank less than []; [1] is its other valid shape (vLLM's scales)
+        out[out.index("rank one less")] = "as [1]"
     allowed = op.type_vars.get(t.dtype, (t.dtype,))
     if any(d in _FLOATS for d in allowed):
         out.append("float64")  # without jax_enable_x64, JAX sees it as float32
@@ -306,14 +308,16 @@ def _input_edge(c: Case, i: int, what: str, call: _spec.Call, rng) -> None:
     elif what in ("float64", "int64"):
         c.inputs[i] = x.astype(np.float32).astype(what) if what == "float64" else x.astype(np.int64)
     elif what == "rank one more":
-        c.inputs[i] = x[None]
+        c.inputs[i] = x[None, None] if t.scalar else x[None]  # a scalar's [1] is valid: [1, 1]
+    elif what == "as [1]":
+        c.inputs[i] = x.reshape(1)
     elif what == "rank one less":
         c.inputs[i] = np.asarray(x[(0,) * (x.ndim - len(t.shape) + 1)]) if x.ndim else x[None]
     elif what == "a dimension one larger":
         shape = list(x.shape)
         axis = int(rng.integers(len(shape))) if shape else None
         if axis is None:
-            c.inputs[i] = x[None]
+            c.inputs[i] = np.resize(x, (2,)) if t.scalar else x[None]  # a scalar's [1] is valid: [2]
         else:
             shape[axis] += 1
             c.inputs[i] = np.resize(x, shape)

@@ -58,16 +58,17 @@ def _has_gpu() -> bool:
 def build_with_fixtures(root: Path) -> Path:
     """A scratch copy of the project at `root` with every fixture op of
     tests/fixtures/<op>/ (<op>.yaml, <op>.cc, <op>.cu, and its checks,
-    check_<op>.py, as tests/python/test_<op>.py) added, its package built
+    check_<op>.py, as tests/python/test_<op>.py; and any other spec and
+    bodies there, such as its backward op's) added, its package built
     (configure_and_build): one build serves every test of a fixture."""
     root.mkdir(parents=True)
     copy_project(root)
     for fixture in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
         op = fixture.name
-        shutil.copy(fixture / f"{op}.yaml", root / "specs")
-        for body in (f"{op}.cc", f"{op}.cu"):
-            if (fixture / body).exists():
-                shutil.copy(fixture / body, root / "kernels")
+        for spec in sorted(fixture.glob("*.yaml")):
+            shutil.copy(spec, root / "specs")
+        for body in sorted([*fixture.glob("*.cc"), *fixture.glob("*.cu")]):
+            shutil.copy(body, root / "kernels")
         shutil.copy(fixture / f"check_{op}.py", root / "tests" / "python" / f"test_{op}.py")
     configure_and_build(root)
     return root

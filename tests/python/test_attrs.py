@@ -105,6 +105,37 @@ def test_torch_opcheck_and_compile(rng):
     torch.testing.assert_close(f(x), want)
 
 
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_an_enum_is_one_string_on_every_route(rng, activation):
+    """An enum attribute is vLLM's string choice (docs/spec.md, Attributes):
+    the same string through JAX (eager, jit, both api_versions), the torch
+    wrapper, torch.ops (the spec's `str` schema) and torch.compile, each
+    against the reference; a string outside the values is refused by each
+    with one message."""
+    x = random(rng, (3, 2, 10), "float32")
+    want = ref.glu(x, activation)
+    got = {"jax eager": jops.glu(x, activation=activation)}
+    for v in (4, 3):
+        got[f"jax jit v{v}"] = jax.jit(lambda x, v=v: jops.glu(x, activation=activation, api_version=v))(x)
+    t = torch.from_numpy(x)
+    got["torch wrapper"] = tops.glu(t, activation=activation)
+    got["torch.ops"] = torch.ops.opgen_ops.glu(t, activation=activation)
+    got["torch.compile"] = torch.compile(lambda t: torch.ops.opgen_ops.glu(t, activation=activation),
+                                         fullgraph=True)(t)
+    for route, out in got.items():
+        out = out.numpy() if isinstance(out, torch.Tensor) else np.asarray(out)
+        assert ref.relative_error(out, want) < ref.TOLERANCE["float32"], route
+    message = "glu: attribute 'activation' is 'fp8'; it must be one of sigmoid, gelu, silu"
+    for route, call in {"jax": lambda: jops.glu(x, activation="fp8"),
+                        "jax jit": lambda: jax.jit(lambda x: jops.glu(x, activation="fp8"))(x),
+                        "torch wrapper": lambda: tops.glu(t, activation="fp8"),
+                        "torch.ops": lambda: torch.ops.opgen_ops.glu(t, activation="fp8"),
+                        "torch.compile": lambda: torch.compile(lambda t: torch.ops.opgen_ops.glu(
+                            t, activation="fp8"), fullgraph=True)(t)}.items():
+        with pytest.raises(Exception if route == "torch.compile" else ValueError, match=message):
+            call()
+
+
 @pytest.mark.parametrize("call, error, match", [
     (lambda x: jops.glu(x, activation="relu"), ValueError,
      r"glu: attribute 'activation' is 'relu'; it must be one of sigmoid, gelu, silu"),

@@ -320,3 +320,125 @@ def test_jax_cuda_against_the_reference(rng, out_dtype, api_version, shape):
         x = activations(rng, shape, in_dtype)
         f = jax.jit(lambda x: quant_jax(x, out_dtype=out_dtype, api_version=api_version))
         check(x, *f(jax.device_put(x, gpu_devices()[0])), out_dtype)
+
+
+# --- scale_ub as [] or [1] (a scalar input; vLLM passes it as [1]) ------------------------------------
+
+
+SCALAR_REFUSED = ("dynamic_per_token_scaled_fp8_quant: input 'scale_ub' has shape {}; the spec declares a scalar: "
+                  "[] or [1]")
+
+
+def test_scale_ub_of_shape_1_on_every_jax_route(rng):
+    """scale_ub as [1]: JAX eager, jit (both api_versions), vmap over x (the
+    [1] unmapped) and over both (a [B, 1] stack), and under a raw typed-FFI
+    call past the wrapper: the results of scale_ub as [], and the reference."""
+    x = activations(rng, (4, 48), "float32", spread=1)
+    ub = np.float32(np.abs(x).max() / 3)
+    want = quant_jax(x, ub)
+    check(x, *want, "float8_e4m3fn", ub)
+    one = np.asarray([ub])
+    routes = {"eager": quant_jax(x, one), "eager, api_version 3": quant_jax(x, one, api_version=3)}
+    for v in OP.api_versions:
+        routes[f"jit, api_version {v}"] = jax.jit(lambda x, u, v=v: quant_jax(x, u, api_version=v))(x, one)
+    for name, (out, scale) in routes.items():
+        check(x, out, scale, "float8_e4m3fn", ub)
+        for g, w in zip((out, scale), want):
+            np.testing.assert_array_equal(np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64),
+                                          err_msg=name)
+    out, scale = jax.vmap(quant_jax, in_axes=(0, None))(np.stack([x, -x]), one)
+    for k, sign in enumerate((1, -1)):
+        check(sign * x, out[k], scale[k], "float8_e4m3fn", ub)
+    ubs = np.asarray([[ub], [ub / 2]])  # [2, 1]: each call's [1]
+    out, scale = jax.vmap(quant_jax)(np.stack([x, x]), ubs)
+    for k in range(2):
+        check(x, out[k], scale[k], "float8_e4m3fn", ubs[k, 0])
+    results = [jax.ShapeDtypeStruct(x.shape, jnp.float8_e4m3fn), jax.ShapeDtypeStruct(x.shape[:-1], jnp.float32)]
+    raw = jax.ffi.ffi_call(OP.ffi_target, results)
+    check(x, *raw(x, one, out_dtype=np.int32(OP.opaque.codes["float8_e4m3fn"]), present_=np.int64(1)),
+          "float8_e4m3fn", ub)
+
+
+def test_scale_ub_of_shape_1_on_every_torch_route(rng):
+    """scale_ub as [1]: the torch wrapper, torch.ops, torch.compile(fullgraph)
+    and fake tensors (the meta kernel's shapes): the results of scale_ub as
+    [], and the reference."""
+    x = activations(rng, (5, 40), "bfloat16", spread=1)
+    ub = np.float32(np.abs(x.astype(np.float32)).max() / 4)
+    want = quant_torch(to_torch(x), to_torch(ub))
+    check(x, *want, "float8_e4m3fn", ub)
+    one = to_torch(np.asarray([ub]))
+    compiled = torch.compile(lambda x, u: quant_torch(x, u), fullgraph=True)
+    routes = {"wrapper": quant_torch(to_torch(x), one),
+              "torch.ops": torch.ops.opgen_ops.dynamic_per_token_scaled_fp8_quant(to_torch(x), one),
+              "torch.compile": compiled(to_torch(x), one)}
+    for name, (out, scale) in routes.items():
+        check(x, out, scale, "float8_e4m3fn", ub)
+        for g, w in zip((out, scale), want):
+            torch.testing.assert_close(g.to(torch.float64), w.to(torch.float64), rtol=0, atol=0, msg=name)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fake = quant_torch(mode.from_tensor(to_torch(x)), mode.from_tensor(one))
+    assert [tuple(f.shape) for f in fake] == [x.shape, x.shape[:-1]]
+    assert [f.dtype for f in fake] == [torch.float8_e4m3fn, torch.float32]
+    meta = quant_torch(to_torch(x).to("meta"), one.to("meta"))
+    assert [tuple(m.shape) for m in meta] == [x.shape, x.shape[:-1]]
+
+
+@pytest.mark.parametrize("shape", [(2,), (1, 1)], ids=str)
+def test_scale_ub_of_another_shape_is_refused_on_every_route(rng, shape):
+    """[2] and [1, 1] are no scalar: the same message from JAX (eager, jit,
+    vmap), the raw typed-FFI handler, the torch wrapper, torch.ops,
+    torch.compile and fake tensors."""
+    x = activations(rng, (3, 16), "float32")
+    ub = np.full(shape, 0.5, np.float32)
+    message = re.escape(SCALAR_REFUSED.format(list(shape)))
+    with pytest.raises(ValueError, match=message):
+        quant_jax(x, ub)
+    with pytest.raises(ValueError, match=message):
+        jax.jit(quant_jax)(x, ub)
+    with pytest.raises(ValueError, match=message):
+        jax.vmap(quant_jax, in_axes=(0, None))(np.stack([x, x]), ub)
+    results = [jax.ShapeDtypeStruct(x.shape, jnp.float8_e4m3fn), jax.ShapeDtypeStruct(x.shape[:-1], jnp.float32)]
+    raw = jax.ffi.ffi_call(OP.ffi_target, results)
+    with pytest.raises(Exception, match=message):
+        jax.block_until_ready(raw(x, ub, out_dtype=np.int32(OP.opaque.codes["float8_e4m3fn"]), present_=np.int64(1)))
+    t, u = to_torch(x), to_torch(ub)
+    with pytest.raises(RuntimeError, match=message):  # its direct route: the kernel's own check
+        quant_torch(t, u)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.opgen_ops.dynamic_per_token_scaled_fp8_quant(t, u)
+    with pytest.raises(Exception, match=message):
+        torch.compile(lambda x, u: quant_torch(x, u), fullgraph=True)(t, u)
+    with pytest.raises(Exception, match=message):
+        quant_torch(t.to("meta"), u.to("meta"))
+
+
+@requires_torch_cuda
+def test_torch_cuda_scale_ub_of_shape_1_under_a_cuda_graph(rng):
+    """The CUDA body reads scale_ub ([1], on the device) itself: the call is
+    captured in a CUDA graph (a host sync would fail the capture), and each
+    replay reads the bound the tensor holds then."""
+    x = activations(rng, (9, 512), "bfloat16", spread=1)
+    xt = to_torch(x, "cuda")
+    ub = torch.tensor([0.25], dtype=torch.float32, device="cuda")
+    quant_torch(xt, ub)  # the first call outside the capture (its state, the allocator's warm-up)
+    graph = torch.cuda.graph_pool_handle()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=graph):
+        out, scale = quant_torch(xt, ub)
+    for bound in (0.25, 0.125):
+        ub.fill_(bound)
+        g.replay()
+        torch.cuda.synchronize()
+        check(x, out, scale, "float8_e4m3fn", np.float32(bound))
+
+
+@requires_jax_gpu
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_cuda_scale_ub_of_shape_1(rng, api_version):
+    x = activations(rng, (9, 512), "float32", spread=1)
+    ub = np.asarray([0.25], np.float32)
+    gpu = gpu_devices()[0]
+    f = jax.jit(lambda x, u: quant_jax(x, u, api_version=api_version))
+    check(x, *f(jax.device_put(x, gpu), jax.device_put(ub, gpu)), "float8_e4m3fn", ub[0])

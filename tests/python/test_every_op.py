@@ -48,10 +48,12 @@ def outputs(result):
 def problems(op, dtypes, rng):
     """A call with every optional input given and, where the op has any, one
     without them; each asking for every output on request and, where the op
-    has any, for none."""
+    has any, for none; and where the op has a scalar input, one that gives
+    each as [1] (as vLLM passes its scales)."""
     return [op_problems.draw(op, dtypes, rng, with_optional=given, asked=asked)
             for given in ([True, False] if op.optional_inputs else [True])
-            for asked in ([True, False] if op.requested_outputs else [True])]
+            for asked in ([True, False] if op.requested_outputs else [True])] + \
+        ([op_problems.draw(op, dtypes, rng, scalars_as_one=True)] if any(t.scalar for t in op.inputs) else [])
 
 
 def torch_call(p, inputs, device="cpu"):
@@ -156,8 +158,9 @@ def test_torch_opcheck(rng, op, dtypes):
     if any(op_problems.dtype_of(op, t, dtypes).startswith("float8") for t in op.inputs):
         pytest.skip("torch's opcheck multiplies the tensors it is given (SchemaCheckMode), which torch cannot do in float8")
     overload = getattr(getattr(torch.ops, op.torch_namespace), op.name).default
-    for asked in [True, False] if op.requested_outputs else [True]:
-        p = op_problems.draw(op, dtypes, rng, asked=asked)
+    for asked, as_one in [(a, False) for a in ([True, False] if op.requested_outputs else [True])] + \
+            [(True, True)] * any(t.scalar for t in op.inputs):
+        p = op_problems.draw(op, dtypes, rng, asked=asked, scalars_as_one=as_one)
         torch.library.opcheck(overload, tuple(to_torch(x) for x in p.inputs), torch_attrs(op, p.attrs))
 
 
@@ -233,7 +236,11 @@ def test_a_wrong_dtype_rank_or_size_is_refused(rng, op, dtypes):
         bad = []
         d = op_problems.wrong_dtype(op, t)
         bad.append((p.inputs[i].astype(op_problems.numpy_dtype(d)), rf"{op.name}: input '{t.name}' has dtype"))
-        if not t.batch:
+        if t.scalar:  # [] and [1] are its shapes; no other is
+            for shape in [(2,), (1, 1)]:
+                bad.append((np.resize(p.inputs[i], shape), rf"{op.name}: input '{t.name}' has shape "
+                            rf"\[{', '.join(map(str, shape))}\]; the spec declares a scalar: \[\] or \[1\]"))
+        elif not t.batch:
             bad.append((p.inputs[i][None], rf"{op.name}: input '{t.name}' has rank"))
         for axis, dim in enumerate(t.shape):
             if isinstance(dim, int) or any(dim in u.shape for u in op.inputs[:i]) or \

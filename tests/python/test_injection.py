@@ -195,6 +195,22 @@ platforms: [cuda, cpu]
 xla:
   api_versions: [4, 3]
 """,
+    # vLLM's string choice (kv_cache_dtype), and enum values that are C++
+    # keywords, macros, Python keywords and the generated code's own names:
+    # each is an enumerator with a trailing '_', the string as written.
+    "names_enum_values": """opgen: 1
+name: inj_names_enum_values
+inputs:
+  x: {dtype: f32, shape: [N]}
+outputs:
+  out: {dtype: f32, shape: [N]}
+attrs:
+  kv_cache_dtype: {type: enum, values: [auto, fp8, fp8_e4m3, fp8_e5m2], default: auto}
+  mode: {type: enum, values: [delete, errno, assert, args, type, stream, plain]}
+platforms: [cuda, cpu]
+xla:
+  api_versions: [4, 3]
+""",
 }
 
 
@@ -443,6 +459,24 @@ def test_cpp_compiles(generated, compiled, name):
 def test_names_like_the_generated_code_own_compile(generated, compiled, name):
     problems = check_compiled(compiled, op_cpp_files(generated, name))
     assert not problems, "\n".join(problems)
+
+
+def test_an_enum_value_reserved_in_cpp_is_an_enumerator_with_a_trailing_underscore(generated):
+    """The header's enumerators (the compile above proves them valid C++) and
+    the strings every binding takes: the values as written."""
+    op = op_name("names_enum_values")
+    header = (generated / "include" / PACKAGE / f"{op}.h").read_text()
+    assert "enum class KvCacheDtype : int32_t {\n  auto_ = 0,  // 'auto' (a reserved name: its enumerator ends in " \
+        "'_')\n  fp8 = 1,\n  fp8_e4m3 = 2,\n  fp8_e5m2 = 3,\n};" in header, header
+    for k, v in enumerate(["delete", "errno", "assert", "args", "type", "stream"]):
+        assert f"  {v}_ = {k},  // '{v}' (a reserved name" in header, (v, header)
+    assert "  plain = 6,\n};" in header, header
+    rules = (generated / "include" / PACKAGE / f"{op}_rules.h").read_text()
+    assert '{"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}' in rules, rules
+    assert '{"delete", "errno", "assert", "args", "type", "stream", "plain"}' in rules, rules
+    description = (generated / "python" / PACKAGE / "_ops" / f"{op}.py").read_text()
+    assert "*, str kv_cache_dtype=\"auto\", str mode) -> Tensor" in description, description
+    assert "values=('auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2')" in description, description
 
 
 def test_torch_files_were_compiled(generated, compiled):

@@ -72,6 +72,24 @@ def test_shape_errors_are_raised_before_the_graph_is_built(rng):
         ops.simple_add(a, a[:5])
 
 
+def test_a_scalar_input_of_shape_1_reaches_the_custom_call(rng):
+    """scale_ub as [1] (vLLM's): the HLO's custom call takes it as given; [2]
+    is refused before the graph is built."""
+    dev = xla_device()
+    x = torch.from_numpy(rng.standard_normal((3, 16)).astype("float32")).to(dev)
+    ub = torch.tensor([0.5], dtype=torch.float32).to(dev)
+    with ops.xla_graph_only():
+        out, scale = ops.dynamic_per_token_scaled_fp8_quant(x, ub)
+    assert out.shape == (3, 16) and out.dtype == torch.float8_e4m3fn and scale.shape == (3,)
+    hlo = torch_xla._XLAC._get_xla_tensors_hlo([out, scale])
+    calls = re.findall(r"custom-call\((.*?)\), custom_call_target=\"(\w+)\"", hlo)
+    assert len(calls) == 1 and re.fullmatch(r"f32\[3,16\]\{1,0\} %\S+, f32\[1\]\{0\} %\S+", calls[0][0]), hlo
+    refused = "dynamic_per_token_scaled_fp8_quant: input 'scale_ub' has shape [2]; the spec declares a scalar: [] or " \
+        "[1]"
+    with ops.xla_graph_only(), pytest.raises(RuntimeError, match=re.escape(refused)):
+        ops.dynamic_per_token_scaled_fp8_quant(x, torch.tensor([0.5, 0.5]).to(dev))
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda x: ops.rms_norm(x, eps=-1.0), r"rms_norm: attribute 'eps' = -1.0 must be > 0.0"),
     (lambda x: ops.simple_add(x, x, alpha=1e39), r"simple_add: attribute 'alpha' = 1e\+39 does not fit f32"),

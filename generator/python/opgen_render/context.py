@@ -212,6 +212,7 @@ def _attr(a, attr_types, dtypes):
         'enum_type': a['enum_type'],
         'cpp': sp.attr_cpp(a['enum_type'] if enum else None, array, info['cpp']),  # the kernel's Args field
         'values': a['values'],
+        'enumerators': a.get('enumerators', []),  # an enum's C++ enumerators (a reserved value with a trailing '_')
         'values_text': ', '.join(a['values']),
         'type_text': 'one of ' + quoted if enum else 'a dtype, one of ' + ', '.join(a['values']) if dtype else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
         'py_annotation': sp.py_annotation(a['values'] if enum else None, info['py_type']),

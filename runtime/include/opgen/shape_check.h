@@ -20,6 +20,12 @@ std::string shape_text(const int64_t* dims, size_t rank);
 std::string rank_mismatch(const char* op, const char* role, const char* tensor,
                           const int64_t* dims, size_t rank, const char* declared);
 
+// "quant: input 'scale_ub' has shape [2]; the spec declares a scalar: [] or [1]"
+// (an input the spec declares [] takes a tensor of one element as [] or [1],
+// as vLLM passes its scales)
+std::string scalar_mismatch(const char* op, const char* role, const char* tensor, const int64_t* dims,
+                            size_t rank);
+
 // "simple_add: input 'b' has shape [7]; dimension 0 must be N = 8 (bound by
 // input 'a' dimension 0); the spec declares [N]"
 std::string dim_mismatch(const char* op, const char* role, const char* tensor,
