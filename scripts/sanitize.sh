@@ -36,5 +36,5 @@ export PYTHONPATH="$PWD/build/sanitize/python" PJRT_DEVICE=CPU JAX_PLATFORMS=cpu
 # package, run in processes of their own) and are left to the main run.
 (cd tests/python && python -m pytest -q -p no:cacheprovider --ignore=test_outside_project.py \
   --ignore=test_injection.py --ignore=test_new_op.py --ignore=test_optional_outputs.py --ignore=test_op_state.py \
-  --deselect=test_routes.py::test_every_route_gives_the_same_answer_for_the_fixture_ops "$@" .)
+  --deselect=tests/python/test_routes.py::test_every_route_gives_the_same_answer_for_the_fixture_ops "$@" .)
 echo "sanitize: passed in $(( $(date +%s) - start )) s"
