@@ -346,11 +346,13 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
     output shapes come out symbolic from the description's expressions.
     """
     require_inputs(op, inputs)
-    described = [None if x is None else (dtype_name(x), tuple(x.shape)) for x in inputs]
-    if strides is not None:
+    def describe(x) -> tuple:
+        st = () if strides is None else tuple(strides(x))
         # (Symbolic strides, which torch.compile's dynamic shapes give, are left to the kernel's call.)
-        described = [x if x is None or not all(type(d) is int for d in st) else (*x, st)
-                     for x, st in ((x, None if t is None else tuple(strides(t))) for x, t in zip(described, inputs))]
+        given = st and all(type(d) is int for d in st)
+        return (dtype_name(x), tuple(x.shape), st) if given else (dtype_name(x), tuple(x.shape))
+
+    described = [None if x is None else describe(x) for x in inputs]
     checked = check_attrs(op, attrs, unchecked)
     requested = frozenset(requested)
     on_request = [t.name for t in op.requested_outputs]

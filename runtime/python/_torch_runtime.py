@@ -43,11 +43,16 @@ def _dtype_name(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = (), requested=()) -> _spec.Call:
-    """``_spec.check`` for torch tensors."""
+def require_tensors(op: Op, inputs: Sequence) -> None:
+    """Each given input a torch.Tensor."""
     for t, x in zip(op.inputs, inputs):
         if x is not None and not isinstance(x, torch.Tensor):
             raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
+
+
+def check(op: Op, inputs: Sequence, attrs: Mapping, unchecked: Sequence = (), requested=()) -> _spec.Call:
+    """``_spec.check`` for torch tensors."""
+    require_tensors(op, inputs)
     return _spec.check(op, inputs, attrs, hint="torch", dtype_name=_dtype_name, unchecked=unchecked,
                        requested=requested, strides=torch.Tensor.stride)
 
@@ -170,9 +175,7 @@ def _call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping):
         if result is not NotImplemented:
             return result
     _spec.require_inputs(op, inputs)
-    for t, x in zip(op.inputs, inputs):
-        if x is not None and not isinstance(x, torch.Tensor):
-            raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
+    require_tensors(op, inputs)
     if _torch_autograd.forward_mode(inputs):
         raise RuntimeError(_torch_autograd.forward_mode_message(op))
     if torch.is_grad_enabled():
