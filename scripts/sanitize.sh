@@ -38,7 +38,7 @@ export PYTHONPATH="$PWD/build/sanitize/python" PJRT_DEVICE=CPU JAX_PLATFORMS=cpu
 # cost minutes of CI's 50 under the sanitizers; the attribute and input edges
 # it draws meet the C++ rules here through test_attr_types.py, test_refusals.py
 # and test_every_op.py).
-(cd tests/python && python -m pytest -q -p no:cacheprovider --ignore=test_outside_project.py \
+(cd tests/python && python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --ignore=test_outside_project.py \
   --ignore=test_injection.py --ignore=test_new_op.py --ignore=test_optional_outputs.py --ignore=test_op_state.py \
   --ignore=test_routes.py "$@" .)
 echo "sanitize: passed in $(( $(date +%s) - start )) s"

@@ -49,7 +49,9 @@ lap "fuzzers"
 # Run from tests/ so that `import opgen_ops` is the installed package; the
 # tests that run opgen itself use the one built above.
 export OPGEN_BINARY="$PWD/$build/generator/opgen" OPGEN_BUILD_DIR="$PWD/$build"
-(cd tests/python && python -m pytest -q -rs .)
+# Two workers (pytest-xdist), CI's two cores, each given whole files (--dist loadfile), so that
+# a module's fixtures are made once; conftest.py's fixture_project is built once for both.
+(cd tests/python && python -m pytest -q -rs -n 2 --dist loadfile .)
 lap "tests/python"
 (cd tests/torchax && python -m pytest -q -rs .)
 lap "tests/torchax"

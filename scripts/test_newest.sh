@@ -119,7 +119,7 @@ EOF
 first=$(ls -d "build/pip-$(.venv/bin/python -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"-*/ 2>/dev/null | head -1)
 export OPGEN_BINARY="${OPGEN_BINARY:-$PWD/${first}generator/opgen}" OPGEN_BUILD_DIR="${OPGEN_BUILD_DIR:-$PWD/${first%/}}"
 export OPGEN_SCRATCH_BUILDS=0
-(cd tests/python && python -m pytest -q -rs "$@" .)
+(cd tests/python && python -m pytest -q -rs -n 2 --dist loadfile "$@" .)
 lap "tests/python"
 (cd tests/torchax && python -m pytest -q -rs "$@" .)
 lap "tests/torchax"

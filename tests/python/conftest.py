@@ -38,6 +38,7 @@ def fixture_project(tmp_path_factory):
     added and its package built, once for every test that needs one (a minute
     or several); skipped where opgen is not built (OPGEN_BINARY, as
     test_new_op.py) or CMake and Ninja are missing."""
+    import fcntl
     import shutil
     from pathlib import Path
 
@@ -48,4 +49,17 @@ def fixture_project(tmp_path_factory):
         pytest.skip(f"no opgen binary at {opgen} (build it, or set OPGEN_BINARY)")
     if not shutil.which("cmake") or not shutil.which("ninja"):
         pytest.skip("CMake and Ninja are needed to build the scratch project")
-    return build_with_fixtures(tmp_path_factory.mktemp("scratch") / "project")
+    # Under pytest-xdist (scripts/test.sh: -n 2) each worker has a session of its own: the first to
+    # need the project builds it in the run's shared temporary folder, the others wait and use it.
+    shared = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        shared = shared.parent
+    with open(shared / "fixture_project.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        root = shared / "fixture_project"
+        if not (root / "built").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build that failed in another worker
+            build_with_fixtures(root / "project", opgen.resolve())
+            (root / "built").touch()
+    return root / "project"
+
