@@ -13,6 +13,7 @@ set(OPGEN_PACKAGE_OPS
     kv_cache_write
     layer_norm
     layer_norm_backward
+    merge_attn_states
     paged_attention_decode
     reshape_and_cache
     rms_norm
@@ -33,6 +34,7 @@ set(OPGEN_OP_glu_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
 set(OPGEN_OP_layer_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_layer_norm_backward_PLATFORMS cuda cpu)
+set(OPGEN_OP_merge_attn_states_PLATFORMS cuda cpu)
 set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_reshape_and_cache_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
@@ -55,6 +57,7 @@ set(OPGEN_FILES_XLA
     src/kv_cache_write_xla.cc
     src/layer_norm_xla.cc
     src/layer_norm_backward_xla.cc
+    src/merge_attn_states_xla.cc
     src/paged_attention_decode_xla.cc
     src/reshape_and_cache_xla.cc
     src/rms_norm_xla.cc
@@ -77,6 +80,7 @@ set(OPGEN_FILES_TORCH
     src/kv_cache_write_torch.cc
     src/layer_norm_torch.cc
     src/layer_norm_backward_torch.cc
+    src/merge_attn_states_torch.cc
     src/paged_attention_decode_torch.cc
     src/reshape_and_cache_torch.cc
     src/rms_norm_torch.cc
@@ -99,6 +103,7 @@ set(OPGEN_FILES_BODY_CPU
     src/kv_cache_write_body_cpu.cc
     src/layer_norm_body_cpu.cc
     src/layer_norm_backward_body_cpu.cc
+    src/merge_attn_states_body_cpu.cc
     src/paged_attention_decode_body_cpu.cc
     src/reshape_and_cache_body_cpu.cc
     src/rms_norm_body_cpu.cc
@@ -121,6 +126,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/kv_cache_write_body_cuda.cu
     src/layer_norm_body_cuda.cu
     src/layer_norm_backward_body_cuda.cu
+    src/merge_attn_states_body_cuda.cu
     src/paged_attention_decode_body_cuda.cu
     src/reshape_and_cache_body_cuda.cu
     src/rms_norm_body_cuda.cu
@@ -149,6 +155,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/kv_cache_write.py
     python/opgen_ops/_ops/layer_norm.py
     python/opgen_ops/_ops/layer_norm_backward.py
+    python/opgen_ops/_ops/merge_attn_states.py
     python/opgen_ops/_ops/paged_attention_decode.py
     python/opgen_ops/_ops/reshape_and_cache.py
     python/opgen_ops/_ops/rms_norm.py
@@ -180,6 +187,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/layer_norm_rules.h
     include/opgen_ops/layer_norm_backward.h
     include/opgen_ops/layer_norm_backward_rules.h
+    include/opgen_ops/merge_attn_states.h
+    include/opgen_ops/merge_attn_states_rules.h
     include/opgen_ops/paged_attention_decode.h
     include/opgen_ops/paged_attention_decode_rules.h
     include/opgen_ops/reshape_and_cache.h
@@ -213,6 +222,7 @@ set(OPGEN_FILES_DOC
     docs/kv_cache_write.md
     docs/layer_norm.md
     docs/layer_norm_backward.md
+    docs/merge_attn_states.md
     docs/paged_attention_decode.md
     docs/reshape_and_cache.md
     docs/rms_norm.md

@@ -35,6 +35,7 @@ __all__ = [
     'kv_cache_write',
     'layer_norm',
     'layer_norm_backward',
+    'merge_attn_states',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -93,6 +94,11 @@ def layer_norm(x, weight=None, bias=None, *, eps=1e-05, return_mean=False, retur
 def layer_norm_backward(grad_out, x, weight=None, grad_residual=None, *, eps=1e-05, api_version=4):
     "With n = (x - mean) * rstd (layer_norm's statistics of each row) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - mean(g) - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of layer_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  x: T[..., D] layer_norm's input\n  weight: T[D], optional layer_norm's weight (1 when not given)\n  grad_residual: T[..., D], optional a gradient that reaches x by another path, added to grad_x; any strides\n  eps: f32 = 1e-05 layer_norm's eps\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  grad_x: T[..., D]\n  grad_weight: T[D] summed over the leading dimensions\n  grad_bias: T[D] summed over the leading dimensions"
     return _call(_ops.layer_norm_backward.OP, (grad_out, x, weight, grad_residual), {'eps': eps}, api_version)
+
+
+def merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, *, return_output_lse=False, api_version=4):
+    "Merges two partial attention results per token n and head h: with p = prefix_lse[h, n] and s = suffix_lse[h, n] (an lse of +inf counts as -inf, an empty part as FlashAttention 2 reports one), m = max(p, s), a = exp(p - m) and b = exp(s - m), output[n, h] = (a * prefix_output[n, h] + b * suffix_output[n, h]) / (a + b) and output_lse[h, n] = log(a + b) + m, computed in f32. Where both lse are -inf (neither part attended to any key), output[n, h] is prefix_output[n, h] as it is and output_lse[h, n] is -inf, as vLLM's CUDA kernel gives (rather than NaN). As vLLM's merge_attn_states, with the outputs allocated.\n\nArgs:\n  prefix_output: T[N, H, D] the attention output over the first part of the keys\n  prefix_lse: f32[H, N] the log-sum-exp of its scaled logits, heads-major (vLLM's layout)\n  suffix_output: T[N, H, D] the attention output over the other part of the keys\n  suffix_lse: f32[H, N] the log-sum-exp of its scaled logits\n  return_output_lse: bool = False compute output output_lse (else it is None and is not computed)\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  output: T[N, H, D] the attention output over both parts\n  output_lse: f32[H, N], None unless return_output_lse the log-sum-exp over both parts"
+    return _call(_ops.merge_attn_states.OP, (prefix_output, prefix_lse, suffix_output, suffix_lse), {}, api_version, {'output_lse': return_output_lse})
 
 
 def paged_attention_decode(query, key_cache, value_cache, block_tables, context_lens, *, scale, api_version=4):

@@ -18,6 +18,7 @@ __all__ = [
     'kv_cache_write',
     'layer_norm',
     'layer_norm_backward',
+    'merge_attn_states',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -100,6 +101,15 @@ def layer_norm_backward(
     eps: float = 1e-05,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
+def merge_attn_states(
+    prefix_output: _jax.typing.ArrayLike,
+    prefix_lse: _jax.typing.ArrayLike,
+    suffix_output: _jax.typing.ArrayLike,
+    suffix_lse: _jax.typing.ArrayLike,
+    *,
+    return_output_lse: bool = False,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array | None]: ...
 def paged_attention_decode(
     query: _jax.typing.ArrayLike,
     key_cache: _jax.typing.ArrayLike,

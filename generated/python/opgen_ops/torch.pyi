@@ -17,6 +17,7 @@ __all__ = [
     'kv_cache_write',
     'layer_norm',
     'layer_norm_backward',
+    'merge_attn_states',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -86,6 +87,14 @@ def layer_norm_backward(
     *,
     eps: float = 1e-05,
 ) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
+def merge_attn_states(
+    prefix_output: _torch.Tensor,
+    prefix_lse: _torch.Tensor,
+    suffix_output: _torch.Tensor,
+    suffix_lse: _torch.Tensor,
+    *,
+    return_output_lse: bool = False,
+) -> tuple[_torch.Tensor, _torch.Tensor | None]: ...
 def paged_attention_decode(
     query: _torch.Tensor,
     key_cache: _torch.Tensor,
