@@ -188,6 +188,10 @@ def test_torch_cuda_infinite_lse_and_rows_of_no_elements(rng, dtype):
     check(*torch_call(p, device="cuda"), p, dtype)
     p = problem(rng, dtype, n=700, h=3, d=0)  # output_lse alone: its own kernel
     np.testing.assert_allclose(as_numpy(torch_call(p, device="cuda")[1]), reference(*p)[1], rtol=1e-5, atol=1e-5)
+    for d in (128, 0):  # no token: nothing to launch (a grid of no block is a CUDA error)
+        out, lse = torch_call(problem(rng, dtype, n=0, d=d), device="cuda")
+        torch.cuda.synchronize()
+        assert tuple(out.shape) == (0, 4, d) and tuple(lse.shape) == (4, 0)
 
 
 @needs_torch_cuda
