@@ -9,9 +9,11 @@ frameworks' own ops, in one process. Prints, per op and size:
     (its backward graph fused by inductor), opgen through
     jax.value_and_grad of the same loss under jax.jit (one executable: no
     host work between the kernels), and the jnp reference likewise;
-  * the backward op alone (torch, called directly): its time and the
+  * the backward op alone (torch, called directly, with what autograd gives
+    it: layer_norm_backward the forward's mean and rstd): its time and the
     bandwidth of the bytes it must move (grad_out and x read, grad_x
-    written; the per-column sums are small) over a device copy's.
+    written; the per-column sums and the statistics are small) over a device
+    copy's.
 
   rms_norm and layer_norm (with weight and bias): bf16 [N, 4096]; glu (silu): bf16 [N, 8192].
 
@@ -63,20 +65,27 @@ def glu_jnp(x):
     return (a * jax.nn.silu(b)).astype(x.dtype)
 
 
+def layer_norm_backward_alone(g, x, w, b):
+    """layer_norm_backward as autograd runs it: given the forward's statistics (which a
+    differentiated call makes), so that it does not recompute them."""
+    _, mean, rstd = tops.layer_norm(x, w, b, eps=EPS, return_mean=True, return_rstd=True)
+    return lambda: tops.layer_norm_backward(g, x, w, mean, rstd, eps=EPS)
+
+
 CASES = {
     # name: (opgen torch forward, torch reference, opgen jax forward, jnp reference, shapes of the inputs
-    #        given the rows, backward op alone, bytes it must move)
+    #        given the rows, the backward op alone (a call of it, made from the inputs), bytes it must move)
     "rms_norm": (lambda x, w, b: tops.rms_norm(x, w, b, eps=EPS)[0], rms_norm_torch,
                  lambda x, w, b: jops.rms_norm(x, w, b, eps=EPS)[0], rms_norm_jnp,
                  lambda n: [(n, 4096), (4096,), (4096,)],
-                 lambda g, x, w, b: tops.rms_norm_backward(g, x, w, eps=EPS), lambda n: 3 * n * 4096 * 2),
+                 lambda g, x, w, b: (lambda: tops.rms_norm_backward(g, x, w, eps=EPS)), lambda n: 3 * n * 4096 * 2),
     "layer_norm": (lambda x, w, b: tops.layer_norm(x, w, b, eps=EPS)[0],
                    lambda x, w, b: F.layer_norm(x, [x.shape[-1]], w, b, EPS),
                    lambda x, w, b: jops.layer_norm(x, w, b, eps=EPS)[0], layer_norm_jnp,
                    lambda n: [(n, 4096), (4096,), (4096,)],
-                   lambda g, x, w, b: tops.layer_norm_backward(g, x, w, eps=EPS), lambda n: 3 * n * 4096 * 2),
+                   layer_norm_backward_alone, lambda n: 3 * n * 4096 * 2),
     "glu": (lambda x: tops.glu(x, activation="silu"), glu_torch, lambda x: jops.glu(x, activation="silu"), glu_jnp,
-            lambda n: [(n, 8192)], lambda g, x: tops.glu_backward(g, x, activation="silu"),
+            lambda n: [(n, 8192)], lambda g, x: (lambda: tops.glu_backward(g, x, activation="silu")),
             lambda n: (n * 4096 + 2 * n * 8192) * 2),
 }
 
@@ -123,7 +132,7 @@ def bench(name, rows, args, copy):
         f = jax.jit(lambda g, *xs, loss=loss: jax.value_and_grad(loss)(xs, g))
         times[label] = jax_us(f, (jg, *jax_inputs), args.calls, args.rounds)
     detached = [t.detach() for t in inputs]
-    alone = torch_us(lambda: backward_alone(g, *detached), args.calls, args.rounds)
+    alone = torch_us(backward_alone(g, *detached), args.calls, args.rounds)
     cells = [f"{name} [{', '.join(str(d) for d in shapes(rows)[0])}]", f"{rows * shapes(rows)[0][1] * 2 / 2**20:.0f}"]
     cells += [f"{times[k]:.1f}" for k in ("opgen (torch)", "opgen (torch graph)", "torch eager", "torch.compile",
                                           "opgen (jax)", "jnp")]

@@ -5,8 +5,8 @@
 
 namespace opgen_ops::layer_norm_backward {
 
-template <typename T>
-opgen::Status run_cpu(const Args<T>& args) {
+template <typename T, typename S>
+opgen::Status run_cpu(const Args<T, S>& args) {
   opgen_kernels::norm_backward::run_cpu</*kCentred=*/true>(args);
   return opgen::Status::Ok();
 }

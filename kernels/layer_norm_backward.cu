@@ -5,8 +5,8 @@
 
 namespace opgen_ops::layer_norm_backward {
 
-template <typename T>
-opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
+template <typename T, typename S>
+opgen::Status launch_cuda(cudaStream_t stream, const Args<T, S>& args) {
   return opgen_kernels::norm_backward::launch</*kCentred=*/true>(stream, args, "layer_norm_backward");
 }
 

@@ -4,7 +4,12 @@
 // subtracts mean(g)). Each op's .cu calls launch<kCentred>(stream, args) with
 // its own Args, whose fields share these names (grad_out, x, weight,
 // grad_residual, grad_x, grad_weight, grad_bias, eps, D, batch, the
-// workspaces row_rstd, column_sums and, centred, row_mean).
+// workspaces row_rstd, column_sums and, centred, row_mean, and the inputs
+// mean and rstd: layer_norm's statistics, nullptr where not given).
+//
+// A statistic given is read instead of computed: the mean saves the row's
+// first round of barriers (and, in the row pass, a read of the row), rstd
+// the square root.
 //
 // Where rows are dense, start on 16 bytes and fit one block (D <= 256 threads
 // x 4 vectors of 16 bytes), one pass reads each row once (fused_pass): per
@@ -64,12 +69,43 @@ __device__ Compute<A>* column_sums(const A& args) {
   return reinterpret_cast<Compute<A>*>(args.column_sums);
 }
 
-// A row's statistics and the two means grad_x takes, from its sums.
+// The forward's statistics that the op's Args has (layer_norm_backward's
+// optional inputs mean and rstd; nullptr where not given); rms_norm_backward
+// has none.
+template <bool kCentred, typename A>
+__device__ auto given_mean(const A& args) {
+  if constexpr (kCentred) {
+    return args.mean;
+  } else {
+    return static_cast<const Compute<A>*>(nullptr);
+  }
+}
+
+template <bool kCentred, typename A>
+__device__ auto given_rstd(const A& args) {
+  if constexpr (kCentred) {
+    return args.rstd;
+  } else {
+    return static_cast<const Compute<A>*>(nullptr);
+  }
+}
+
+// The row's mean: given, or the block's sum of its x (every thread's share
+// in `x_sum`) over d. Uniform across the block, so the barriers are too.
+template <bool kCentred, typename A, typename C>
+__device__ C row_mean(const A& args, int64_t row, C x_sum, C* partial) {
+  if (const auto* mean = given_mean<kCentred>(args)) return C(mean[row]);
+  return opgen::kernels::block_sum<kThreads>(x_sum, partial) / C(args.D);
+}
+
+// A row's statistics and the two means grad_x takes, from its sums (rstd
+// given, or from the sum of squares).
 template <bool kCentred, typename C>
 struct RowTerms {
   C rstd, mean_g, mean_gn;
-  __device__ RowTerms(const C (&sums)[kRowSums<kCentred>], int64_t d, float eps) {
-    rstd = C(1) / sqrt(sums[0] / C(d) + C(eps));
+  template <typename S>
+  __device__ RowTerms(const C (&sums)[kRowSums<kCentred>], int64_t d, float eps, const S* given_rstd, int64_t row) {
+    rstd = given_rstd ? C(given_rstd[row]) : C(1) / sqrt(sums[0] / C(d) + C(eps));
     mean_gn = sums[1] * rstd / C(d);
     mean_g = kCentred ? sums[kRowSums<kCentred> - 1] / C(d) : C(0);
   }
@@ -126,12 +162,15 @@ __global__ void __launch_bounds__(kThreads, K > 2 ? 2 : 4) fused_pass(A args) {
     }
     C mean = 0;
     if constexpr (kCentred) {
+      C x_sum = 0;
+      if (!args.mean) {
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
+        for (int k = 0; k < K; ++k) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) mean += x[k][j];
+          for (int j = 0; j < V; ++j) x_sum += x[k][j];
+        }
       }
-      mean = opgen::kernels::block_sum<kThreads>(mean, partial) / C(d);
+      mean = row_mean<kCentred>(args, row, x_sum, partial);
     }
     C sums[kSums] = {};
 #pragma unroll
@@ -148,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, K > 2 ? 2 : 4) fused_pass(A args) {
       }
     }
     opgen::kernels::block_sums<kThreads>(sums, partial);
-    const RowTerms<kCentred, C> terms(sums, d, args.eps);
+    const RowTerms<kCentred, C> terms(sums, d, args.eps, given_rstd<kCentred>(args), row);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int v = threadIdx.x + k * kThreads;
@@ -217,8 +256,11 @@ __global__ void __launch_bounds__(kThreads) row_pass(A args) {
     auto gw = [&](int64_t i) { return C(load(g, i * gs)) * (args.weight ? C(load(args.weight, i)) : C(1)); };
     C mean = 0;
     if constexpr (kCentred) {
-      for (int64_t i = threadIdx.x; i < d; i += kThreads) mean += load(x, i);
-      mean = opgen::kernels::block_sum<kThreads>(mean, partial) / C(d);
+      C x_sum = 0;
+      if (!args.mean) {
+        for (int64_t i = threadIdx.x; i < d; i += kThreads) x_sum += load(x, i);
+      }
+      mean = row_mean<kCentred>(args, row, x_sum, partial);
     }
     C sums[kSums] = {};
     for (int64_t i = threadIdx.x; i < d; i += kThreads) {
@@ -228,7 +270,7 @@ __global__ void __launch_bounds__(kThreads) row_pass(A args) {
       if constexpr (kCentred) sums[2] += gwi;
     }
     opgen::kernels::block_sums<kThreads>(sums, partial);
-    const RowTerms<kCentred, C> terms(sums, d, args.eps);
+    const RowTerms<kCentred, C> terms(sums, d, args.eps, given_rstd<kCentred>(args), row);
     for (int64_t i = threadIdx.x; i < d; i += kThreads) {
       const C n = (C(load(x, i)) - mean) * terms.rstd;
       const C residual = args.grad_residual ? C(load(args.grad_residual, row * args.grad_residual_strides[0] +

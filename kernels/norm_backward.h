@@ -1,7 +1,9 @@
 // The CPU reference of rms_norm_backward and layer_norm_backward, as
 // kernels/norm_backward.cuh is their CUDA body: row by row in double (centred
 // by the row's mean for layer_norm, in a pass of its own), then the column
-// sums. The workspaces are the CUDA body's.
+// sums. layer_norm_backward takes the forward's mean and rstd where it is
+// given them (each one not given is recomputed). The workspaces are the CUDA
+// body's.
 #pragma once
 
 #include <cmath>
@@ -26,8 +28,12 @@ void run_cpu(const A& args) {
     auto gw = [&](int64_t i) { return double(load(g, i * gs)) * (args.weight ? double(load(args.weight, i)) : 1.0); };
     double mean = 0.0;
     if constexpr (kCentred) {
-      for (int64_t i = 0; i < d; ++i) mean += load(x, i);
-      mean /= double(d);
+      if (args.mean) {
+        mean = double(args.mean[row]);
+      } else {
+        for (int64_t i = 0; i < d; ++i) mean += load(x, i);
+        mean /= double(d);
+      }
     }
     double squares = 0.0, dot = 0.0, g_sum = 0.0;  // sum (x - m)^2, sum g * w * (x - m), sum g * w
     for (int64_t i = 0; i < d; ++i) {
@@ -36,7 +42,10 @@ void run_cpu(const A& args) {
       dot += gwi * xi;
       g_sum += gwi;
     }
-    const double rstd = 1.0 / std::sqrt(squares / double(d) + args.eps);
+    double rstd = 1.0 / std::sqrt(squares / double(d) + args.eps);
+    if constexpr (kCentred) {
+      if (args.rstd) rstd = double(args.rstd[row]);
+    }
     const double mean_gn = dot * rstd / double(d);  // mean(g * w * n)
     const double mean_g = kCentred ? g_sum / double(d) : 0.0;
     for (int64_t i = 0; i < d; ++i) {

@@ -8,8 +8,8 @@
 #include "layer_norm_backward.cc"
 
 namespace opgen_ops::layer_norm_backward {
-template opgen::Status run_cpu(const Args<opgen::f16>&);
-template opgen::Status run_cpu(const Args<opgen::bf16>&);
-template opgen::Status run_cpu(const Args<float>&);
-template opgen::Status run_cpu(const Args<double>&);
+template opgen::Status run_cpu(const Args<opgen::f16, float>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, float>&);
+template opgen::Status run_cpu(const Args<float, float>&);
+template opgen::Status run_cpu(const Args<double, double>&);
 }  // namespace opgen_ops::layer_norm_backward

@@ -8,8 +8,8 @@
 #include "layer_norm_backward.cu"
 
 namespace opgen_ops::layer_norm_backward {
-template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f16>&);
-template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::bf16>&);
-template opgen::Status launch_cuda(cudaStream_t, const Args<float>&);
-template opgen::Status launch_cuda(cudaStream_t, const Args<double>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::f16, float>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<opgen::bf16, float>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<float, float>&);
+template opgen::Status launch_cuda(cudaStream_t, const Args<double, double>&);
 }  // namespace opgen_ops::layer_norm_backward

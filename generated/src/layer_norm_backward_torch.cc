@@ -8,7 +8,7 @@
 #include "opgen_ops/layer_norm_backward_rules.h"
 
 STABLE_TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
-  m.def("layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? grad_residual=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)");
+  m.def("layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? mean=None, Tensor? rstd=None, Tensor? grad_residual=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {

@@ -264,11 +264,10 @@ bool resolve_backward(SpecFile& f, const Op& op, Backward& b) {
           ok = false;
         }
       }
-    } else if (asked) {
-      f.error(arg.where, "output '" + arg.name + "' is optional (made only when the caller asks for it), so the "
-                             "backward cannot take it: a call that does not ask has none to save; make it required");
-      ok = false;
     } else if (output) {
+      // An output on request too: check_backwards checks that the backward
+      // op's input takes None (a call that was not differentiated and did
+      // not ask has none to save).
       arg.kind = BackwardArg::Kind::kOutput;
     } else {
       f.error(arg.where, "'" + arg.name + "' is no input or output of '" + op.name +
@@ -346,6 +345,18 @@ void check_backwards(const std::vector<Op>& ops, Diagnostics& diags) {
                                (required == back->inputs.size() ? "" : std::to_string(required) + " to ") +
                                std::to_string(back->inputs.size()) + " inputs; 'backward: inputs' lists " +
                                std::to_string(b.inputs.size()));
+    }
+    // An output on request reaches the backward only where it was made
+    // (asked for, or by the routes themselves when the call is
+    // differentiated; torch.ops.<ns>.<op> called bare makes it only when
+    // asked): the backward op's input must take None, and recompute.
+    for (size_t i = 0; i < b.inputs.size(); ++i) {
+      const BackwardArg& arg = b.inputs[i];
+      const Tensor* t = arg.kind == BackwardArg::Kind::kOutput ? find(op.outputs, arg.name) : nullptr;
+      if (!t || !t->on_request() || i >= back->inputs.size() || back->inputs[i].optional) continue;
+      diags.error(arg.where, "output '" + arg.name + "' is optional (made only when the caller asks for it), so " +
+                                 "the backward gets None where it was not made; make input '" + back->inputs[i].name +
+                                 "' of '" + b.op + "' (" + back->spec_path + ") optional (optional: true)");
     }
     std::set<std::string> mapped(b.unused.begin(), b.unused.end());
     for (const auto& g : b.gradients) mapped.insert(g.first);

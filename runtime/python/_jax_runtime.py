@@ -116,11 +116,14 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: M
     # input they update and those on request that the caller did not ask for.
     kept = [shape is not None for shape in checked.output_shapes]
     given = [t.name for t in checked.operand_inputs]
-    f = _custom_call(checked, api_version)
-    if _partitioning.partitions(op, checked.operands):
-        f = _partitioning.partitioned(op, checked, f,
-                                      lambda *local: _custom_call(checked.with_operands(local), api_version)(*local))
-    out = list(_derivative(op, checked, given, api_version, f)(*checked.operands))
+    # Differentiated, the call also makes the outputs on request that the
+    # backward takes (custom_vjp's fwd runs this call; the primal-only path
+    # runs the caller's).
+    saved = op.saved_on_request - requested
+    saving = _spec.check(op, inputs, attrs, hint="jax", requested=requested | saved) if saved else checked
+    f = _derivative(op, checked, given, api_version, _forward(checked, api_version), saving,
+                    _forward(saving, api_version) if saved else None)
+    out = list(f(*checked.operands))
     out = [out.pop(0) if k else None for k in kept]
     if as_one:
         out = [jnp.reshape(x, (1,)) if t.alias in as_one and x is not None else x for t, x in zip(op.outputs, out)]
@@ -209,13 +212,28 @@ def _custom_call(checked: _spec.Call, api_version: int):
     return jax.jit(lambda *xs: jax.lax.platform_dependent(*xs, **branches))
 
 
-def _derivative(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):
+def _forward(checked: _spec.Call, api_version: int):
+    """The custom call of a checked call, partitioned where it partitions."""
+    op = checked.op
+    f = _custom_call(checked, api_version)
+    if _partitioning.partitions(op, checked.operands):
+        f = _partitioning.partitioned(op, checked, f,
+                                      lambda *local: _custom_call(checked.with_operands(local), api_version)(*local))
+    return f
+
+
+def _derivative(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f,
+                saving: _spec.Call | None = None, f_saving=None):
     """`f` (the custom call over the given inputs' operands) with the op's
     differentiation rule: the spec's backward op, constant outputs (an op
-    declared not differentiable), or a refusal."""
+    declared not differentiable), or a refusal. `f_saving`: the call that
+    `saving` checked, which also makes the outputs on request that the
+    backward takes (None: `f` makes all it can)."""
     if not op.differentiable:
         return _constant(f)
-    return _without_derivative(op, f) if op.backward is None else _with_backward(op, checked, given, api_version, f)
+    if op.backward is None:
+        return _without_derivative(op, f)
+    return _with_backward(op, checked, given, api_version, f, saving or checked, f_saving or f)
 
 
 def _constant(f):
@@ -230,12 +248,15 @@ def _constant(f):
     return lambda *xs: f(*[jax.lax.stop_gradient(x) for x in xs])
 
 
-def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f):
+def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_version: int, f,
+                   saving: _spec.Call, f_saving):
     """jax.custom_vjp: the residuals are the operands and outputs (what the
     backward op is given is a selection of them); the backward op runs on the
     outputs' cotangents and each of its outputs is the gradient of one input.
     An output the backward takes no cotangent of must not be differentiated
-    through (symbolic zeros tell)."""
+    through (symbolic zeros tell). fwd runs `f_saving` (`saving`'s call),
+    which also makes the outputs on request the backward takes, and returns
+    `f`'s outputs (the caller's)."""
     from . import _ops  # the package's descriptions (this module is copied into each package)
 
     back = getattr(_ops, op.backward.op).OP
@@ -243,6 +264,8 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
     back_attrs = {a.name: checked.attrs[a.name] for a in back.attrs}
     # The outputs `f` returns: those left out with their optional input are not among them.
     outputs = [o.name for o, shape in zip(op.outputs, checked.output_shapes) if shape is not None]
+    made = [o.name for o, shape in zip(op.outputs, saving.output_shapes) if shape is not None]  # f_saving's
+    primal = [made.index(name) for name in outputs]
     takes_cotangent = {name for kind, name in op.backward.inputs if kind == "cotangent"}
     gradient_of = {into: out for out, into in op.backward.gradients}
     back_outputs = [o.name for o in back.outputs]
@@ -251,16 +274,16 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
     # Differentiating the gradients differentiates the forward call in fwd
     # too, which has no rule of its own (custom_partitioning's error would
     # name neither op).
-    once = _refusing_derivative(f, f"{op.name}: JAX differentiates it once; second derivatives (jax.grad of "
-                                   f"jax.grad, jax.hessian, jax.jvp of its gradient) are not supported")
+    once = _refusing_derivative(f_saving, f"{op.name}: JAX differentiates it once; second derivatives (jax.grad "
+                                          f"of jax.grad, jax.hessian, jax.jvp of its gradient) are not supported")
 
     def fwd(*xs):
         xs = [x.value for x in xs]  # symbolic_zeros=True wraps the primals
-        outs = once(*xs)
-        return outs, (xs, outs)
+        outs = tuple(once(*xs))
+        return tuple(outs[k] for k in primal), (xs, outs)
 
     def bwd(residuals, cotangents):
-        xs, outs = residuals
+        xs, outs = residuals  # outs: f_saving's (`made`)
         for name, ct in zip(outputs, cotangents):
             if name not in takes_cotangent and not isinstance(ct, jax.custom_derivatives.SymbolicZero):
                 raise OpTypeError(f"{op.name}: output '{name}' is not differentiable: the spec's backward "
@@ -270,13 +293,13 @@ def _with_backward(op: Op, checked: _spec.Call, given: Sequence[str], api_versio
             if kind == "cotangent" and name not in outputs:
                 args.append(None)  # the output of an optional input not given
             elif kind == "cotangent":
-                k = outputs.index(name)
-                ct = cotangents[k]
-                args.append(jnp.zeros_like(outs[k]) if isinstance(ct, jax.custom_derivatives.SymbolicZero) else ct)
+                ct = cotangents[outputs.index(name)]
+                zero = isinstance(ct, jax.custom_derivatives.SymbolicZero)
+                args.append(jnp.zeros_like(outs[made.index(name)]) if zero else ct)
             elif kind == "input":
                 args.append(xs[given.index(name)] if name in given else None)
-            else:
-                args.append(outs[outputs.index(name)])
+            else:  # an output (one on request that was not made: None, which the backward op recomputes)
+                args.append(outs[made.index(name)] if name in made else None)
         args += [None] * (len(back.inputs) - len(args))  # trailing optional inputs left out
         grads = call(back, args, back_attrs, back_version)
         grads = grads if isinstance(grads, tuple) else (grads,)

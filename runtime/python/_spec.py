@@ -232,6 +232,16 @@ class Op:
         """The outputs made only when the caller asks for them, in spec (request-mask bit) order."""
         return tuple(t for t in self.outputs if t.on_request)
 
+    @cached_property
+    def saved_on_request(self) -> frozenset:
+        """The outputs on request that the backward takes (docs/spec.md, "Outputs on request"): a
+        call that is differentiated asks for them itself, so that the backward gets them rather
+        than recomputing them, and hands the caller only those it asked for."""
+        if self.backward is None or not self.differentiable:
+            return frozenset()
+        on_request = {t.name for t in self.requested_outputs}
+        return frozenset(name for kind, name in self.backward.inputs if kind == "output" and name in on_request)
+
     def workspaces_on(self, platform: str) -> tuple:
         """The indices of the workspaces a call allocates on `platform` ("cpu", "cuda")."""
         return tuple(i for i, w in enumerate(self.workspaces) if not w.platforms or platform in w.platforms)

@@ -35,7 +35,7 @@ def register_backward(op: Op, library: torch.library.Library) -> None:
     def setup_context(ctx, inputs, output, keyword_only_inputs=None):
         attrs = dict(keyword_only_inputs or {})
         save(ctx, inputs[:len(op.inputs)], output if isinstance(output, tuple) else (output,),
-             lift(op, attrs) if op.torch_lowered else attrs)
+             lift(op, attrs) if op.torch_lowered else attrs, attrs)
 
     def backward(ctx, *grads):
         return gradients(ctx, grads)
@@ -63,9 +63,12 @@ def register_constant(op: Op, library: torch.library.Library) -> None:
 
 def _autograd_glue(op: Op, back_kernel=None) -> tuple:
     """`op`'s autograd formula from its spec's backward op, as two functions:
-    `save(ctx, inputs, outputs, attrs)` keeps what the backward op takes of
-    the forward's inputs and outputs, its attributes and which inputs were
-    given, and marks the outputs it takes no gradient of non-differentiable;
+    `save(ctx, inputs, outputs, attrs, flags)` keeps what the backward op takes of
+    the forward's inputs and outputs (an output on request only where `flags`,
+    the call's ``return_<name>`` keywords, asked for it: else the kernel
+    returned it with no elements, and the backward op gets None), its
+    attributes and which inputs were given, and marks the outputs it takes no
+    gradient of non-differentiable;
     `gradients(ctx, grads)` runs the backward op (`back_kernel`, as its
     schema returns; by default ``torch.ops.<ns>.<backward op>``) and returns
     each forward input's gradient (None where it has none or was not given).
@@ -77,7 +80,10 @@ def _autograd_glue(op: Op, back_kernel=None) -> tuple:
 
     back = getattr(_ops, op.backward.op).OP
     names, outputs = [t.name for t in op.inputs], [o.name for o in op.outputs]
-    kept = tuple((kind == "input", names.index(n) if kind == "input" else outputs.index(n))
+    # (Whether a forward input, its index, the flag that asks for it: an output on request's.)
+    flag_of = {t.name: t.request_param for t in op.requested_outputs}
+    kept = tuple((kind == "input", names.index(n) if kind == "input" else outputs.index(n),
+                  flag_of.get(n) if kind == "output" else None)
                  for kind, n in op.backward.inputs if kind != "cotangent")
     takes_cotangent = {n for kind, n in op.backward.inputs if kind == "cotangent"}
     non_differentiable = tuple(k for k, n in enumerate(outputs) if n not in takes_cotangent)
@@ -93,8 +99,9 @@ def _autograd_glue(op: Op, back_kernel=None) -> tuple:
     gradient_at = tuple(gradient_of.get(n, -1) for n in names)
     scalars = tuple(k for k, t in enumerate(op.inputs) if t.scalar)
 
-    def save(ctx, inputs, outs, attrs):
-        ctx.save_for_backward(*[inputs[k] if is_input else outs[k] for is_input, k in kept])
+    def save(ctx, inputs, outs, attrs, flags):
+        ctx.save_for_backward(*[inputs[k] if is_input else outs[k] if flag is None or flags.get(flag) else None
+                                for is_input, k, flag in kept])
         ctx.attrs = {k: attrs[k] for k in back_attrs}
         ctx.given = tuple(t is not None for t in inputs)
         # A scalar input given as [1] gets its gradient as [1] (the backward
@@ -187,7 +194,7 @@ def out_of_place_function(op: Op, kernel, copies, back_kernel=None) -> type:
                 for k, copy in zip([k for k in updated if inputs[k] is not None], copies(inputs)):
                     inputs[k] = copy
             values = in_spec_order(order, inputs, fresh(kernel(*inputs, **attrs)))
-            save(ctx, inputs, values, attrs)
+            save(ctx, inputs, values, attrs, attrs)
             return tuple(values)
 
         @staticmethod

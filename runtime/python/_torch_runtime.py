@@ -163,7 +163,14 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, capsules: Mapping, requests: 
                 return result
         return _call(op, inputs, attrs, capsules)
     requested = _spec.requested_outputs(op, requests or {})
-    values = _call(op, inputs, {**attrs, **request_flags(op, requested)}, capsules)
+    made = requested
+    if not op.saved_on_request <= requested and torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in inputs):
+        # Differentiated, the call makes the outputs on request that the
+        # backward takes too (autograd saves them), and the caller gets those
+        # it asked for.
+        made = requested | op.saved_on_request
+    values = _call(op, inputs, {**attrs, **request_flags(op, made)}, capsules)
     return tuple(None if skip else v for v, skip in zip(values, unasked(op, requested)))
 
 

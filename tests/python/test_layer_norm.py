@@ -91,7 +91,7 @@ def test_a_large_mean_does_not_cancel_the_variance(rng):
 
 def test_backward_adds_grad_residual(rng):
     g, x, w, r = tensors(rng, [(6, 48), (6, 48), (48,), (6, 48)])
-    with_residual = tops.layer_norm_backward(g, x, w, r, eps=EPS)
+    with_residual = tops.layer_norm_backward(g, x, w, grad_residual=r, eps=EPS)
     without = tops.layer_norm_backward(g, x, w, eps=EPS)
     torch.testing.assert_close(with_residual[0], without[0] + r)
     for a, b in zip(with_residual[1:], without[1:]):

@@ -22,13 +22,16 @@ namespace opgen_ops::layer_norm_backward {
 
 // With n = (x - mean) * rstd (layer_norm's statistics of each row) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - mean(g) - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).
 // T is one of: opgen::f16, opgen::bf16, float, double (f16, bf16, f32, f64).
-template <typename T>
+// S follows T: f16 -> f32, bf16 -> f32, f32 -> f32, f64 -> f64 (as float, double).
+template <typename T, typename S>
 struct Args {
   // Inputs, in device memory (CUDA) or host memory (CPU); dense and row-major
   // unless the spec gives a layout (then see the strides below).
   const T* grad_out;  // [..., D]; layout strided
   const T* x;  // [..., D]
   const T* weight;  // [D]; nullptr when not given
+  const S* mean;  // [...]; nullptr when not given
+  const S* rstd;  // [...]; nullptr when not given
   const T* grad_residual;  // [..., D]; layout strided; nullptr when not given
   // Outputs, dense and row-major; the body writes every element.
   T* grad_x;  // [..., D]
@@ -88,17 +91,17 @@ struct Args {
 };
 
 // Every Args the bindings run, in the order they number them (the first type
-// variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>, Args<double>>;
+// variable varies slowest; a derived one follows its own).
+using Instantiations = opgen::TypeList<Args<opgen::f16, float>, Args<opgen::bf16, float>, Args<float, float>, Args<double, double>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.
-template <typename T>
-opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args);
+template <typename T, typename S>
+opgen::Status launch_cuda(cudaStream_t stream, const Args<T, S>& args);
 #endif
 
 // Runs the op on the host, synchronously.
-template <typename T>
-opgen::Status run_cpu(const Args<T>& args);
+template <typename T, typename S>
+opgen::Status run_cpu(const Args<T, S>& args);
 
 }  // namespace opgen_ops::layer_norm_backward

@@ -57,11 +57,11 @@ std::string workspace_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "layer_norm_backward";
-  static constexpr size_t kInputs = 4, kRequiredInputs = 2, kOutputs = 3, kAttrs = 1, kRequestedOutputs = 0;
+  static constexpr size_t kInputs = 6, kRequiredInputs = 2, kOutputs = 3, kAttrs = 1, kRequestedOutputs = 0;
   // The workspaces a call has on the CPU and on CUDA (opgen::Device order):
   // those of the spec that the platform allocates.
   static constexpr size_t kWorkspaces[] = {3, 3};
-  static constexpr const char* kInputNames[] = {"grad_out", "x", "weight", "grad_residual"};
+  static constexpr const char* kInputNames[] = {"grad_out", "x", "weight", "mean", "rstd", "grad_residual"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1, -1, -1};
   // Each output's bit in the request mask (an output the caller asks for), or -1.
@@ -77,16 +77,19 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "D"},
       {opgen::opaque::Field::kAttr, "eps", opgen::AttrKind::kF32},
   };
-  static constexpr uint64_t kFingerprint = 0xE24582BFF5F3859Aull;
+  static constexpr uint64_t kFingerprint = 0x4A334E637CBE41B1ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "grad_out", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
+    [[maybe_unused]] const opgen::DType S_ = opgen::derived(T_, {{opgen::DType::kF16, opgen::DType::kF32}, {opgen::DType::kBF16, opgen::DType::kF32}, {opgen::DType::kF32, opgen::DType::kF32}, {opgen::DType::kF64, opgen::DType::kF64}});
     b.same_dtype(1, "x", "T", "grad_out", T_);
     b.same_dtype(2, "weight", "T", "grad_out", T_);
-    b.same_dtype(3, "grad_residual", "T", "grad_out", T_);
+    b.dtype(3, "mean", S_);
+    b.dtype(4, "rstd", S_);
+    b.same_dtype(5, "grad_residual", "T", "grad_out", T_);
     return b.ok() ? T_i_ : -1;
   }
 
@@ -107,7 +110,13 @@ struct Rules {
     b.input(2, "weight", "[D]", 1, false, &args.weight, opgen::Binder::kOptional)
         .dim(0, 0, "D", args.D)
         .layout(opgen::Layout::kContiguous);
-    b.input(3, "grad_residual", "[..., D]", 1, true, &args.grad_residual, opgen::Binder::kOptional)
+    b.input(3, "mean", "[...]", 0, true, &args.mean, opgen::Binder::kOptional)
+        .batch()
+        .layout(opgen::Layout::kContiguous);
+    b.input(4, "rstd", "[...]", 0, true, &args.rstd, opgen::Binder::kOptional)
+        .batch()
+        .layout(opgen::Layout::kContiguous);
+    b.input(5, "grad_residual", "[..., D]", 1, true, &args.grad_residual, opgen::Binder::kOptional)
         .batch()
         .dim(0, 0, "D", args.D)
         .layout(opgen::Layout::kStrided, args.grad_residual_strides);

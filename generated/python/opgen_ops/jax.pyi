@@ -96,6 +96,8 @@ def layer_norm_backward(
     grad_out: _jax.typing.ArrayLike,
     x: _jax.typing.ArrayLike,
     weight: _jax.typing.ArrayLike | None = None,
+    mean: _jax.typing.ArrayLike | None = None,
+    rstd: _jax.typing.ArrayLike | None = None,
     grad_residual: _jax.typing.ArrayLike | None = None,
     *,
     eps: float = 1e-05,

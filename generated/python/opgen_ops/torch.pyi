@@ -83,6 +83,8 @@ def layer_norm_backward(
     grad_out: _torch.Tensor,
     x: _torch.Tensor,
     weight: _torch.Tensor | None = None,
+    mean: _torch.Tensor | None = None,
+    rstd: _torch.Tensor | None = None,
     grad_residual: _torch.Tensor | None = None,
     *,
     eps: float = 1e-05,

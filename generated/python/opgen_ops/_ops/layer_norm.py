@@ -26,7 +26,7 @@ OP = Op(
     attrs=(Attr('eps', 'f32', default=1e-05, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the variance; > 0, so that a constant row divides by no zero'),),
     backward=Backward(
         'layer_norm_backward',
-        inputs=(('cotangent', 'out'), ('input', 'x'), ('input', 'weight')),
+        inputs=(('cotangent', 'out'), ('input', 'x'), ('input', 'weight'), ('output', 'mean'), ('output', 'rstd')),
         gradients=(('grad_x', 'x'), ('grad_weight', 'weight'), ('grad_bias', 'bias')),
     ),
     api_versions=(4, 3),

@@ -9,11 +9,16 @@ OP = Op(
     package='opgen_ops',
     name='layer_norm_backward',
     doc="With n = (x - mean) * rstd (layer_norm's statistics of each row) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - mean(g) - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).",
-    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64')},
+    type_vars={'T': ('float16', 'bfloat16', 'float32', 'float64'), 'S': ('float32', 'float64')},
+    derived={
+        'S': ('T', {'float16': 'float32', 'bfloat16': 'float32', 'float32': 'float32', 'float64': 'float64'}),
+    },
     inputs=(
         Tensor('grad_out', 'T', ('D',), batch=True, layout='strided', doc="the gradient of layer_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)"),
         Tensor('x', 'T', ('D',), batch=True, doc="layer_norm's input"),
         Tensor('weight', 'T', ('D',), optional=True, doc="layer_norm's weight (1 when not given)"),
+        Tensor('mean', 'S', (), batch=True, optional=True, doc="layer_norm's mean of each row (recomputed from x when not given)"),
+        Tensor('rstd', 'S', (), batch=True, optional=True, doc="layer_norm's rstd of each row (recomputed from x when not given)"),
         Tensor('grad_residual', 'T', ('D',), batch=True, optional=True, layout='strided', doc='a gradient that reaches x by another path, added to grad_x; any strides'),
     ),
     outputs=(
@@ -33,10 +38,10 @@ OP = Op(
     vmap_method='sequential',
     batch_partitionable=False,
     torch_namespace='opgen_ops',
-    torch_schema='layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? grad_residual=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)',
+    torch_schema='layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? mean=None, Tensor? rstd=None, Tensor? grad_residual=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
     opaque=Opaque(
-        fingerprint=0xE24582BFF5F3859A,
+        fingerprint=0x4A334E637CBE41B1,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('present_', 'present', 'I'),
