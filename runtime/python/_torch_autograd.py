@@ -48,8 +48,8 @@ def register_constant(op: Op, library: torch.library.Library) -> None:
     """The autograd formula of an op declared not differentiable: its outputs
     are constants (requires_grad False, no grad_fn) whatever its inputs, in
     eager mode, under torch.compile and opcheck alike. (An op that updates an
-    input in place has no outputs in its schema to mark: `call` runs it under
-    torch.no_grad() instead.)"""
+    input in place cannot have it, register_autograd taking functional schemas
+    only: `call` runs it under torch.no_grad() instead.)"""
     def setup_context(ctx, inputs, output, keyword_only_inputs=None):
         outs = output if isinstance(output, tuple) else (output,)
         ctx.mark_non_differentiable(*[o for o in outs if o is not None])
