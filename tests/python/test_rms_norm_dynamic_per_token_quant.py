@@ -22,9 +22,9 @@ import pytest
 import torch
 
 import op_references as ref
-from conftest import gpu_devices
 import opgen_ops.jax as jops
 import opgen_ops.torch as tops
+from conftest import gpu_devices
 from torch_arrays import as_numpy, to_torch
 
 CPU = jax.devices("cpu")[0]
