@@ -280,6 +280,33 @@ def test_outputs_are_constants_under_differentiation(rng):
         assert not any(t is not None and t.requires_grad for t in got)
 
 
+def test_a_residual_in_a_graph_gets_no_gradient_through_the_op(rng):
+    """residual's new value is a constant too: a residual that requires grad
+    (not a leaf) holds the sum after the call and passes no gradient back
+    through it, as JAX's stop_gradient gives none; a leaf that requires grad
+    is refused before anything is written (torch refuses an in-place update
+    of one), and runs under torch.no_grad()."""
+    x, weight, residual = problem(rng, (3, 16), "float32")
+    _, _, _, _, want_residual = ref.rms_norm_dynamic_per_token_quant(x, weight, EPS, "int8", residual)
+    leaf = to_torch(residual).requires_grad_()
+    r = leaf * 1
+    _, scale, r_out = op_torch(to_torch(x), to_torch(weight), None, r, eps=EPS, out_dtype=torch.int8)
+    assert r_out is r
+    np.testing.assert_array_equal(as_numpy(r_out), want_residual)
+    (r_out.sum() * 3 + scale.sum() + (leaf * 2).sum()).backward()
+    np.testing.assert_array_equal(as_numpy(leaf.grad), np.full(residual.shape, 2.0, np.float32))
+    grad = jax.grad(lambda r: (op_jax(x, weight, None, r, eps=EPS)[2] * 3).sum() + (r * 2).sum())(residual)
+    np.testing.assert_array_equal(np.asarray(grad), np.full(residual.shape, 2.0, np.float32))
+    leaf = to_torch(residual).requires_grad_()
+    with pytest.raises(RuntimeError, match="rms_norm_dynamic_per_token_quant: input 'residual' is a leaf tensor "
+                                           "that requires grad, which the op would update in place"):
+        op_torch(to_torch(x), to_torch(weight), None, leaf)
+    np.testing.assert_array_equal(as_numpy(leaf), residual)
+    with torch.no_grad():
+        op_torch(to_torch(x), to_torch(weight), None, leaf, eps=EPS)
+    np.testing.assert_array_equal(as_numpy(leaf), want_residual)
+
+
 # --- CUDA -------------------------------------------------------------------------------------------
 
 # Rows the CUDA body holds in registers (1 to 8 vectors a thread, blocks of 32
