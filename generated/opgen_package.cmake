@@ -18,6 +18,7 @@ set(OPGEN_PACKAGE_OPS
     reshape_and_cache
     rms_norm
     rms_norm_backward
+    rms_norm_dynamic_per_token_quant
     rotary_embedding
     rotary_embedding_backward
     simple_add
@@ -39,6 +40,7 @@ set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_reshape_and_cache_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_backward_PLATFORMS cuda cpu)
+set(OPGEN_OP_rms_norm_dynamic_per_token_quant_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_PLATFORMS cuda cpu)
 set(OPGEN_OP_rotary_embedding_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_simple_add_PLATFORMS cuda cpu)
@@ -62,6 +64,7 @@ set(OPGEN_FILES_XLA
     src/reshape_and_cache_xla.cc
     src/rms_norm_xla.cc
     src/rms_norm_backward_xla.cc
+    src/rms_norm_dynamic_per_token_quant_xla.cc
     src/rotary_embedding_xla.cc
     src/rotary_embedding_backward_xla.cc
     src/simple_add_xla.cc
@@ -85,6 +88,7 @@ set(OPGEN_FILES_TORCH
     src/reshape_and_cache_torch.cc
     src/rms_norm_torch.cc
     src/rms_norm_backward_torch.cc
+    src/rms_norm_dynamic_per_token_quant_torch.cc
     src/rotary_embedding_torch.cc
     src/rotary_embedding_backward_torch.cc
     src/simple_add_torch.cc
@@ -108,6 +112,7 @@ set(OPGEN_FILES_BODY_CPU
     src/reshape_and_cache_body_cpu.cc
     src/rms_norm_body_cpu.cc
     src/rms_norm_backward_body_cpu.cc
+    src/rms_norm_dynamic_per_token_quant_body_cpu.cc
     src/rotary_embedding_body_cpu.cc
     src/rotary_embedding_backward_body_cpu.cc
     src/simple_add_body_cpu.cc
@@ -131,6 +136,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/reshape_and_cache_body_cuda.cu
     src/rms_norm_body_cuda.cu
     src/rms_norm_backward_body_cuda.cu
+    src/rms_norm_dynamic_per_token_quant_body_cuda.cu
     src/rotary_embedding_body_cuda.cu
     src/rotary_embedding_backward_body_cuda.cu
     src/simple_add_body_cuda.cu
@@ -160,6 +166,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/reshape_and_cache.py
     python/opgen_ops/_ops/rms_norm.py
     python/opgen_ops/_ops/rms_norm_backward.py
+    python/opgen_ops/_ops/rms_norm_dynamic_per_token_quant.py
     python/opgen_ops/_ops/rotary_embedding.py
     python/opgen_ops/_ops/rotary_embedding_backward.py
     python/opgen_ops/_ops/simple_add.py
@@ -197,6 +204,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/rms_norm_rules.h
     include/opgen_ops/rms_norm_backward.h
     include/opgen_ops/rms_norm_backward_rules.h
+    include/opgen_ops/rms_norm_dynamic_per_token_quant.h
+    include/opgen_ops/rms_norm_dynamic_per_token_quant_rules.h
     include/opgen_ops/rotary_embedding.h
     include/opgen_ops/rotary_embedding_rules.h
     include/opgen_ops/rotary_embedding_backward.h
@@ -227,6 +236,7 @@ set(OPGEN_FILES_DOC
     docs/reshape_and_cache.md
     docs/rms_norm.md
     docs/rms_norm_backward.md
+    docs/rms_norm_dynamic_per_token_quant.md
     docs/rotary_embedding.md
     docs/rotary_embedding_backward.md
     docs/simple_add.md

@@ -7,16 +7,14 @@
 // memory once. Longer rows read it twice. A row whose start is not 16-byte
 // aligned (D not a multiple of 16 / sizeof(T), or a pointer off alignment)
 // goes element by element.
-#include <cuda_fp8.h>
-
 #include <cstdint>
 
-#include "fp8_quant.h"
 #include "opgen/block_reduce.h"
 #include "opgen/cuda_status.h"
 #include "opgen/elementwise.h"
 #include "opgen/row_blocks.h"
 #include "opgen_ops/dynamic_per_token_scaled_fp8_quant.h"
+#include "quant8.h"
 
 namespace opgen_ops::dynamic_per_token_scaled_fp8_quant {
 namespace {
@@ -24,23 +22,7 @@ namespace {
 constexpr int kThreads = 256;  // the most a block has
 constexpr int kMaxVectorsPerThread = 8;
 
-template <typename Q> constexpr __nv_fp8_interpretation_t kInterpretation = __NV_E4M3;
-template <> constexpr __nv_fp8_interpretation_t kInterpretation<opgen::f8e5m2> = __NV_E5M2;
-
-// V elements that move as one load or store (16 bytes of T; V bytes of Q).
-template <typename E, int V>
-struct alignas(sizeof(E) * V) Pack {
-  E v[V];
-};
-
-template <typename Q>
-__device__ __forceinline__ uint8_t to_fp8(float v) {
-  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, kInterpretation<Q>);
-}
-template <typename Q>
-__device__ __forceinline__ uint8_t to_fp8(double v) {
-  return __nv_cvt_double_to_fp8(v, __NV_SATFINITE, kInterpretation<Q>);
-}
+using quant8::Pack;
 
 template <typename T, typename S, int V>
 __device__ __forceinline__ S pack_max(const Pack<T, V>& p, S m) {
@@ -53,15 +35,14 @@ template <typename T, typename S, typename Q, int V>
 __device__ __forceinline__ Pack<Q, V> pack_quant(const Pack<T, V>& p, S scale) {
   Pack<Q, V> o;
 #pragma unroll
-  for (int i = 0; i < V; ++i) o.v[i].bits = to_fp8<Q>(static_cast<S>(opgen::kernels::load(p.v, i)) / scale);
+  for (int i = 0; i < V; ++i) o.v[i] = quant8::quantized<Q>(static_cast<S>(opgen::kernels::load(p.v, i)), scale);
   return o;
 }
 
 // The row's scale from its max |x|; thread 0 stores it.
 template <typename T, typename S, typename Q>
 __device__ __forceinline__ S row_scale(const Args<T, S, Q>& args, int64_t row, S amax) {
-  if (args.scale_ub != nullptr) amax = fmin(amax, *args.scale_ub);
-  const S scale = fmax(amax / static_cast<S>(Fp8<Q>::kMax), min_scale<Q, S>());
+  const S scale = quant8::row_scale<Q>(amax, args.scale_ub);
   if (threadIdx.x == 0) args.scale[row] = scale;
   return scale;
 }

@@ -48,8 +48,8 @@ def register_constant(op: Op, library: torch.library.Library) -> None:
     """The autograd formula of an op declared not differentiable: its outputs
     are constants (requires_grad False, no grad_fn) whatever its inputs, in
     eager mode, under torch.compile and opcheck alike. (An op that updates an
-    input in place has no outputs in its schema to mark: `call` runs it under
-    torch.no_grad() instead.)"""
+    input in place cannot have it, register_autograd taking functional schemas
+    only: `call` runs it under torch.no_grad() instead.)"""
     def setup_context(ctx, inputs, output, keyword_only_inputs=None):
         outs = output if isinstance(output, tuple) else (output,)
         ctx.mark_non_differentiable(*[o for o in outs if o is not None])
@@ -229,8 +229,25 @@ def with_grad(op: Op, inputs: Sequence, attrs: Mapping, run, function, recorded:
                 values[i] = write_back(inputs[k], values[i])
         return values
     if not op.differentiable and op.aliased_outputs:
-        with torch.no_grad():  # constants, as register_constant makes the other ops' outputs
-            return run(inputs, attrs)
+        # Constants, as register_constant makes the other ops' outputs: the op
+        # runs without autograd. An input it updates that is in a graph then
+        # gets its new value once more through write_back, a copy_ of a
+        # constant that autograd records, so that no gradient reaches the old
+        # value through it (JAX's stop_gradient gives none either); without
+        # that the tensor would keep the old value's history. A leaf that
+        # requires grad is refused first, as torch refuses it for any in-place op.
+        updated = [k for k in sorted({k for k in spec_order(op) if k >= 0})
+                   if inputs[k] is not None and inputs[k].requires_grad]
+        for k in updated:
+            if inputs[k].is_leaf:
+                raise RuntimeError(f"{op.name}: input '{op.inputs[k].name}' is a leaf tensor that requires grad, "
+                                   "which the op would update in place (torch refuses that for any in-place op); "
+                                   "pass a copy of it, or call under torch.no_grad()")
+        with torch.no_grad():
+            values = run(inputs, attrs)
+        for k in updated:
+            write_back(inputs[k], inputs[k].detach().clone())
+        return values
     if op.backward is not None or not op.differentiable:
         # The recorded formula; or constants (under torchax the lowering's
         # outputs are fresh tensors that need no gradient).

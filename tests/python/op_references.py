@@ -3,6 +3,7 @@ earns (‖out − ref‖ / ‖ref‖), shared by the JAX, PyTorch and GPU tests.
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1.5e-2}
@@ -153,6 +154,45 @@ def dynamic_per_token_scaled_fp8_quant(x, out_dtype, scale_ub=None):
         amax = np.minimum(amax, float(np.asarray(scale_ub, np.float64)))
     scale = np.maximum(amax / top, 1.0 / (top * 512.0))
     return np.clip(x / scale[..., None], -top, top), scale
+
+
+# Each output dtype of rms_norm_dynamic_per_token_quant (vLLM's): the value a
+# row's max |y| maps to, the smallest scale, and the range out saturates to.
+QUANT8 = {"float8_e4m3fn": (448.0, 1.0 / (448.0 * 512.0), 448.0),
+          "int8": (127.0, float(np.finfo(np.float32).eps), (-128.0, 127.0))}
+
+
+def rms_norm_dynamic_per_token_quant(x, weight, eps, out_dtype, residual=None, scale_ub=None):
+    """vLLM's residual add, RMS norm and per-token quantisation: in float64
+    where the op's doc states no rounding, rounded where it does (the sum in
+    f32, the new residual in x's dtype T, rstd to f32, y = T(T(s * rstd) *
+    weight) with each product in f32). Returns (out, q, scale, y, residual):
+    out as the doc rounds it (y / scale in f32 to the nearest e4m3fn, or y *
+    (1 / scale) in f32 to the nearest integer, ties to even, saturated), q =
+    y / scale in float64 saturated to out_dtype's range (out before its
+    rounding), each row's scale, y, and the new residual (None without one)."""
+    dtype = np.asarray(x).dtype
+    s = np.asarray(x).astype(np.float32)
+    if residual is not None:
+        s = s + np.asarray(residual).astype(np.float32)
+    s64 = s.astype(np.float64)
+    rstd = np.float32(1.0 / np.sqrt((s64 * s64).mean(-1, keepdims=True) + float(np.float32(eps))))
+    y = (s * rstd).astype(dtype).astype(np.float32)
+    y = (y * np.asarray(weight).astype(np.float32)).astype(dtype).astype(np.float32)
+    top, smallest, limits = QUANT8[out_dtype]
+    low, high = limits if isinstance(limits, tuple) else (-limits, limits)
+    amax = np.abs(y.astype(np.float64)).max(-1, initial=0.0)
+    if scale_ub is not None:
+        amax = np.minimum(amax, float(np.asarray(scale_ub, np.float64).reshape(())))
+    scale = np.maximum(amax / top, smallest)
+    q = np.clip(y / scale[..., None], low, high)
+    # f32's quotients (a float64 quotient of f32 values rounded to f32 is the f32 one).
+    scale32 = scale.astype(np.float32)[..., None]
+    if out_dtype == "int8":
+        out = np.clip(np.rint(y * (np.float32(1) / scale32)), low, high).astype(np.float64)
+    else:
+        out = np.clip(y / scale32, low, high).astype(getattr(ml_dtypes, out_dtype)).astype(np.float64)
+    return out, q, scale, y.astype(np.float64), None if residual is None else s.astype(dtype)
 
 
 def fp8_ulp(value, out_dtype):

@@ -40,6 +40,7 @@ __all__ = [
     'reshape_and_cache',
     'rms_norm',
     'rms_norm_backward',
+    'rms_norm_dynamic_per_token_quant',
     'rotary_embedding',
     'rotary_embedding_backward',
     'simple_add',
@@ -119,6 +120,11 @@ def rms_norm(x, weight=None, bias=None, *, eps=1e-06, api_version=4):
 def rms_norm_backward(grad_out, x, weight=None, grad_residual=None, *, eps=1e-06, api_version=4):
     "With n = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps) and g = grad_out * weight (grad_out when weight is None): grad_x = rstd * (g - n * mean(g * n)) per row (+ grad_residual when given), grad_weight = sum over rows of grad_out * n, grad_bias = sum over rows of grad_out. Accumulated in f32 (f64 for f64).\n\nArgs:\n  grad_out: T[..., D] the gradient of rms_norm's out; any strides (autograd hands a sum's gradient broadcast, with stride 0)\n  x: T[..., D] rms_norm's input\n  weight: T[D], optional rms_norm's weight (1 when not given)\n  grad_residual: T[..., D], optional a gradient that reaches x by another path, added to grad_x (fused_add_rms_norm's residual_out, which is both x here and an output of its own); any strides\n  eps: f32 = 1e-06 rms_norm's eps\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  grad_x: T[..., D]\n  grad_weight: T[D] summed over the leading dimensions\n  grad_bias: T[D] summed over the leading dimensions"
     return _call(_ops.rms_norm_backward.OP, (grad_out, x, weight, grad_residual), {'eps': eps}, api_version)
+
+
+def rms_norm_dynamic_per_token_quant(x, weight, scale_ub=None, residual=None, *, eps=1e-06, out_dtype='float8_e4m3fn', api_version=4):
+    "Per row, in f32: s = x + residual when residual is given (else x), and residual is updated in place to s rounded to T; the norm is of s unrounded: rstd = 1 / sqrt(mean(s^2) + eps) (the squares summed in f64, rstd rounded to f32), y = T(T(s * rstd) * weight) (rounded to T after each product, as vLLM's kernel does); scale = max(min(max|y|, scale_ub) / qmax, min_scale), with qmax = 448 and min_scale = 1 / (448 * 512) for f8e4m3fn, qmax = 127 and min_scale = 2^-23 (f32's epsilon) for i8; out = y / scale rounded to the nearest f8e4m3fn (ties to even) and saturated to [-448, 448] (NaN stays NaN), or for i8 y * (1 / scale) (the reciprocal rounded to f32 first, as vLLM computes it) rounded to the nearest integer (ties to even) and saturated to [-128, 127] (NaN gives 0). As vLLM's rms_norm_dynamic_per_token_quant, which allocates nothing (here out and scale are made), takes scale as [tokens, 1] (here [...]) and scale_ub with fp8 only (here with either). Not differentiable: under autograd and jax.grad its outputs are constants.\n\nArgs:\n  x: T[..., D] the activations (vLLM's input), one row per token; its rows may be strided (a view)\n  weight: T[D] per-channel scale of the norm\n  scale_ub: f32[], optional an upper bound on each row's max |y| (vLLM's scale_ub); none when not given\n  residual: T[..., D], optional the residual stream, added to x before the norm and updated in place to the sum; None: no residual add\n  eps: f32 = 1e-06 added to the mean square (vLLM's epsilon)\n  out_dtype: a dtype, one of float8_e4m3fn, int8 = 'float8_e4m3fn' the dtype of the quantised output\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  out: Q[..., D] the quantised normalised rows\n  scale: f32[...] each row's scale: y is about out * scale\n  residual_out: T[..., D], optional x + residual rounded to T (the same buffer as residual); None when residual is"
+    return _call(_ops.rms_norm_dynamic_per_token_quant.OP, (x, weight, scale_ub, residual), {'eps': eps, 'out_dtype': out_dtype}, api_version)
 
 
 def rotary_embedding(positions, query, cos_sin_cache, key=None, *, head_size, is_neox=True, api_version=4):

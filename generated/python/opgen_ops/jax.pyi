@@ -23,6 +23,7 @@ __all__ = [
     'reshape_and_cache',
     'rms_norm',
     'rms_norm_backward',
+    'rms_norm_dynamic_per_token_quant',
     'rotary_embedding',
     'rotary_embedding_backward',
     'simple_add',
@@ -146,6 +147,16 @@ def rms_norm_backward(
     grad_residual: _jax.typing.ArrayLike | None = None,
     *,
     eps: float = 1e-06,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
+def rms_norm_dynamic_per_token_quant(
+    x: _jax.typing.ArrayLike,
+    weight: _jax.typing.ArrayLike,
+    scale_ub: _jax.typing.ArrayLike | None = None,
+    residual: _jax.typing.ArrayLike | None = None,
+    *,
+    eps: float = 1e-06,
+    out_dtype: object = 'float8_e4m3fn',
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
 def rotary_embedding(

@@ -22,6 +22,7 @@ __all__ = [
     'reshape_and_cache',
     'rms_norm',
     'rms_norm_backward',
+    'rms_norm_dynamic_per_token_quant',
     'rotary_embedding',
     'rotary_embedding_backward',
     'simple_add',
@@ -127,6 +128,15 @@ def rms_norm_backward(
     grad_residual: _torch.Tensor | None = None,
     *,
     eps: float = 1e-06,
+) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
+def rms_norm_dynamic_per_token_quant(
+    x: _torch.Tensor,
+    weight: _torch.Tensor,
+    scale_ub: _torch.Tensor | None = None,
+    residual: _torch.Tensor | None = None,
+    *,
+    eps: float = 1e-06,
+    out_dtype: object = 'float8_e4m3fn',
 ) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
 def rotary_embedding(
     positions: _torch.Tensor,
