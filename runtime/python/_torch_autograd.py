@@ -236,8 +236,8 @@ def with_grad(op: Op, inputs: Sequence, attrs: Mapping, run, function, recorded:
         # value through it (JAX's stop_gradient gives none either); without
         # that the tensor would keep the old value's history. A leaf that
         # requires grad is refused first, as torch refuses it for any in-place op.
-        updated = [k for k in sorted({k for k in spec_order(op) if k >= 0})
-                   if inputs[k] is not None and inputs[k].requires_grad]
+        # (An input is updated by one output at most: docs/spec.md.)
+        updated = [k for k in spec_order(op) if k >= 0 and inputs[k] is not None and inputs[k].requires_grad]
         for k in updated:
             if inputs[k].is_leaf:
                 raise RuntimeError(f"{op.name}: input '{op.inputs[k].name}' is a leaf tensor that requires grad, "

@@ -68,7 +68,7 @@ def keep_only_added_ops(root: Path) -> None:
     """Leaves the scratch copy with no op of its own (specs/ keeps package.yaml; kernels/ is
     emptied), for the ops a test adds: the repository's ops are built and tested by the main
     build, and building them again, CUDA bodies included, cost each scratch build most of its
-    minutes of CI's 50. The build regenerates generated/ for the ops added."""
+    minutes of CI's 50. configure_and_build then generates generated/ for the ops added."""
     for spec in (root / "specs").glob("*.yaml"):
         if spec.name != "package.yaml":
             spec.unlink()
