@@ -312,7 +312,8 @@ def _input_edge(c: Case, i: int, what: str, call: _spec.Call, rng) -> None:
     elif what == "as [1]":
         c.inputs[i] = x.reshape(1)
     elif what == "rank one less":
-        c.inputs[i] = np.asarray(x[(0,) * (x.ndim - len(t.shape) + 1)]) if x.ndim else x[None]
+        # below the spec's rank; an input of shape [...] (rows only) loses its rows
+        c.inputs[i] = np.asarray(x[(0,) * min(x.ndim, x.ndim - len(t.shape) + 1)]) if x.ndim else x[None]
     elif what == "a dimension one larger":
         shape = list(x.shape)
         axis = int(rng.integers(len(shape))) if shape else None
