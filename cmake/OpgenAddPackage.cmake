@@ -58,7 +58,7 @@ function(opgen_add_package)
     set(ARG_GENERATE_TARGET "${pkg}_generate")
   endif()
   # Every file opgen writes, by what the build does with it (opgen_package.cmake;
-  # generator/rendering/outputs.cc says what each kind is).
+  # generator/model/outputs.cc says what each kind is).
   set(outputs "")
   foreach(kind IN LISTS OPGEN_FILE_KINDS)
     set(${kind}_files ${OPGEN_FILES_${kind}})

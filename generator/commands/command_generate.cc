@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "commands/commands.h"
+#include "commands/load_spec.h"
 #include "model/diagnostics.h"
 #include "reading/read_spec.h"
 #include "rendering/renderer.h"
@@ -52,8 +53,8 @@ std::string display_path(const std::string& path, const std::string& root) {
   return rel.generic_string();
 }
 
-// Each spec file read on its own: several threads at once (the reader shares
-// no state), the results in file order, so messages and ops keep one order.
+// Each spec file read and resolved on its own: several threads at once (the
+// stages share no state), the results in file order, so messages and ops keep one order.
 struct ReadSpec {
   std::optional<Op> op;
   std::optional<Package> package;
@@ -69,7 +70,7 @@ std::vector<ReadSpec> read_specs(const std::vector<std::string>& spec_files, con
       if (fs::path(spec_files[i]).filename() == kPackageSpecFileName) {
         read[i].package = read_package_spec(spec_files[i], shown, read[i].diags);
       } else {
-        read[i].op = read_op_spec(spec_files[i], shown, read[i].diags);
+        read[i].op = load_op_spec(spec_files[i], shown, read[i].diags);
       }
     }
   };

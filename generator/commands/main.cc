@@ -17,7 +17,7 @@
 #include <string>
 
 #include "commands/commands.h"
-#include "commands/install_prefix.h"
+#include "system/install_prefix.h"
 
 namespace {
 

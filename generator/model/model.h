@@ -331,6 +331,9 @@ struct Op {
   // As the spec says; unset: compatible unless the op has a workspace.
   std::optional<bool> command_buffer_compatible;
   std::string vmap_method = "sequential";
+  // Where the spec's `xla:` section stands (the spec itself when it has
+  // none): the vmap and partitioning rules report there.
+  Location xla_where;
   // As the spec says; unset: splittable() decides.
   std::optional<bool> batch_partitionable;
   std::vector<TypeVar> type_vars;      // in declaration order

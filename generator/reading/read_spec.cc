@@ -1,6 +1,7 @@
 // The reader's entry points: a spec's top-level keys read section by
-// section (read_tensors.h, read_attrs.h), then checked and resolved (resolve.h) into the
-// model (model.h); and the package settings.
+// section (read_tensors.h, read_attrs.h, read_backward.h) into the model
+// (model.h), which the resolve stage then checks as a whole
+// (resolving/resolve.h); and the package settings.
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -13,7 +14,6 @@
 #include "reading/read_tensors.h"
 #include "reading/shape_expr.h"
 #include "reading/spec_file.h"
-#include "resolving/resolve.h"
 
 namespace opgen::gen {
 namespace {
@@ -277,7 +277,6 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   op.api_versions = {4};
   bool ok = true;
 
-  const int errors_before = diags.error_count();
   std::set<std::string> refused_attrs;  // declared under 'attrs', but not read
   const auto top = f.entries(
       root, "the spec",
@@ -375,11 +374,8 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
                                           "that is not differentiable has no gradients; drop one of them");
     ok = false;
   }
+  op.xla_where = root["xla"] ? f.at(root["xla"]) : f.at(root);
   if (!ok || op.name.empty() || op.inputs.empty() || op.outputs.empty()) return std::nullopt;
-  if (!resolve(f, op, root["xla"] ? f.at(root["xla"]) : f.at(root))) return std::nullopt;
-  if (op.backward && !resolve_backward(f, op, *op.backward)) return std::nullopt;
-  // Any error reported on the way (an unknown or duplicate key, say) fails the spec.
-  if (diags.error_count() > errors_before) return std::nullopt;
   return op;
 }
 

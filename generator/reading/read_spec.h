@@ -16,7 +16,12 @@
 namespace opgen::gen {
 
 // `path` is opened; `display_path` is how the file is named in diagnostics
-// and in the stamps of generated files.
+// and in the stamps of generated files. The op as written, each entry
+// checked where it stands, for the resolve stage (resolving/resolve.h);
+// nullopt when an entry could not be read. An error that leaves every entry
+// readable (an unknown key) is reported but does not fail the op here, so
+// that resolving reports its own errors too: the caller fails a spec with any
+// error (commands/load_spec.h).
 std::optional<Op> read_op_spec(const std::string& path, const std::string& display_path,
                                Diagnostics& diags);
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "writing/output_writer.h"
+#include "system/write_all.h"
 
 namespace opgen::gen {
 

@@ -7,11 +7,10 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "commands/install_prefix.h"
+#include "model/outputs.h"
 #include "rendering/child_process.h"
-#include "rendering/outputs.h"
 #include "rendering/template_data.h"
-#include "writing/output_writer.h"
+#include "system/install_prefix.h"
 
 extern char** environ;
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <string>
 
-#include "reading/read_backward.h"
-#include "rendering/outputs.h"
+#include "model/outputs.h"
+#include "resolving/resolve_backward.h"
 
 namespace opgen::gen {
 

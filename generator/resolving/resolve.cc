@@ -8,6 +8,7 @@
 
 #include "model/names.h"
 #include "reading/shape_expr.h"
+#include "resolving/resolve_backward.h"
 
 namespace opgen::gen {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 // output has an input to take its batch dimensions from, and that every type
 // variable is bound by an input. (What an output's dimensions may name is
 // resolve_sizes'.)
-bool resolve_symbols(SpecFile& f, Op& op) {
+bool resolve_symbols(Diagnostics& diags, Op& op) {
   bool ok = true;
   std::map<std::string, bool> bound;
   bool input_batch = false;
@@ -25,19 +26,19 @@ bool resolve_symbols(SpecFile& f, Op& op) {
   // the custom call's operands) are the required inputs, then those given.
   for (size_t i = 1; i < op.inputs.size(); ++i) {
     if (op.inputs[i - 1].optional && !op.inputs[i].optional) {
-      f.error(op.inputs[i].where, "required input '" + op.inputs[i].name + "' follows optional input '" +
-                                      op.inputs[i - 1].name + "'; list the optional inputs last");
+      diags.error(op.inputs[i].where, "required input '" + op.inputs[i].name + "' follows optional input '" +
+                                          op.inputs[i - 1].name + "'; list the optional inputs last");
       ok = false;
     }
   }
   if (std::all_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.optional; })) {
-    f.error(op.inputs[0].where, "every input is optional; at least the first must be required");
+    diags.error(op.inputs[0].where, "every input is optional; at least the first must be required");
     return false;
   }
   if (!ok) return false;  // the ordering error above says what to fix
   // The presence mask is a u32 in legacy descriptors.
   if (op.optional_inputs() > 32) {
-    f.error(op.inputs[op.required_inputs() + 32].where, "an op may have at most 32 optional inputs");
+    diags.error(op.inputs[op.required_inputs() + 32].where, "an op may have at most 32 optional inputs");
     return false;
   }
   // The request mask is a u32 in legacy descriptors too.
@@ -45,7 +46,7 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     size_t seen = 0;
     for (const Tensor& o : op.outputs) {
       if (o.on_request() && ++seen > 32) {
-        f.error(o.where, "an op may have at most 32 optional outputs");
+        diags.error(o.where, "an op may have at most 32 optional outputs");
         return false;
       }
     }
@@ -69,7 +70,7 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     const Tensor& t = op.inputs[i];
     if (!t.optional) continue;
     if (t.batch && !input_batch) {
-      f.error(t.where, "optional input '" + t.name + "' has batch dimensions ('...') but no required input has any to match");
+      diags.error(t.where, "optional input '" + t.name + "' has batch dimensions ('...') but no required input has any to match");
       ok = false;
     }
     for (size_t axis = 0; axis < t.shape.size(); ++axis) {
@@ -88,13 +89,13 @@ bool resolve_symbols(SpecFile& f, Op& op) {
       std::vector<std::string> names;
       for (const Tensor& i : op.inputs) names.push_back(i.name);
       const std::string fix = closest_match(t.alias, names);
-      f.error(t.where, "output '" + t.name + "' aliases '" + t.alias + "', which is not an input" +
-                           (fix.empty() ? std::string() : "; did you mean '" + fix + "'?"));
+      diags.error(t.where, "output '" + t.name + "' aliases '" + t.alias + "', which is not an input" +
+                               (fix.empty() ? std::string() : "; did you mean '" + fix + "'?"));
       ok = false;
       continue;
     }
     if (!aliased.emplace(t.alias, t.name).second) {
-      f.error(t.where, "output '" + t.name + "' aliases input '" + t.alias + "', which output '" + aliased[t.alias] + "' already aliases");
+      diags.error(t.where, "output '" + t.name + "' aliases input '" + t.alias + "', which output '" + aliased[t.alias] + "' already aliases");
       ok = false;
       continue;
     }
@@ -106,18 +107,18 @@ bool resolve_symbols(SpecFile& f, Op& op) {
   }
   if (ok && op.requested_outputs() > 0 &&
       std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.optional; })) {
-    f.error(op.outputs.front().where, "every output is optional (asked for by the caller, or left out with the "
-                                      "optional input it updates); a call that asks for none would have no result "
-                                      "(make one output required)");
+    diags.error(op.outputs.front().where, "every output is optional (asked for by the caller, or left out with the "
+                                          "optional input it updates); a call that asks for none would have no result "
+                                          "(make one output required)");
     ok = false;
   } else if (ok && std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.optional; })) {
-    f.error(op.outputs.front().where, "every output updates an optional input; a call that omits them all would "
-                                      "have no result (make one input required, or add an output)");
+    diags.error(op.outputs.front().where, "every output updates an optional input; a call that omits them all would "
+                                          "have no result (make one input required, or add an output)");
     ok = false;
   }
   for (const Tensor& t : op.outputs) {
     if (t.batch && !input_batch) {
-      f.error(t.where, "output '" + t.name + "' has batch dimensions ('...') but no input has any to take them from");
+      diags.error(t.where, "output '" + t.name + "' has batch dimensions ('...') but no input has any to take them from");
       ok = false;
     }
   }
@@ -128,8 +129,8 @@ bool resolve_symbols(SpecFile& f, Op& op) {
     };
     const std::vector<Tensor> required(op.inputs.begin(), op.inputs.begin() + op.required_inputs());
     if (!uses(required)) {
-      f.error(v.where, "type variable '" + v.name + "' is not the dtype of any " +
-                           (uses(op.inputs) ? "required " : "") + "input, so a call cannot bind it");
+      diags.error(v.where, "type variable '" + v.name + "' is not the dtype of any " +
+                               (uses(op.inputs) ? "required " : "") + "input, so a call cannot bind it");
       ok = false;
     }
   }
@@ -137,16 +138,16 @@ bool resolve_symbols(SpecFile& f, Op& op) {
 }
 
 // Every name lands in one C++ struct and one Python signature.
-bool check_unique_names(SpecFile& f, const Op& op) {
+bool check_unique_names(Diagnostics& diags, const Op& op) {
   bool ok = true;
   std::map<std::string, std::pair<std::string, Location>> owner;
   auto claim = [&](const std::string& name, const std::string& role, const Location& where) {
     auto [it, inserted] = owner.emplace(name, std::make_pair(role, where));
     if (!inserted) {
       const Location& first = it->second.second;
-      f.error(where, "the name '" + name + "' of this " + role + " is already used by the " +
-                         it->second.first + " at line " + std::to_string(first.line) +
-                         "; inputs, outputs, attributes, workspaces, shape symbols and type variables share one namespace");
+      diags.error(where, "the name '" + name + "' of this " + role + " is already used by the " +
+                             it->second.first + " at line " + std::to_string(first.line) +
+                             "; inputs, outputs, attributes, workspaces, shape symbols and type variables share one namespace");
       ok = false;
     }
   };
@@ -182,8 +183,8 @@ bool check_unique_names(SpecFile& f, const Op& op) {
   for (const Constraint& c : op.constraints) {
     if (c.kind != Constraint::Kind::kIn || c.lhs->kind != Expr::Kind::kSymbol) continue;
     if (auto [it, inserted] = dispatched.emplace(c.lhs->symbol, c.where.line); !inserted) {
-      f.error(c.where, "'" + c.lhs->symbol + "' is restricted with 'in' twice (first at line " + std::to_string(it->second) +
-                           "); give it one list of values");
+      diags.error(c.where, "'" + c.lhs->symbol + "' is restricted with 'in' twice (first at line " + std::to_string(it->second) +
+                               "); give it one list of values");
       ok = false;
     }
   }
@@ -199,8 +200,8 @@ bool check_unique_names(SpecFile& f, const Op& op) {
     const std::string type = enum_type_name(a.name);
     auto [it, inserted] = cpp_types.emplace(type, "enum attribute '" + a.name + "'");
     if (!inserted) {
-      f.error(a.where, "enum attribute '" + a.name + "' names its C++ type '" + type + "', which " + it->second +
-                           " already uses; rename the attribute");
+      diags.error(a.where, "enum attribute '" + a.name + "' names its C++ type '" + type + "', which " + it->second +
+                               " already uses; rename the attribute");
       ok = false;
     }
   }
@@ -209,8 +210,8 @@ bool check_unique_names(SpecFile& f, const Op& op) {
   if (std::any_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return !t.alias.empty(); })) {
     auto refuse_mode = [&](const std::string& name, const Location& where, const std::string& kind) {
       if (name != "mode") return;
-      f.error(where, "an op with an in-place output cannot have an " + kind + " named 'mode': torch.compile's "
-                     "functionalization passes its own 'mode' argument; rename the " + kind);
+      diags.error(where, "an op with an in-place output cannot have an " + kind + " named 'mode': torch.compile's "
+                         "functionalization passes its own 'mode' argument; rename the " + kind);
       ok = false;
     };
     for (const Attr& a : op.attrs) refuse_mode(a.name, a.where, "attribute");
@@ -229,23 +230,23 @@ bool check_unique_names(SpecFile& f, const Op& op) {
 
 // Each name `what` uses is a shape symbol of a required input or an integer
 // attribute (i32 or i64), so that every call has its value.
-bool check_names(SpecFile& f, const Op& op, const std::vector<std::string>& names, const Location& where,
+bool check_names(Diagnostics& diags, const Op& op, const std::vector<std::string>& names, const Location& where,
                  const std::string& what, bool optional_ok = false) {
   for (const std::string& name : names) {
     const auto symbol = std::find_if(op.symbols.begin(), op.symbols.end(),
                                      [&](const SymbolBinding& s) { return s.symbol == name; });
     const auto attr = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const Attr& a) { return a.name == name; });
     if (symbol != op.symbols.end() && op.inputs[symbol->input].optional && !optional_ok) {
-      f.error(where, what + " names '" + name + "', which only optional input '" + op.inputs[symbol->input].name +
-                         "' gives (a call may omit it)");
+      diags.error(where, what + " names '" + name + "', which only optional input '" + op.inputs[symbol->input].name +
+                             "' gives (a call may omit it)");
       return false;
     }
     if (symbol != op.symbols.end()) continue;
     if (attr != op.attrs.end() && (attr->type == AttrType::kI32 || attr->type == AttrType::kI64)) continue;
-    f.error(where, what + " names '" + name + "', which is " +
-                       (attr != op.attrs.end() ? std::string("a ") + info(attr->type).name +
-                                                     " attribute (only integer attributes may appear there)"
-                                               : "neither a shape symbol of a required input nor an attribute"));
+    diags.error(where, what + " names '" + name + "', which is " +
+                           (attr != op.attrs.end() ? std::string("a ") + info(attr->type).name +
+                                                         " attribute (only integer attributes may appear there)"
+                                                   : "neither a shape symbol of a required input nor an attribute"));
     return false;
   }
   return true;
@@ -254,13 +255,13 @@ bool check_names(SpecFile& f, const Op& op, const std::vector<std::string>& name
 // The names in the dimensions of `t`, an output or a workspace: what every
 // call has, a shape symbol of a required input or an integer attribute
 // (`[N, topk]`, `[N * k + E * (b - 1)]`).
-bool check_shape_names(SpecFile& f, const Op& op, const Tensor& t, const std::string& role) {
+bool check_shape_names(Diagnostics& diags, const Op& op, const Tensor& t, const std::string& role) {
   bool ok = true;
   for (const Dim& d : t.shape) {
     std::vector<std::string> names;
     if (d.expr) expr_symbols(*d.expr, names);
     else if (!d.symbol.empty()) names.push_back(d.symbol);
-    ok = check_names(f, op, names, d.where, "the shape of " + role + " '" + t.name + "'") && ok;
+    ok = check_names(diags, op, names, d.where, "the shape of " + role + " '" + t.name + "'") && ok;
   }
   return ok;
 }
@@ -269,18 +270,18 @@ bool check_shape_names(SpecFile& f, const Op& op, const Tensor& t, const std::st
 // `...` stands for the batch of the inputs. (An output that updates an input
 // in place has that input's shape, which may use a symbol only an optional
 // input gives: it is left out with that input.)
-bool resolve_sizes(SpecFile& f, const Op& op) {
+bool resolve_sizes(Diagnostics& diags, const Op& op) {
   bool ok = true;
   for (const Tensor& t : op.outputs) {
-    if (t.alias.empty()) ok = check_shape_names(f, op, t, "output") && ok;
+    if (t.alias.empty()) ok = check_shape_names(diags, op, t, "output") && ok;
   }
   const bool input_batch = std::any_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.batch; });
   for (const Tensor& w : op.workspaces) {
     if (w.batch && !input_batch) {
-      f.error(w.where, "workspace '" + w.name + "' has batch dimensions ('...') but no input has any to take them from");
+      diags.error(w.where, "workspace '" + w.name + "' has batch dimensions ('...') but no input has any to take them from");
       ok = false;
     }
-    ok = check_shape_names(f, op, w, "workspace") && ok;
+    ok = check_shape_names(diags, op, w, "workspace") && ok;
   }
   return ok;
 }
@@ -288,7 +289,7 @@ bool resolve_sizes(SpecFile& f, const Op& op) {
 // A workspace is allocated, and the op's state made, on the platforms each
 // names (a cuBLASLt workspace and handle on CUDA alone), by default on every
 // platform of the op.
-bool resolve_platform_lists(SpecFile& f, Op& op) {
+bool resolve_platform_lists(Diagnostics& diags, Op& op) {
   bool ok = true;
   for (Tensor& w : op.workspaces) {
     if (w.platforms.empty()) {
@@ -297,9 +298,9 @@ bool resolve_platform_lists(SpecFile& f, Op& op) {
     }
     for (Platform p : w.platforms) {
       if (!op.has_platform(p)) {
-        f.error(w.platforms_where, std::string("workspace '") + w.name + "' names platform '" +
-                                       (p == Platform::kCuda ? "cuda" : "cpu") +
-                                       "', which is not among the op's 'platforms'");
+        diags.error(w.platforms_where, std::string("workspace '") + w.name + "' names platform '" +
+                                           (p == Platform::kCuda ? "cuda" : "cpu") +
+                                           "', which is not among the op's 'platforms'");
         ok = false;
       }
     }
@@ -309,9 +310,9 @@ bool resolve_platform_lists(SpecFile& f, Op& op) {
   } else if (op.state) {
     for (Platform p : op.state->platforms) {
       if (!op.has_platform(p)) {
-        f.error(op.state->platforms_where, std::string("'state' names platform '") +
-                                               (p == Platform::kCuda ? "cuda" : "cpu") +
-                                               "', which is not among the op's 'platforms'");
+        diags.error(op.state->platforms_where, std::string("'state' names platform '") +
+                                                   (p == Platform::kCuda ? "cuda" : "cpu") +
+                                                   "', which is not among the op's 'platforms'");
         ok = false;
       }
     }
@@ -319,21 +320,21 @@ bool resolve_platform_lists(SpecFile& f, Op& op) {
   return ok;
 }
 
-bool resolve_constraints(SpecFile& f, const Op& op) {
+bool resolve_constraints(Diagnostics& diags, const Op& op) {
   bool ok = true;
   for (const Constraint& c : op.constraints) {
     std::vector<std::string> names;
     expr_symbols(*c.lhs, names);
     if (c.rhs) expr_symbols(*c.rhs, names);
     // Checked only when the optional inputs it names are given.
-    ok = check_names(f, op, names, c.where, "constraint '" + c.text + "'", true) && ok;
+    ok = check_names(diags, op, names, c.where, "constraint '" + c.text + "'", true) && ok;
   }
   return ok;
 }
 
 // An input with a value range is of integer dtypes, and its bounds name
 // only what every call has.
-bool resolve_value_ranges(SpecFile& f, const Op& op) {
+bool resolve_value_ranges(Diagnostics& diags, const Op& op) {
   bool ok = true;
   for (const Tensor& t : op.inputs) {
     if (!t.values_min && !t.values_max) continue;
@@ -343,8 +344,8 @@ bool resolve_value_ranges(SpecFile& f, const Op& op) {
                                   [&](const TypeVar& tv) { return tv.name == t.type_var; });
       for (DType d : v->dtypes) {
         if (d == DType::kI32 || d == DType::kI64 || d == DType::kU8) continue;
-        f.error(t.where, "input '" + t.name + "' has a value range, but its type variable " + t.type_var +
-                             " takes " + info(d).name + ", which is not an integer type");
+        diags.error(t.where, "input '" + t.name + "' has a value range, but its type variable " + t.type_var +
+                                 " takes " + info(d).name + ", which is not an integer type");
         ok = false;
         break;
       }
@@ -353,7 +354,7 @@ bool resolve_value_ranges(SpecFile& f, const Op& op) {
       if (!bound) continue;
       std::vector<std::string> names;
       expr_symbols(*bound, names);
-      ok = check_names(f, op, names, t.where, what) && ok;
+      ok = check_names(diags, op, names, t.where, what) && ok;
     }
   }
   return ok;
@@ -362,22 +363,22 @@ bool resolve_value_ranges(SpecFile& f, const Op& op) {
 }  // namespace
 
 // Each symbol of a split is a size an input's shape binds, in one split at most.
-bool resolve_splits(SpecFile& f, const Op& op) {
+bool resolve_splits(Diagnostics& diags, const Op& op) {
   std::set<std::string> seen;
   bool ok = true;
   for (const Split& split : op.splits) {
     if (split.symbols.empty()) {
-      f.error(split.where, "split '" + split.name + "' names no shape symbol");
+      diags.error(split.where, "split '" + split.name + "' names no shape symbol");
       ok = false;
     }
     for (const std::string& s : split.symbols) {
       const bool bound = std::any_of(op.symbols.begin(), op.symbols.end(),
                                      [&](const SymbolBinding& b) { return b.symbol == s; });
       if (!bound) {
-        f.error(split.where, "split '" + split.name + "': '" + s + "' is not a shape symbol of an input");
+        diags.error(split.where, "split '" + split.name + "': '" + s + "' is not a shape symbol of an input");
         ok = false;
       } else if (!seen.insert(s).second) {
-        f.error(split.where, "split '" + split.name + "': '" + s + "' is in another split too");
+        diags.error(split.where, "split '" + split.name + "': '" + s + "' is in another split too");
         ok = false;
       }
     }
@@ -394,15 +395,15 @@ bool resolve_splits(SpecFile& f, const Op& op) {
       expr_symbols(*d.expr, in_expr);
       for (const std::string& s : in_expr) {
         if (!seen.count(s)) continue;
-        f.error(d.where, std::string(role) + " '" + t.name + "' uses split symbol '" + s + "' in the expression '" +
-                             d.text + "'; a split's symbols stand only as whole dimensions");
+        diags.error(d.where, std::string(role) + " '" + t.name + "' uses split symbol '" + s + "' in the expression '" +
+                                 d.text + "'; a split's symbols stand only as whole dimensions");
         ok = false;
       }
     }
     for (const auto& [s, n] : uses) {
       if (n < 2) continue;
-      f.error(t.where, std::string(role) + " '" + t.name + "' has split symbol '" + s +
-                           "' twice; a split cuts one dimension of each tensor");
+      diags.error(t.where, std::string(role) + " '" + t.name + "' has split symbol '" + s +
+                               "' twice; a split cuts one dimension of each tensor");
       ok = false;
     }
   };
@@ -425,10 +426,10 @@ bool resolve_splits(SpecFile& f, const Op& op) {
         expr_symbols(*bound, names);
         const auto s = std::find_if(names.begin(), names.end(), [&](const std::string& n) { return cut.count(n); });
         if (s == names.end()) continue;
-        f.error(split.where, "split '" + split.name + "' cuts '" + *s + "', which bounds the values of input '" +
-                                 t.name + "' (" + values_range_text(t) + "): they index the whole of '" + *s +
-                                 "', of which each device would hold a part, so the entries of the other parts "
-                                 "would be lost; do not split '" + *s + "'");
+        diags.error(split.where, "split '" + split.name + "' cuts '" + *s + "', which bounds the values of input '" +
+                                     t.name + "' (" + values_range_text(t) + "): they index the whole of '" + *s +
+                                     "', of which each device would hold a part, so the entries of the other parts "
+                                     "would be lost; do not split '" + *s + "'");
         ok = false;
         break;
       }
@@ -437,41 +438,41 @@ bool resolve_splits(SpecFile& f, const Op& op) {
     //   each device would return a partial result.
     for (const Tensor& t : op.outputs) {
       if (std::any_of(t.shape.begin(), t.shape.end(), [&](const Dim& d) { return cut.count(d.symbol); })) continue;
-      f.error(split.where, "split '" + split.name + "' cuts no dimension of output '" + t.name +
-                               "', so each device would return it computed from its part alone (a partial sum, "
-                               "say); split only dimensions that every output has, or drop the split");
+      diags.error(split.where, "split '" + split.name + "' cuts no dimension of output '" + t.name +
+                                   "', so each device would return it computed from its part alone (a partial sum, "
+                                   "say); split only dimensions that every output has, or drop the split");
       ok = false;
     }
   }
   return ok;
 }
 
-bool resolve(SpecFile& f, Op& op, const Location& xla_at) {
-  if (!resolve_symbols(f, op)) return false;
-  if (!check_unique_names(f, op)) return false;
-  if (!resolve_constraints(f, op)) return false;
-  if (!resolve_value_ranges(f, op)) return false;
-  if (!resolve_sizes(f, op)) return false;
-  if (!resolve_platform_lists(f, op)) return false;
-  if (!resolve_splits(f, op)) return false;
+bool resolve(Op& op, Diagnostics& diags) {
+  if (!resolve_symbols(diags, op)) return false;
+  if (!check_unique_names(diags, op)) return false;
+  if (!resolve_constraints(diags, op)) return false;
+  if (!resolve_value_ranges(diags, op)) return false;
+  if (!resolve_sizes(diags, op)) return false;
+  if (!resolve_platform_lists(diags, op)) return false;
+  if (!resolve_splits(diags, op)) return false;
   // vmap by expand_dims/broadcast_all adds leading dimensions to every
   // operand and result: each must take them in its '...'.
   const bool all_batched =
       std::all_of(op.inputs.begin(), op.inputs.end(), [](const Tensor& t) { return t.batch; }) &&
       std::all_of(op.outputs.begin(), op.outputs.end(), [](const Tensor& t) { return t.batch; });
   if ((op.vmap_method == "expand_dims" || op.vmap_method == "broadcast_all") && !all_batched) {
-    f.error(xla_at, "vmap_method '" + op.vmap_method +
-                        "' adds leading dimensions to every operand: every input and output shape must start with '...'");
+    diags.error(op.xla_where, "vmap_method '" + op.vmap_method +
+                                  "' adds leading dimensions to every operand: every input and output shape must start with '...'");
     return false;
   }
   if (op.batch_partitionable.value_or(false) && !op.splittable_by_batch()) {
-    f.error(xla_at,
-            "batch_partitionable runs the op on each device's shard of the batch, with no communication: every output "
-            "shape must start with '...' (an output without it, such as a sum over the batch, would need one), and "
-            "some input's must");
+    diags.error(op.xla_where,
+                "batch_partitionable runs the op on each device's shard of the batch, with no communication: every output "
+                "shape must start with '...' (an output without it, such as a sum over the batch, would need one), and "
+                "some input's must");
     return false;
   }
-  return true;
+  return !op.backward || resolve_backward(op, *op.backward, diags);
 }
 
 }  // namespace opgen::gen

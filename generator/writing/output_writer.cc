@@ -15,6 +15,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "system/write_all.h"
+
 namespace opgen::gen {
 namespace fs = std::filesystem;
 
@@ -168,16 +170,6 @@ std::string another_package(const std::string& root, const std::string& owner, c
 }
 
 }  // namespace
-
-bool write_all(int fd, const std::string& bytes) {
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error) {
   if (holds(path, contents)) return WriteResult::kUnchanged;

@@ -21,21 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "model/outputs.h"  // kManifestFileName
+
 namespace opgen::gen {
 
 enum class WriteResult { kUnchanged, kWritten, kFailed };
 
-// The file each run writes into its output folder, listing every other file
-// it wrote there (paths relative to the folder, one per line after a stamp
-// and a line `# package: NAME`).
-inline constexpr const char* kManifestFileName = "opgen_manifest.txt";
-
 // Writes `contents` to `path` (creating its parent folders) unless the file
 // already holds exactly these bytes. On failure, `error` says why.
 WriteResult write_if_changed(const std::string& path, const std::string& contents, std::string& error);
-
-// Writes all of `bytes` to `fd` (retrying short writes and EINTR); false on failure.
-bool write_all(int fd, const std::string& bytes);
 
 // The paths a manifest lists: the lines that are not comments.
 std::vector<std::string> manifest_entries(const std::string& text);

@@ -11,10 +11,10 @@
 #include <random>
 #include <string>
 
+#include "commands/load_spec.h"
 #include "model/model.h"
 #include "opgen/opaque.h"
 #include "opgen/status.h"
-#include "reading/read_spec.h"
 #include "simple_add_descriptor.h"
 #include "test_util.h"
 
@@ -236,7 +236,7 @@ TEST(OpaqueFingerprint, TheGeneratedHeaderMatchesTheModel) {
   EXPECT_EQ(simple_add_by_hand().opaque_fingerprint("opgen_ops"), sa::kOpaqueFingerprint);
 
   opgen::gen::Diagnostics diags;
-  std::optional<opgen::gen::Op> op = opgen::gen::read_op_spec(
+  std::optional<opgen::gen::Op> op = opgen::gen::load_op_spec(
       (opgen_test::source_dir() / "specs" / "simple_add.yaml").string(), "specs/simple_add.yaml", diags);
   ASSERT_TRUE(op.has_value());
   EXPECT_EQ(op->opaque_fingerprint("opgen_ops"), sa::kOpaqueFingerprint)
@@ -295,7 +295,7 @@ TEST(OpaqueFingerprint, DiffersBetweenSpecsThatChangeAnAttribute) {
     opgen_test::TempDir dir;
     opgen_test::write_file(dir / "fp_op.yaml", text);
     opgen::gen::Diagnostics diags;
-    std::optional<opgen::gen::Op> op = opgen::gen::read_op_spec((dir / "fp_op.yaml").string(), "fp_op.yaml", diags);
+    std::optional<opgen::gen::Op> op = opgen::gen::load_op_spec((dir / "fp_op.yaml").string(), "fp_op.yaml", diags);
     EXPECT_TRUE(op.has_value()) << text;
     return op ? op->opaque_fingerprint("opgen_ops") : 0;
   };

@@ -10,10 +10,11 @@
 #include <variant>
 #include <vector>
 
+#include "commands/load_spec.h"
 #include "model/diagnostics.h"
 #include "model/model.h"
-#include "reading/read_backward.h"
 #include "reading/read_spec.h"
+#include "resolving/resolve_backward.h"
 #include "test_util.h"
 
 namespace {
@@ -137,11 +138,11 @@ bool read_spec(const BadSpec& spec, opgen::gen::Diagnostics& diags) {
   if (spec.file_name == opgen::gen::kPackageSpecFileName) {
     return opgen::gen::read_package_spec(spec.path.string(), shown_name(spec), diags).has_value();
   }
-  std::optional<opgen::gen::Op> op = opgen::gen::read_op_spec(spec.path.string(), shown_name(spec), diags);
+  std::optional<opgen::gen::Op> op = opgen::gen::load_op_spec(spec.path.string(), shown_name(spec), diags);
   if (!op || spec.with.empty()) return op.has_value();
   std::vector<opgen::gen::Op> ops = {*op};
   for (const std::string& name : spec.with) {
-    std::optional<opgen::gen::Op> other = opgen::gen::read_op_spec(
+    std::optional<opgen::gen::Op> other = opgen::gen::load_op_spec(
         (source_dir() / "tests" / "bad_specs" / name).string(), "tests/bad_specs/" + name, diags);
     if (other) ops.push_back(*other);
   }
@@ -228,7 +229,7 @@ int line_of(const std::string& file, const std::string& prefix) {
 class SimpleAddSpec : public ::testing::Test {
  protected:
   void SetUp() override {
-    op_ = opgen::gen::read_op_spec((source_dir() / "specs" / "simple_add.yaml").string(),
+    op_ = opgen::gen::load_op_spec((source_dir() / "specs" / "simple_add.yaml").string(),
                               "specs/simple_add.yaml", diags_);
     ASSERT_TRUE(op_.has_value()) << all_messages(diags_);
   }
@@ -358,7 +359,7 @@ std::optional<opgen::gen::Op> read_text(const std::string& name, const std::stri
   opgen_test::TempDir dir;
   const fs::path path = dir / (name + ".yaml");
   opgen_test::write_file(path, text);
-  return opgen::gen::read_op_spec(path.string(), name + ".yaml", diags);
+  return opgen::gen::load_op_spec(path.string(), name + ".yaml", diags);
 }
 
 TEST(SpecReader, OmittedOptionalKeysTakeTheirDefaults) {
@@ -648,7 +649,7 @@ attrs:
 
 TEST(SpecReader, ReportsAMissingFile) {
   opgen::gen::Diagnostics diags;
-  EXPECT_FALSE(opgen::gen::read_op_spec("/nonexistent/opgen/no_such_op.yaml", "no_such_op.yaml", diags));
+  EXPECT_FALSE(opgen::gen::load_op_spec("/nonexistent/opgen/no_such_op.yaml", "no_such_op.yaml", diags));
   ASSERT_EQ(diags.error_count(), 1);
   EXPECT_EQ(opgen::gen::format(diags.all()[0]), "no_such_op.yaml: error: cannot open the spec file: No such file or directory");
 }

@@ -1,10 +1,11 @@
-// libFuzzer target for the spec reader (generator/spec_reader.cc).
+// libFuzzer target for the spec reader and resolver (generator/reading/,
+// generator/resolving/, run as opgen runs them: commands/load_spec.h).
 //
-// read_op_spec / read_package_spec take a path, so every input is written to
+// load_op_spec / read_package_spec take a path, so every input is written to
 // one per-process anonymous file (memfd; a mkstemp file where memfd is
 // unavailable) and read back through /proc/self/fd/N. Beyond "no crash, hang,
 // leak or out-of-bounds read" (the sanitizers), it checks:
-//   * read_op_spec / read_package_spec return a value iff they reported no
+//   * load_op_spec / read_package_spec return a value iff they reported no
 //     error during the call (warnings do not count); they are called with an
 //     error already in the Diagnostics, which must not change the result;
 //   * every diagnostic names the display path, has a message, and formats;
@@ -37,6 +38,7 @@
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
 
+#include "commands/load_spec.h"
 #include "model/diagnostics.h"
 #include "model/model.h"
 #include "reading/read_spec.h"
@@ -239,7 +241,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (g_ignore_loadall_hang && loadall_would_hang(data, size)) return -1;  // not added to the corpus
   write_input(data, size);
-  run_reader(opgen::gen::read_op_spec, kOpDisplayPath, check_op);
+  run_reader(opgen::gen::load_op_spec, kOpDisplayPath, check_op);
   run_reader(opgen::gen::read_package_spec, kPackageDisplayPath,
              [](const opgen::gen::Package& pkg, const opgen::gen::Diagnostics& diags) {
                if (pkg.name.empty() || pkg.torch_namespace.empty()) {

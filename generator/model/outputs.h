@@ -1,6 +1,8 @@
 // What `opgen generate` writes: one line per file, naming the template that
 // renders it and where it goes. Adding a target (a framework, an artifact)
-// is one template and one line here.
+// is one template and one line here. A fact of the package, beneath the
+// stages: resolving refuses two ops that would write one file, rendering
+// plans the files, writing keeps the manifest.
 #pragma once
 
 #include <string>
@@ -22,6 +24,11 @@ struct FileKind {
   std::string what;  // as opgen_package.cmake's comment says it
 };
 const std::vector<FileKind>& file_kinds();
+
+// The file each run writes into its output folder, listing every other file
+// it wrote there (paths relative to the folder, one per line after a stamp
+// and a line `# package: NAME`).
+inline constexpr const char* kManifestFileName = "opgen_manifest.txt";
 
 // The manifest: every other file a run wrote, rendered last.
 OutputFile manifest_output();

@@ -1,4 +1,4 @@
-#include "commands/install_prefix.h"
+#include "system/install_prefix.h"
 
 namespace opgen::gen {
 

@@ -1,6 +1,4 @@
-#include "rendering/outputs.h"
-
-#include "writing/output_writer.h"
+#include "model/outputs.h"
 
 namespace opgen::gen {
 
