@@ -179,7 +179,6 @@ json attr_type_facts() {
     d["name"] = i.name;
     d["cpp"] = i.cpp;
     d["numpy"] = i.numpy;
-    d["struct_format"] = i.struct_format;
     d["torch_schema"] = i.torch_schema;
     d["py_type"] = i.py_type;
     d["size"] = i.size;

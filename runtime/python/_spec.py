@@ -68,22 +68,6 @@ class Constraint:
     rhs: object = None
     values: tuple = ()  # 'in'
 
-    @property
-    def names(self) -> list:
-        out = []
-        for tree in (self.lhs, self.rhs):
-            _names(tree, out)
-        return out
-
-
-def _names(tree, out: list) -> None:
-    if isinstance(tree, str):
-        if tree not in out:
-            out.append(tree)
-    elif isinstance(tree, tuple):
-        _names(tree[1], out)
-        _names(tree[2], out)
-
 
 @dataclass(frozen=True)
 class Tensor:
@@ -120,12 +104,6 @@ class Tensor:
         """An input the spec declares ``[]``, which a call may give as ``[]``
         or ``[1]`` (as vLLM passes its scales): the body reads its one element."""
         return not self.shape and not self.batch
-
-    @property
-    def declared(self) -> str:
-        """The shape as the spec writes it: ``[..., D/2]``."""
-        dims = (["..."] if self.batch else []) + [d.text if isinstance(d, Expr) else str(d) for d in self.shape]
-        return "[" + ", ".join(dims) + "]"
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 """Type stubs of opgen_ops.jax."""
 
 from collections.abc import Sequence
+import contextlib as _contextlib  # private: an op may be named contextlib
 from typing import Literal
 
-import contextlib as _contextlib  # private: an op may be named contextlib
 import jax as _jax  # private: an op may be named jax
 import jax.export as _jax_export
 

@@ -23,8 +23,9 @@
 // Binder::allocate, so that a refused call allocates nothing) and a Binder
 // runs it over a Source:
 // what one framework gives the call (the typed XLA FFI, a legacy custom call,
-// a PyTorch boxed kernel, a Python entry point's shapes at trace time; see
-// xla_ffi_binding.h, xla_legacy_binding.h, torch_stable.h, shape_source.h). So every entry
+// a PyTorch boxed kernel, an eager torch call around the dispatcher, a Python entry
+// point's shapes at trace time; see xla_ffi_binding.h, xla_legacy_binding.h,
+// torch_stable.h, torch_eager.h, shape_source.h). So every entry
 // point checks the same rules in the same order with the same messages, by
 // construction. The first failure is kept and every later step does nothing.
 #pragma once
