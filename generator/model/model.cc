@@ -155,6 +155,21 @@ bool Op::has_legacy_api() const {
   return std::any_of(api_versions.begin(), api_versions.end(), [](int v) { return v != 4; });
 }
 
+std::vector<std::pair<Platform, int>> Op::handlers() const {
+  std::vector<std::pair<Platform, int>> out;
+  for (Platform p : platforms) {
+    for (int v : api_versions) {
+      if (p == Platform::kCpu && (v == 1 || v == 2)) continue;
+      out.emplace_back(p, v);
+    }
+  }
+  return out;
+}
+
+bool Op::torch_lowered() const {
+  return std::any_of(attrs.begin(), attrs.end(), [](const Attr& a) { return a.type == AttrType::kEnum || is_array(a.type); });
+}
+
 bool Op::has_batch() const {
   for (const Tensor& t : inputs) if (t.batch) return true;
   for (const Tensor& t : outputs) if (t.batch) return true;

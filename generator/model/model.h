@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -361,6 +362,15 @@ struct Op {
   bool has_platform(Platform p) const;
   bool has_api_version(int v) const;
   bool has_legacy_api() const;
+  // Every (platform, api_version) pair that gets a custom call handler, in
+  // the spec's order of each. XLA:CPU runs only api_version 3 of the legacy
+  // ABI (1 and 2 are refused there), so a CPU handler exists for 4 and 3 alone.
+  std::vector<std::pair<Platform, int>> handlers() const;
+  // Whether the PyTorch kernels register a lowered schema (names.h's
+  // torch_kernel_name): the stable ABI of torch 2.9 cannot carry an enum
+  // (a str) or an array attribute, which the lowered one takes as an index
+  // and a CPU tensor.
+  bool torch_lowered() const;
   // Whether XLA may capture the CUDA handler in a command buffer (a CUDA graph).
   bool cmd_buffer_compatible() const { return command_buffer_compatible.value_or(true); }
   // Whether each device may run the op on its shard of the batch ('...'),

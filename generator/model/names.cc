@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 namespace opgen::gen {
 namespace {
@@ -140,6 +141,44 @@ std::string enum_type_name(std::string_view attr_name) {
   }
   return out;
 }
+
+std::string strides_name(std::string_view input) { return std::string(input) + "_strides"; }
+
+std::string in_range_name(std::string_view input) { return std::string(input) + "_in_range"; }
+
+std::string dims_name(std::string_view tensor) { return std::string(tensor) + "_dim"; }
+
+std::string request_param(std::string_view output) { return "return_" + std::string(output); }
+
+std::string torch_kernel_name(std::string_view op, bool lowered) {
+  return std::string(op) + (lowered ? "__lowered" : "");
+}
+
+namespace {
+
+// The suffix of a custom call's target and symbol: _ffi, _legacy_v<N>.
+std::string api_suffix(int api_version) {
+  return api_version == 4 ? "_ffi" : "_legacy_v" + std::to_string(api_version);
+}
+
+}  // namespace
+
+std::string xla_target_name(std::string_view package, std::string_view op, int api_version) {
+  return std::string(package) + "_" + std::string(op) + api_suffix(api_version);
+}
+
+std::string xla_handler_symbol(std::string_view package, std::string_view op, std::string_view platform,
+                               int api_version) {
+  return std::string(package) + "_" + std::string(op) + "_" + std::string(platform) + api_suffix(api_version);
+}
+
+std::string state_type_name(std::string_view platform) {
+  return enum_type_name(platform) + "State";
+}
+
+std::string make_state_name(std::string_view platform) { return "make_" + std::string(platform) + "_state"; }
+
+std::string state_field_name(std::string_view platform) { return std::string(platform) + "_state"; }
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
   std::string best;

@@ -66,6 +66,11 @@ json tensor_facts(const Tensor& t) {
   out["values_unique"] = t.values_unique;
   out["alias"] = text_or_none(t.alias);
   out["on_request"] = t.on_request();
+  // The names the generated code derives from the tensor's (names.h), where it has them.
+  out["strides_name"] = t.layout == Layout::kContiguous ? json(nullptr) : json(strides_name(t.name));
+  out["in_range_name"] = t.values_min || t.values_max ? json(in_range_name(t.name)) : json(nullptr);
+  out["dims_name"] = dims_name(t.name);
+  out["request_param"] = nullptr;  // an output's on request: set by op_facts
   json platforms = json::array();
   for (Platform p : t.platforms) platforms.push_back(platform_name(p));
   out["platforms"] = std::move(platforms);
@@ -209,12 +214,30 @@ json constraint_facts(const Constraint& c) {
 json op_facts(const Op& op, const std::string& package) {
   json out;
   out["name"] = op.name;
+  out["torch_lowered"] = op.torch_lowered();
+  out["torch_kernel_name"] = torch_kernel_name(op.name, op.torch_lowered());
+  // Each custom call handler: [{platform, api_version, target, symbol}].
+  json targets = json::array();
+  for (const auto& [p, v] : op.handlers()) {
+    targets.push_back({{"platform", platform_name(p)},
+                       {"api_version", v},
+                       {"target", xla_target_name(package, op.name, v)},
+                       {"symbol", xla_handler_symbol(package, op.name, platform_name(p), v)}});
+  }
+  out["targets"] = std::move(targets);
+  // [[api_version, its target]] for each of the spec's api_versions.
+  json xla_targets = json::array();
+  for (int v : op.api_versions) xla_targets.push_back(json::array({v, xla_target_name(package, op.name, v)}));
+  out["xla_targets"] = std::move(xla_targets);
   out["doc"] = op.doc;
   out["spec_path"] = op.spec_path;
   json inputs = json::array(), outputs = json::array(), attrs = json::array(), symbols = json::array(),
        type_vars = json::array(), platforms = json::array();
   for (const Tensor& t : op.inputs) inputs.push_back(tensor_facts(t));
-  for (const Tensor& t : op.outputs) outputs.push_back(tensor_facts(t));
+  for (const Tensor& t : op.outputs) {
+    outputs.push_back(tensor_facts(t));
+    if (t.on_request()) outputs.back()["request_param"] = request_param(t.name);
+  }
   json workspaces = json::array();
   for (const Tensor& t : op.workspaces) workspaces.push_back(tensor_facts(t));
   for (const Attr& a : op.attrs) attrs.push_back(attr_facts(a));
@@ -267,7 +290,15 @@ json op_facts(const Op& op, const std::string& package) {
   if (op.state) {
     json platforms_of_state = json::array();
     for (Platform p : op.state->platforms) platforms_of_state.push_back(platform_name(p));
-    out["state"] = {{"doc", op.state->doc}, {"platforms", std::move(platforms_of_state)}};
+    // Its C++ names on each platform that makes it, by platform.
+    json names = json::object();
+    for (Platform p : op.state->platforms) {
+      names[platform_name(p)] = {{"platform", platform_name(p)},
+                                 {"type", state_type_name(platform_name(p))},
+                                 {"make", make_state_name(platform_name(p))},
+                                 {"field", state_field_name(platform_name(p))}};
+    }
+    out["state"] = {{"doc", op.state->doc}, {"platforms", std::move(platforms_of_state)}, {"names", std::move(names)}};
   } else {
     out["state"] = nullptr;
   }

@@ -164,19 +164,19 @@ bool check_unique_names(Diagnostics& diags, const Op& op) {
   // range check), an output or a workspace (its dimensions): they live in
   // Args beside the names above.
   for (const Tensor& t : op.inputs) {
-    if (t.layout != Layout::kContiguous) claim(t.name + "_strides", "input's strides (Args::" + t.name + "_strides)", t.where);
-    if (t.values_min || t.values_max) claim(t.name + "_in_range", "input's range check (Args::" + t.name + "_in_range)", t.where);
+    if (t.layout != Layout::kContiguous) claim(strides_name(t.name), "input's strides (Args::" + strides_name(t.name) + ")", t.where);
+    if (t.values_min || t.values_max) claim(in_range_name(t.name), "input's range check (Args::" + in_range_name(t.name) + ")", t.where);
   }
   for (const Tensor& t : op.outputs) {
-    if (t.alias.empty() && (!t.shape.empty() || t.batch)) claim(t.name + "_dim", "output's dimensions (Args::" + t.name + "_dim)", t.where);
+    if (t.alias.empty() && (!t.shape.empty() || t.batch)) claim(dims_name(t.name), "output's dimensions (Args::" + dims_name(t.name) + ")", t.where);
   }
   for (const Tensor& w : op.workspaces) {
-    if (!w.shape.empty() || w.batch) claim(w.name + "_dim", "workspace's dimensions (Args::" + w.name + "_dim)", w.where);
+    if (!w.shape.empty() || w.batch) claim(dims_name(w.name), "workspace's dimensions (Args::" + dims_name(w.name) + ")", w.where);
   }
   // The keyword that asks for an output on request is a parameter of the
   // wrappers and of the torch schema, beside the inputs and attributes.
   for (const Tensor& t : op.outputs) {
-    if (t.on_request()) claim("return_" + t.name, "optional output's keyword (return_" + t.name + ")", t.where);
+    if (t.on_request()) claim(request_param(t.name), "optional output's keyword (" + request_param(t.name) + ")", t.where);
   }
   // One with_<name> dispatch helper per `<name> in [...]` constraint.
   std::map<std::string, int> dispatched;

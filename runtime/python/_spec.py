@@ -87,6 +87,7 @@ class Tensor:
     # The values in the range are distinct (the spec's `unique`): unchecked too.
     values_unique: bool = False
     alias: str | None = None  # outputs: the input it updates in place
+    request_param: str = ""  # outputs on request: the keyword that asks for it (opgen's names.h spells it)
     platforms: tuple = ()  # workspaces: the platforms that allocate it (empty: every platform of the op)
     doc: str = ""
 
@@ -94,10 +95,6 @@ class Tensor:
     def on_request(self) -> bool:
         """An output the caller asks for (``return_<name>=True``), else left out."""
         return self.optional and not self.alias
-
-    @property
-    def request_param(self) -> str:
-        return "return_" + self.name
 
     @property
     def scalar(self) -> bool:
@@ -177,7 +174,9 @@ class Op:
     splits: Mapping = field(default_factory=dict)  # split name -> the shape symbols devices may cut together
     torch_namespace: str = ""
     torch_schema: str = ""  # the spec's schema: "simple_add(Tensor a, ...) -> Tensor"
-    torch_lowered: bool = False  # the C++ kernels register <name>__lowered
+    torch_lowered: bool = False  # the C++ kernels register a lowered schema, under torch_kernel
+    torch_kernel: str = ""  # the name the C++ kernels register (opgen's names.h spells it)
+    xla_targets: Mapping = field(default_factory=dict)  # api_version -> its custom call target (names.h's)
     opaque: Opaque | None = None
     doc: str = ""
     backward: Backward | None = None
@@ -231,15 +230,10 @@ class Op:
 
     @property
     def ffi_target(self) -> str:
-        return f"{self.package}_{self.name}_ffi"
+        return self.xla_targets[4]
 
     def legacy_target(self, api_version: int) -> str:
-        return f"{self.package}_{self.name}_legacy_v{api_version}"
-
-    @property
-    def torch_kernel(self) -> str:
-        """The name the C++ kernels register: the op's, or <op>__lowered."""
-        return self.name + ("__lowered" if self.torch_lowered else "")
+        return self.xla_targets[api_version]
 
 
 # --- The checked call --------------------------------------------------------------------------

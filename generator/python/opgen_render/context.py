@@ -1,6 +1,7 @@
 """The templates' data: the model's facts as opgen's C++ reader resolved them
-(plain dicts and lists, template_data.cc), with the views and spellings the
-templates read added once per op (derived here, spelled by spelling.py).
+(plain dicts and lists, template_data.cc, with the names model/names.h
+derives from spec names), with the views and spellings the templates read
+added once per op (derived here, spelled by spelling.py).
 Every value stays a dict, list, str, int or bool (what Jinja2 reads
 without a custom filter or test)."""
 
@@ -29,7 +30,6 @@ def op_data(op, package, dtypes, attr_types):
     requested = [t for t in outputs if t['on_request']]
     for k, t in enumerate(requested):
         t['request'] = k
-        t['request_param'] = sp.request_param(t['name'])
     for w in workspaces:
         w['devices_cpp'] = sp.devices_cpp(w['platforms'], op['platforms'])
     for t in inputs:
@@ -68,7 +68,6 @@ def op_data(op, package, dtypes, attr_types):
             'attr_index': next(k for k, a in enumerate(op['attrs']) if a['name'] == v['attr']) if v['attr'] else None,
         })
         fields += kind == 'input'
-    lowered = any(a['type'] == 'enum' or a['array'] for a in op['attrs'])
     legacy = [v for v in op['api_versions'] if v != 4]
     out = {
         'name': op['name'],
@@ -86,10 +85,10 @@ def op_data(op, package, dtypes, attr_types):
         'attrs': attrs,
         'backward': op['backward'],
         'differentiable': op['differentiable'],
-        # {doc, platforms}: what the body keeps per device (`state:`), or None;
-        # its C++ names on each platform that makes it, by platform.
+        # {doc, platforms, names}: what the body keeps per device (`state:`), or None;
+        # its C++ names on each platform that makes it, by platform, in the spec's order.
         'state': op['state'],
-        'states': {p: sp.state_names(p) for p in (op['state']['platforms'] if op['state'] else [])},
+        'states': {p: op['state']['names'][p] for p in (op['state']['platforms'] if op['state'] else [])},
         # Each constraint with the optional inputs it needs (those that bind a
         # symbol it names, which no required input gives): checked when given.
         'constraints': [dict(c, needs_inputs=sorted({s['input'] for s in op['symbols'] if s['name'] in c['names']
@@ -107,9 +106,9 @@ def op_data(op, package, dtypes, attr_types):
         'command_buffer_compatible': op['command_buffer_compatible'],
         'opaque': _opaque(op),
         'torch_schema': sp.torch_schema(op, False, attr_types, by_name),
-        'torch_lowered': lowered,
-        'torch_kernel_schema': sp.torch_schema(op, lowered, attr_types, by_name),
-        'torch_kernel_name': op['name'] + ('__lowered' if lowered else ''),
+        'torch_lowered': op['torch_lowered'],
+        'torch_kernel_schema': sp.torch_schema(op, op['torch_lowered'], attr_types, by_name),
+        'torch_kernel_name': op['torch_kernel_name'],
         'has_batch': any(t['batch'] for t in op['inputs'] + op['outputs']),
         # The input whose leading dimensions define the batch.
         'batch_source': next((t['name'] for t in op['inputs'] if t['batch'] and not t['optional']), None),
@@ -120,7 +119,11 @@ def op_data(op, package, dtypes, attr_types):
         # torch_xla passes attributes only through the opaque backend_config, so
         # its custom call uses the first legacy version the spec lists.
         'torch_xla_api_version': legacy[0] if legacy else 0,
-        'targets': _targets(op, package),
+        # Every (platform, api_version) pair that gets a handler, with its target and symbol
+        # (the model's Op::handlers): each op's description carries the pairs (`handlers`),
+        # which the examples and tests read.
+        'targets': op['targets'],
+        'xla_targets': op['xla_targets'],  # [api_version, its custom call target] for each api_version
     }
     out.update(sp.cpp_templates(op, by_name))
     return out
@@ -167,7 +170,10 @@ def _tensor(op, t, index, is_input, dtypes):
         'values_unique': t['values_unique'],
         'layout_cpp': sp.layout_cpp(t['layout']),
         # A rows or strided input's strides in Args: the batch stride first.
-        'strides': None if t['layout'] == 'contiguous' else t['name'] + '_strides',
+        'strides': t['strides_name'],
+        'in_range': t['in_range_name'],  # its range check in Args, for an input with a value range
+        'dims_name': t['dims_name'],  # an output's or workspace's dimensions in Args
+        'request_param': t['request_param'],  # the keyword that asks for an output on request
         'stride_count': len(dims) + (1 if t['batch'] else 0),
         'alias': t['alias'],
         'on_request': t['on_request'],
@@ -236,22 +242,3 @@ def _opaque(op):
     return dict(o, fingerprint=sp.hex64(o['fingerprint']),
                 fields=[dict(f, enum=sp.field_kind_enum(f['kind'])) for f in o['fields']])
 
-
-def _targets(op, package):
-    """Every (platform, api_version) pair that gets a handler. XLA:CPU runs
-    only api_version 3 of the legacy ABI (1 and 2 are refused there), so a CPU
-    handler exists for 4 and 3 alone. This is the fact's home: each op's
-    description carries the pairs (`handlers`), which the examples and tests read."""
-    out = []
-    for p in op['platforms']:
-        for v in op['api_versions']:
-            if p == 'cpu' and v in (1, 2):
-                continue
-            kind = '_ffi' if v == 4 else '_legacy_v%d' % v
-            out.append({
-                'platform': p,
-                'api_version': v,
-                'target': package['name'] + '_' + op['name'] + kind,
-                'symbol': package['name'] + '_' + op['name'] + '_' + p + kind,
-            })
-    return out

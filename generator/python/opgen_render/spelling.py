@@ -4,7 +4,10 @@ torch schema. The templates read these through the context (context.py),
 which keeps no spelling of its own, nor do the templates. The names of each
 dtype (C++ type, enumerator, numpy's and torch's name) are not here: they
 are the dtype table's (runtime/include/opgen/dtype_table.h), which the C++
-runtime reads too, and come with the facts (template_data.cc)."""
+runtime reads too, and come with the facts (template_data.cc). Nor are the
+names derived from spec names (return_<output>, <input>_strides, the XLA
+targets, <op>__lowered, ...): they are the C++ model's (model/names.h),
+which checks them against the spec's names, and come with the facts too."""
 
 
 def comma_list(items):
@@ -66,7 +69,7 @@ def torch_schema(op, lowered, attr_types, dtypes):
     schema is what the stable-ABI kernel registers when the op has attributes
     that ABI cannot carry on torch 2.9 (str, int[]): an enum as its index, an
     array as a CPU tensor."""
-    s = op['name'] + ('__lowered(' if lowered else '(')
+    s = (op['torch_kernel_name'] if lowered else op['name']) + '('
     alias_set = ord('a')
     mutated = {o['alias'] for o in op['outputs'] if o['alias']}
     params = []
@@ -94,23 +97,10 @@ def torch_schema(op, lowered, attr_types, dtypes):
     # An output on request is asked for by a flag; not asked, it is returned
     # with no elements (a custom op returns no Tensor?).
     for o in requests:
-        s += ', bool ' + request_param(o['name']) + '=False'
+        s += ', bool ' + o['request_param'] + '=False'
     s += ') -> '
     fresh = sum(1 for o in op['outputs'] if not o['alias'])
     return s + ('Tensor' if fresh == 1 else '(' + ', '.join(['Tensor'] * fresh) + ')')
-
-
-def request_param(output):
-    """The keyword that asks for an optional output: return_<name>."""
-    return 'return_' + output
-
-
-def state_names(platform):
-    """The C++ names of an op's state on `platform` (`state:`): the type the
-    body defines, the function that makes it, and the field of Args that holds it."""
-    prefix = {'cpu': 'Cpu', 'cuda': 'Cuda'}[platform]
-    return {'platform': platform, 'type': prefix + 'State', 'make': 'make_' + platform + '_state',
-            'field': platform + '_state'}
 
 
 def declared_shape(t):

@@ -34,6 +34,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='dynamic_per_token_scaled_fp8_quant(Tensor x, Tensor? scale_ub=None, *, ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='dynamic_per_token_scaled_fp8_quant',
+    xla_targets={4: 'opgen_ops_dynamic_per_token_scaled_fp8_quant_ffi', 3: 'opgen_ops_dynamic_per_token_scaled_fp8_quant_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x55D70BD1DDE0B5B7,
         fields=(

@@ -21,6 +21,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='flip(Tensor x, *, int[] dims=[-1]) -> Tensor',
     torch_lowered=True,
+    torch_kernel='flip__lowered',
+    xla_targets={4: 'opgen_ops_flip_ffi', 3: 'opgen_ops_flip_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x323278B58B6C9671,
         fields=(

@@ -33,6 +33,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='fused_add_rms_norm(Tensor(a!) x, Tensor(b!) residual, Tensor weight, *, float eps=1e-06) -> ()',
     torch_lowered=False,
+    torch_kernel='fused_add_rms_norm',
+    xla_targets={4: 'opgen_ops_fused_add_rms_norm_ffi', 3: 'opgen_ops_fused_add_rms_norm_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x77933B9C659338D5,
         fields=(

@@ -26,6 +26,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='glu(Tensor x, *, str activation="sigmoid") -> Tensor',
     torch_lowered=True,
+    torch_kernel='glu__lowered',
+    xla_targets={4: 'opgen_ops_glu_ffi', 3: 'opgen_ops_glu_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x3A4A5C6C033D5176,
         fields=(

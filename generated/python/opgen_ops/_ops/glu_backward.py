@@ -25,6 +25,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='glu_backward(Tensor grad_out, Tensor x, *, str activation="sigmoid") -> Tensor',
     torch_lowered=True,
+    torch_kernel='glu_backward__lowered',
+    xla_targets={4: 'opgen_ops_glu_backward_ffi', 3: 'opgen_ops_glu_backward_legacy_v3'},
     opaque=Opaque(
         fingerprint=0xD75402DA76A76BE7,
         fields=(

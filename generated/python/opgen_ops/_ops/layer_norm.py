@@ -20,8 +20,8 @@ OP = Op(
     ),
     outputs=(
         Tensor('out', 'T', ('D',), batch=True, doc='the normalised activations'),
-        Tensor('mean', 'S', (), batch=True, optional=True, doc="each row's mean (f32; f64 for f64); computed only when asked for (return_mean=True)"),
-        Tensor('rstd', 'S', (), batch=True, optional=True, doc="each row's 1 / sqrt(var + eps) (f32; f64 for f64); computed only when asked for (return_rstd=True)"),
+        Tensor('mean', 'S', (), batch=True, optional=True, request_param='return_mean', doc="each row's mean (f32; f64 for f64); computed only when asked for (return_mean=True)"),
+        Tensor('rstd', 'S', (), batch=True, optional=True, request_param='return_rstd', doc="each row's 1 / sqrt(var + eps) (f32; f64 for f64); computed only when asked for (return_rstd=True)"),
     ),
     attrs=(Attr('eps', 'f32', default=1e-05, min=0.0, min_exclusive=True, range='> 0.0', doc='added to the variance; > 0, so that a constant row divides by no zero'),),
     backward=Backward(
@@ -37,6 +37,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='layer_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-05, bool return_mean=False, bool return_rstd=False) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='layer_norm',
+    xla_targets={4: 'opgen_ops_layer_norm_ffi', 3: 'opgen_ops_layer_norm_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x6E8151C125F7B04D,
         fields=(

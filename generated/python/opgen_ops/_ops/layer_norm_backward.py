@@ -40,6 +40,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='layer_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? mean=None, Tensor? rstd=None, Tensor? grad_residual=None, *, float eps=1e-05) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='layer_norm_backward',
+    xla_targets={4: 'opgen_ops_layer_norm_backward_ffi', 3: 'opgen_ops_layer_norm_backward_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x4A334E637CBE41B1,
         fields=(

@@ -18,7 +18,7 @@ OP = Op(
     ),
     outputs=(
         Tensor('output', 'T', ('N', 'H', 'D'), doc='the attention output over both parts'),
-        Tensor('output_lse', 'float32', ('H', 'N'), optional=True, doc='the log-sum-exp over both parts'),
+        Tensor('output_lse', 'float32', ('H', 'N'), optional=True, request_param='return_output_lse', doc='the log-sum-exp over both parts'),
     ),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
@@ -29,6 +29,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='merge_attn_states(Tensor prefix_output, Tensor prefix_lse, Tensor suffix_output, Tensor suffix_lse, *, bool return_output_lse=False) -> (Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='merge_attn_states',
+    xla_targets={4: 'opgen_ops_merge_attn_states_ffi', 3: 'opgen_ops_merge_attn_states_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x85B8C5B238D91632,
         fields=(

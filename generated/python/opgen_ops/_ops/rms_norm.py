@@ -33,6 +33,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='rms_norm(Tensor x, Tensor? weight=None, Tensor? bias=None, *, float eps=1e-06) -> (Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='rms_norm',
+    xla_targets={4: 'opgen_ops_rms_norm_ffi', 3: 'opgen_ops_rms_norm_legacy_v3'},
     opaque=Opaque(
         fingerprint=0xC0A4369A27E7419A,
         fields=(

@@ -34,6 +34,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='rms_norm_backward(Tensor grad_out, Tensor x, Tensor? weight=None, Tensor? grad_residual=None, *, float eps=1e-06) -> (Tensor, Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='rms_norm_backward',
+    xla_targets={4: 'opgen_ops_rms_norm_backward_ffi', 3: 'opgen_ops_rms_norm_backward_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x0280ED94A472E602,
         fields=(

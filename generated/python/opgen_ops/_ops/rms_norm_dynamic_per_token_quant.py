@@ -37,6 +37,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='rms_norm_dynamic_per_token_quant(Tensor x, Tensor weight, Tensor? scale_ub=None, Tensor(a!)? residual=None, *, float eps=1e-06, ScalarType out_dtype=float8_e4m3fn) -> (Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='rms_norm_dynamic_per_token_quant',
+    xla_targets={4: 'opgen_ops_rms_norm_dynamic_per_token_quant_ffi', 3: 'opgen_ops_rms_norm_dynamic_per_token_quant_legacy_v3'},
     opaque=Opaque(
         fingerprint=0xAB8D664E055864A8,
         fields=(

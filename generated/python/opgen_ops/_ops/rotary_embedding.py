@@ -44,6 +44,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='rotary_embedding(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)? key=None, *, int head_size, bool is_neox=True) -> ()',
     torch_lowered=False,
+    torch_kernel='rotary_embedding',
+    xla_targets={4: 'opgen_ops_rotary_embedding_ffi', 3: 'opgen_ops_rotary_embedding_legacy_v3'},
     opaque=Opaque(
         fingerprint=0x32A16926A054C608,
         fields=(

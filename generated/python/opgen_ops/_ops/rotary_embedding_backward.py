@@ -39,6 +39,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='rotary_embedding_backward(Tensor positions, Tensor(a!) query, Tensor cos_sin_cache, Tensor(b!)? key=None, *, int head_size, bool is_neox=True) -> ()',
     torch_lowered=False,
+    torch_kernel='rotary_embedding_backward',
+    xla_targets={4: 'opgen_ops_rotary_embedding_backward_ffi', 3: 'opgen_ops_rotary_embedding_backward_legacy_v3'},
     opaque=Opaque(
         fingerprint=0xB811F4AC398D4204,
         fields=(

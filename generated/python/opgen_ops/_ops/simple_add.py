@@ -24,6 +24,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='simple_add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor',
     torch_lowered=False,
+    torch_kernel='simple_add',
+    xla_targets={4: 'opgen_ops_simple_add_ffi', 3: 'opgen_ops_simple_add_legacy_v3', 2: 'opgen_ops_simple_add_legacy_v2', 1: 'opgen_ops_simple_add_legacy_v1'},
     opaque=Opaque(
         fingerprint=0xA34C62ED8BE541B8,
         fields=(

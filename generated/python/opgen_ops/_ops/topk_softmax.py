@@ -33,6 +33,8 @@ OP = Op(
     torch_namespace='opgen_ops',
     torch_schema='topk_softmax(Tensor gating_output, *, int topk, bool renormalize=False) -> (Tensor, Tensor)',
     torch_lowered=False,
+    torch_kernel='topk_softmax',
+    xla_targets={4: 'opgen_ops_topk_softmax_ffi', 3: 'opgen_ops_topk_softmax_legacy_v3'},
     opaque=Opaque(
         fingerprint=0xF616D0D425C8E6C2,
         fields=(
