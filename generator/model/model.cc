@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "opgen/range_text.h"
 #include "opgen/shape_check.h"
 
 namespace opgen::gen {
@@ -110,23 +111,13 @@ const char* constraint_operator(Constraint::Kind kind) {
 }
 
 std::string range_text(const Attr& a) {
-  if (a.min && a.max) {
-    return std::string("in ") + (a.min_exclusive ? "(" : "[") + number_text(*a.min) + ", " + number_text(*a.max) +
-           (a.max_exclusive ? ")" : "]");
-  }
-  if (a.min) return (a.min_exclusive ? "> " : ">= ") + number_text(*a.min);
-  if (a.max) return (a.max_exclusive ? "< " : "<= ") + number_text(*a.max);
-  return "";
+  return opgen::range_text(a.min ? number_text(*a.min) : "", a.min_exclusive, a.max ? number_text(*a.max) : "",
+                           a.max_exclusive);
 }
 
 std::string values_range_text(const Tensor& t) {
-  if (t.values_min && t.values_max) {
-    return std::string("in ") + (t.values_min_exclusive ? "(" : "[") + t.values_min_text + ", " + t.values_max_text +
-           (t.values_max_exclusive ? ")" : "]");
-  }
-  if (t.values_min) return (t.values_min_exclusive ? "> " : ">= ") + t.values_min_text;
-  if (t.values_max) return (t.values_max_exclusive ? "< " : "<= ") + t.values_max_text;
-  return "";
+  return opgen::range_text(t.values_min ? t.values_min_text : "", t.values_min_exclusive,
+                           t.values_max ? t.values_max_text : "", t.values_max_exclusive);
 }
 
 size_t Op::requested_outputs() const {

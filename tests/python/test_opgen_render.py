@@ -176,8 +176,11 @@ def test_attribute_literals():
 
 
 def tensor(name, dims, optional=False, alias=None, batch=False):
-    return {"name": name, "optional": optional, "alias": alias, "batch": batch, "on_request": optional and not alias,
-            "dims": [{"text": d} for d in dims]}
+    """A tensor's facts as template_data.cc hands them over (the keyword of an output on request
+    included: model/names.cc spells it)."""
+    on_request = optional and not alias
+    return {"name": name, "optional": optional, "alias": alias, "batch": batch, "on_request": on_request,
+            "request_param": "return_" + name if on_request else None, "dims": [{"text": d} for d in dims]}
 
 
 ATTR_TYPES = {"f32": {"torch_schema": "float"}, "enum": {"torch_schema": "str"}, "i64[]": {"torch_schema": "int[]"},
@@ -191,7 +194,8 @@ def test_torch_schema():
           "attrs": [{"name": "eps", "type": "f32", "array": False, "has_default": True, "default": 0.5},
                     {"name": "mode2", "type": "enum", "array": False, "has_default": True, "default": "a"},
                     {"name": "dims", "type": "i64[]", "array": True, "has_default": False, "default": None},
-                    {"name": "to", "type": "dtype", "array": False, "has_default": True, "default": "f8e5m2"}]}
+                    {"name": "to", "type": "dtype", "array": False, "has_default": True, "default": "f8e5m2"}],
+          "torch_kernel_name": "upd__lowered"}  # a fact (model/names.cc spells it)
     # A dtype attribute is a ScalarType, its default by torch's name, lowered or not.
     assert spelling.torch_schema(op, False, ATTR_TYPES, DTYPES) == (
         'upd(Tensor(a!) cache, Tensor x, Tensor? w=None, *, float eps=0.5, str mode2="a", int[] dims, '

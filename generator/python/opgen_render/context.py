@@ -133,23 +133,18 @@ def _tensor(op, t, index, is_input, dtypes):
     dims = []
     for axis, d in enumerate(t['dims']):
         dim = {'axis': axis, 'text': d['text'], 'size': d['size'], 'symbol': d['symbol'], 'kind': d['kind']}
-        # `rule`: why the dimension must have its size, in a shape error.
-        if d['kind'] == 'fixed':
-            dim['rule'] = 'a fixed size'
-        elif d['kind'] == 'expr':
-            dim['rule'] = d['text']
+        # (Why a dimension must have its size, in a shape error, the runtime's Binder says
+        # from the symbol and its binding: no message text is made here.)
+        if d['kind'] == 'expr':
             dim['tree'] = d['tree']
-        elif not any(s['name'] == d['symbol'] for s in op['symbols']):
+        elif d['kind'] == 'symbol' and not any(s['name'] == d['symbol'] for s in op['symbols']):
             # An output or workspace sized by an integer attribute: a size the
             # bindings check as they check an expression's (it may be negative).
-            dim['kind'] = 'symbol'
-            dim['rule'] = 'attribute ' + d['symbol']
             dim['tree'] = {'kind': 'symbol', 'symbol': d['symbol']}
-        else:
+        elif d['kind'] == 'symbol':
             binding, s = next((k, s) for k, s in enumerate(op['symbols']) if s['name'] == d['symbol'])
             binds = is_input and s['input'] == index and s['axis'] == axis
             dim['kind'] = 'bind' if binds else 'symbol'
-            dim['rule'] = d['symbol'] + ', bound by ' + sp.binding_place(op, s)
             dim['binding'] = binding  # the symbol's index in binding order
         dims.append(dim)
     return {
