@@ -11,14 +11,18 @@ the legacy shims, the PyTorch kernels) runs on the buffers, so a rule and its
 message are written once, and a refusal reads the same wherever it comes
 from (shapes as ``[8, 3]``; dtypes spelled as numpy and PyTorch name them).
 
-What stays here is Python's own: converting Python values to the spec's
-types (a str where an int belongs is a TypeError here, before C++ sees it),
-the arity of a call and the names of the outputs asked for, and the
-dtypes and output shapes the bindings build from a checked call. Under
-``torch.compile``'s symbolic sizes (SymInt), the C++ rules check the sizes'
-hints (the example values traced with; an unbacked size has none and is
-checked when the kernel runs, as every call is), and the output shapes come
-out symbolic from the description's expressions (``_symbolic_shapes``).
+The rules also answer what the bindings build from a checked call: the
+shape symbols and batch, each type variable's dtype, each output's and
+workspace's shape and dtype. What stays here is Python's own: converting
+Python values to the spec's types (a str where an int belongs is a TypeError
+here, before C++ sees it), the arity of a call and the names of the outputs
+asked for. Under ``torch.compile``'s symbolic sizes (SymInt), the C++ rules
+check the sizes' hints (the example values traced with) and answer the dtypes,
+and the shapes come out symbolic from the description's expressions
+(``_symbolic_shapes``, with ``evaluate``: Python's one evaluator of them). An
+unbacked size has no hint: the C++ dtype rules alone run, the dtypes of the
+outputs follow from the type variables they bind, and the sizes are checked
+when the kernel runs, as every call is.
 
 Framework-free (numpy only): a shape is a tuple of sizes, a dtype is its
 numpy/torch name (``"float32"``).
@@ -282,6 +286,9 @@ class Call:
     workspace_shapes: tuple = ()  # a legacy call passes each workspace as one more result
     workspace_dtypes: tuple = ()
     requested: frozenset = frozenset()  # the outputs on request that the caller asks for
+    # Each output's dtype by name, made or not (an output on request not asked
+    # for too), as the rules bound it; not those left out with their optional input.
+    dtype_by_output: Mapping = field(default_factory=dict)
 
     @property
     def requested_mask(self) -> int:
@@ -317,7 +324,7 @@ class Call:
 
     def output_dtype(self, t: Tensor) -> str:
         """The dtype output `t` has in this call (made or not)."""
-        return _result_dtype(self.op, t, self.dtypes)
+        return self.dtype_by_output[t.name]
 
     def enum_index(self, name: str) -> int:
         attr = next(a for a in self.op.attrs if a.name == name)
@@ -351,9 +358,10 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
     or not), which the rules hold to its spec layout as they do in a kernel's
     call; without it every input is dense (a JAX array).
 
-    The op's C++ rules check it (the package's ``_C.check``); under
-    torch.compile's symbolic sizes, they check the sizes' hints, and the
-    output shapes come out symbolic from the description's expressions.
+    The op's C++ rules check it (the package's ``_C.check``) and answer
+    its dtypes and shapes; under torch.compile's symbolic sizes, they check
+    the sizes' hints (the dtype rules alone where a size has none), and the
+    shapes come out symbolic from the description's expressions.
     """
     require_inputs(op, inputs)
     def describe(x) -> tuple:
@@ -375,25 +383,28 @@ def check(op: Op, inputs: Sequence, attrs: Mapping, *, hint: str = "jax",
     symbolic = (any(type(d) is not int and _is_symbolic(d) for x in described if x is not None for d in x[1])
                 or any(_is_symbolic(v) for v in values))
     if not symbolic:
-        symbols, batch, shapes = _rules_check(op, described, values, mask, hint)
+        symbols, batch, dtypes, outputs, workspaces = _rules_check(op, described, values, mask, hint)
+        shapes = {name: shape for name, (shape, _) in outputs.items() if shape is not None}
+        workspace_shapes = tuple(shape for shape, _ in workspaces)
     else:
         hints = [None if x is None else (x[0], tuple(_hint(d) for d in x[1])) for x in described]
         hinted = [_hint(v) for v in values]
         if all(d is not None for x in hints if x is not None for d in x[1]) and None not in hinted:
-            _rules_check(op, hints, hinted, mask, hint)
+            _, _, dtypes, outputs, workspaces = _rules_check(op, hints, hinted, mask, hint)
+        else:
+            # An unbacked size has no hint: the dtype rules alone run (they read
+            # no size), and the dtypes follow from the type variables they bind.
+            dtypes = _rules_check(op, hints, [0 if v is None else v for v in hinted], mask, hint, sizes=False)[2]
+            outputs = {t.name: (None, _declared_dtype(op, t, dtypes)) for t in op.outputs}
+            workspaces = [(None, _declared_dtype(op, t, dtypes)) for t in op.workspaces]
         symbols, batch, shapes = _symbolic_shapes(op, described, checked, requested)
-    dtypes = _bind_dtypes(op, described, checked)
+        sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v) or _is_symbolic(v)}}
+        workspace_shapes = tuple(_shape(op, t, sizes, batch) for t in op.workspaces)
     out_shapes = tuple(shapes.get(t.name) for t in op.outputs)
-    out_dtypes = tuple(None if shape is None else _result_dtype(op, t, dtypes)
-                       for t, shape in zip(op.outputs, out_shapes))
-    # Every platform's workspaces, as the rules size them (their checks have
-    # passed for the platform _rules_check names; another platform's kernel
-    # refuses a size only it allocates).
-    sizes = {**symbols, **{k: v for k, v in checked.items() if _is_int(v) or _is_symbolic(v)}}
-    workspace_shapes = tuple(_shape(op, t, sizes, batch) for t in op.workspaces)
-    workspace_dtypes = tuple(_result_dtype(op, t, dtypes) for t in op.workspaces)
+    out_dtypes = tuple(None if shape is None else outputs[t.name][1] for t, shape in zip(op.outputs, out_shapes))
     return Call(op, tuple(inputs), dtypes, symbols, batch, checked, out_shapes, out_dtypes, workspace_shapes,
-                workspace_dtypes, requested)
+                tuple(dtype for _, dtype in workspaces), requested,
+                {name: dtype for name, (_, dtype) in outputs.items()})
 
 
 @cache
@@ -402,14 +413,17 @@ def _compiled():
     return importlib.import_module("._C", __package__)
 
 
-def _rules_check(op: Op, described: Sequence, values: Sequence, mask: int, hint: str) -> tuple:
-    """(symbols, batch, output shapes by name) from the op's C++ rules, which
-    size the workspaces of the CPU where the op runs there (else of its one
-    platform): a workspace of CUDA alone may be too large for a CPU call to
-    have, which the CUDA kernel refuses when it is one."""
+def _rules_check(op: Op, described: Sequence, values: Sequence, mask: int, hint: str, sizes: bool = True) -> tuple:
+    """(symbols, batch, type variables' dtypes, outputs {name: (shape or
+    None, dtype)}, workspaces ((shape, dtype), ...)) from the op's C++ rules
+    (``_C.check``), which check the workspaces of the CPU where the op runs
+    there (else of its one platform) and size every platform's: a workspace
+    of CUDA alone may be too large for a CPU call to have, which the CUDA
+    kernel refuses when it is one. With `sizes` false, the dtype rules alone,
+    which answer the type variables alone."""
     platform = "cpu" if "cpu" in op.platforms else op.platforms[0]
     try:
-        return _compiled().check(op.name, described, values, mask, hint, platform)
+        return _compiled().check(op.name, described, values, mask, hint, platform, sizes)
     except TypeError as e:
         raise OpTypeError(str(e)) from None
     except ValueError as e:
@@ -475,25 +489,11 @@ def splits_evenly(op: Op, shapes: Sequence, dtypes: Sequence, attrs: Mapping, sp
     return True
 
 
-def _result_dtype(op: Op, t: Tensor, dtypes: Mapping) -> str:
-    source = t
-    if t.alias:
-        source = next(i for i in op.inputs if i.name == t.alias)
-    return dtypes[source.dtype] if source.dtype in op.type_vars else source.dtype
-
-
-def _bind_dtypes(op: Op, inputs: Sequence, attrs: Mapping) -> dict:
-    """Each type variable's dtype in a call the rules accepted: as its first
-    given input has it, a dtype attribute's value, a derived variable's from
-    the one it follows."""
-    bound = {v: attrs[a] for v, a in op.dtype_attrs.items() if a in attrs}
-    for t, x in zip(op.inputs, inputs):
-        if x is not None and t.dtype in op.type_vars and t.dtype not in op.derived:
-            bound.setdefault(t.dtype, x[0])
-    for v, (source, mapping) in op.derived.items():
-        if source in bound:
-            bound[v] = mapping[bound[source]]
-    return bound
+def _declared_dtype(op: Op, t: Tensor, dtypes: Mapping) -> str:
+    """The dtype of output or workspace `t` from the type variables' dtypes:
+    for a call whose unbacked sizes keep the C++ rules from naming them."""
+    source = next(i for i in op.inputs if i.name == t.alias) if t.alias else t
+    return dtypes.get(source.dtype, source.dtype)
 
 
 # --- Symbolic sizes: the shapes, from the description's expressions ----------------------------
@@ -530,21 +530,22 @@ def _shape(op: Op, t: Tensor, sizes: Mapping, batch: tuple) -> tuple:
     """The shape of output or workspace `t` for sizes the rules have checked."""
     if t.alias:
         t = next(i for i in op.inputs if i.name == t.alias)
-    dims = tuple(_evaluate(d.tree, sizes) if isinstance(d, Expr) else d if isinstance(d, int) else sizes[d]
+    dims = tuple(evaluate(d.tree, sizes) if isinstance(d, Expr) else d if isinstance(d, int) else sizes[d]
                  for d in t.shape)
     return (tuple(batch) if t.batch else ()) + dims
 
 
-def _evaluate(tree, sizes: Mapping):
+def evaluate(tree, sizes: Mapping):
     """An Expr tree's value, as opgen/checked_dim.h computes it: `/` divides
     exactly (the rules have checked it), `//` rounds down, `%` takes the sign
-    of its left operand."""
+    of its left operand. The runtime's one evaluator, for the sizes only Python
+    knows (torch.compile's symbolic ones); the tests draw calls with it too."""
     if isinstance(tree, int):
         return tree
     if isinstance(tree, str):
         return sizes[tree]
     operator, lhs, rhs = tree
-    a, b = _evaluate(lhs, sizes), _evaluate(rhs, sizes)
+    a, b = evaluate(lhs, sizes), evaluate(rhs, sizes)
     if operator in ("/", "//"):
         return a // b
     if operator == "%":

@@ -63,6 +63,8 @@ bool Source::allocates() const { return false; }
 uint64_t Source::memory() const { return 0; }
 std::string Source::device_name() const { return device() == Device::kCuda ? "cuda" : "cpu"; }
 
+void Source::workspace_shape(size_t, const char*, DType, const int64_t*, size_t) {}
+
 Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
   for (size_t i = 0; i < n; ++i) {
     if (Status s = workspace(i, names[i], bytes[i], &data[i]); !s.ok()) return s;
@@ -142,6 +144,7 @@ DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* n
   for (DType a : allowed) {
     if (a == d && d != DType::kUnknown) {
       *index = k;
+      bind_type(var_name, d);
       return d;
     }
     ++k;
@@ -506,15 +509,7 @@ void Binder::output_buffer(size_t i, const char* name, const char* declared, DTy
     return;
   }
   int64_t shape[kMaxRank + kMaxRank];
-  size_t rank = 0;
-  if (batch) {
-    if (batch_dims_ != nullptr) {
-      for (size_t k = 0; k < batch_rank_; ++k) shape[rank++] = batch_dims_[k];
-    } else {
-      shape[rank++] = batch_count_;  // a legacy call: the flattened count
-    }
-  }
-  for (int64_t d : dims) shape[rank++] = d;
+  size_t rank = shape_of(batch, dims, shape);
   // An output that updates a scalar input given as [1] is that [1].
   if (alias >= 0 && !batch && dims.size() == 0) {
     const TensorRef* in = source_.input(static_cast<size_t>(alias));
@@ -572,9 +567,35 @@ void Binder::unrequested(size_t i, const char* name, DType dtype) {
   pending_[pending_count_++] = {i, i, name, nullptr, dtype, false, 0, 0, nullptr, nullptr};
 }
 
-void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
-                             void (*assign)(void* slot, void* data)) {
+size_t Binder::shape_of(bool batch, std::initializer_list<int64_t> dims, int64_t* shape) const {
+  size_t rank = 0;
+  if (batch) {
+    if (batch_dims_ != nullptr) {
+      for (size_t k = 0; k < batch_rank_; ++k) shape[rank++] = batch_dims_[k];
+    } else {
+      shape[rank++] = batch_count_;  // a legacy call: the flattened count
+    }
+  }
+  for (int64_t d : dims) shape[rank++] = d;
+  return rank;
+}
+
+void Binder::request_scratch(size_t i, const char* name, DType dtype, bool batch, std::initializer_list<int64_t> dims,
+                             unsigned devices, void* slot, void (*assign)(void* slot, void* data)) {
   if (!ok()) return;
+  int64_t shape[kMaxRank + kMaxRank];
+  const size_t rank = shape_of(batch, dims, shape);
+  source_.workspace_shape(i, name, dtype, shape, rank);
+  if (!(devices & device_bit(source_.device()))) return;
+  // The rules' workspace_dims have bounded the element count by int64 (a
+  // workspace of one dimension excepted, whose value is its count).
+  int64_t count = 1;
+  for (size_t k = 0; k < rank; ++k) {
+    if (__builtin_mul_overflow(count, shape[k], &count)) {
+      fail(Status::InvalidArgument(who("workspace", name) + " would have more than 2^63 - 1 elements"));
+      return;
+    }
+  }
   size_t bytes = 0;
   if (count < 0) {
     fail(Status::InvalidArgument(who("workspace", name) + " would have " + std::to_string(count) + " elements"));
