@@ -52,6 +52,18 @@ py::dict targets() {
   return by_platform;
 }
 
+// A failure as the Python error of its kind: an input's dtype a TypeError,
+// the caller's values a ValueError, the runtime's own a RuntimeError.
+[[noreturn]] void raise_status(const opgen::Status& s) {
+  switch (s.kind()) {
+    case opgen::ErrorKind::kWrongType: throw py::type_error(s.message());
+    case opgen::ErrorKind::kInvalidArgument: throw py::value_error(s.message());
+    case opgen::ErrorKind::kOk:
+    case opgen::ErrorKind::kInternal: break;
+  }
+  throw std::runtime_error(s.message());
+}
+
 py::object attr_value(const opgen::opaque::Field& f, const opgen::AttrValue& a) {
   switch (f.attr) {
     case opgen::AttrKind::kBool: return py::bool_(a.b);
@@ -77,7 +89,7 @@ py::dict decode_opaque(const std::string& name, const py::bytes& blob) {
     opgen::opaque::Values v;
     opgen::Status s =
         opgen::opaque::decode(bytes.data(), bytes.size(), layout.fields, layout.count, layout.fingerprint, op->op, &v);
-    if (!s.ok()) throw py::value_error(s.message());
+    if (!s.ok()) raise_status(s);
     py::dict out;
     size_t dtype = 0, symbol = 0, attr = 0;
     for (size_t i = 0; i < layout.count; ++i) {
@@ -191,11 +203,7 @@ py::tuple check(const std::string& name, const py::sequence& inputs, const py::s
                             platform == "cuda" ? opgen::Device::kCuda : opgen::Device::kCpu, std::move(ins),
                             std::move(values), requested);
   const opgen::ShapeCheck c = op.check(source, sizes);
-  if (!c.status.ok()) {
-    if (c.status.code() != opgen::StatusCode::kInvalidArgument) throw std::runtime_error(c.status.message());
-    if (c.wrong_dtype) throw py::type_error(c.status.message());
-    throw py::value_error(c.status.message());
-  }
+  if (!c.status.ok()) raise_status(c.status);
   py::dict symbols, types, outputs;
   for (const auto& [symbol, value] : c.symbols) symbols[py::str(symbol)] = value;
   for (const auto& [var, dtype] : c.types) types[py::str(var)] = py::str(opgen::numpy_name(dtype));

@@ -194,8 +194,6 @@ class Binder {
   const Status& status() const { return status_; }
   // Records `s` unless a failure is recorded already.
   void fail(Status s);
-  // Whether the failure is of an input's dtype (a TypeError to Python users).
-  bool wrong_dtype() const { return wrong_dtype_; }
   // A generated check's result: "" or the message of an invalid argument.
   void check(const std::string& error);
 
@@ -413,7 +411,7 @@ class Binder {
   const char* op_;
   Source& source_;
   Status status_;
-  bool wrong_dtype_ = false;
+  // Records an input's wrong dtype (Status::WrongType) unless a failure is recorded already.
   void fail_dtype(std::string message);
 
   // Where each symbol was bound: the input and its axis (after '...'), and

@@ -99,7 +99,6 @@ class ShapeSource : public Source {
 // What checking a call gives its caller besides the source's records.
 struct ShapeCheck {
   Status status;
-  bool wrong_dtype = false;  // the refusal is of an input's dtype (a TypeError in Python)
   std::vector<std::pair<const char*, DType>> types;     // each type variable's dtype
   std::vector<std::pair<const char*, int64_t>> symbols;  // as bound from the inputs
   std::vector<int64_t> batch;                           // the leading dimensions ('...')
@@ -122,7 +121,6 @@ ShapeCheck check_shapes(ShapeSource& source, bool sizes = true) {
         [&] { b.fail(Status::Internal(std::string(Rules::kName) + ": no instantiation selected")); });
   }
   out.status = b.status();
-  out.wrong_dtype = b.wrong_dtype();
   if (!out.status.ok()) return out;
   for (size_t k = 0; k < b.type_count(); ++k) out.types.emplace_back(b.type_name(k), b.type(k));
   for (size_t i = 0; i < Binder::kMaxSymbols; ++i) {
