@@ -109,6 +109,7 @@ message(STATUS "opgen: eager PyTorch route around the dispatcher ${OPGEN_WITH_TO
 if(NOT TARGET opgen_runtime)
   add_library(opgen_runtime STATIC
     "${OPGEN_RUNTIME_DIR}/src/binder.cc"
+    "${OPGEN_RUNTIME_DIR}/src/dtypes.cc"
     "${OPGEN_RUNTIME_DIR}/src/footprint.cc"
     "${OPGEN_RUNTIME_DIR}/src/opaque.cc"
     "${OPGEN_RUNTIME_DIR}/src/shape_check.cc"

@@ -15,12 +15,17 @@ def decode_opaque(op: str, blob: bytes) -> dict[str, int | float | bool | list[i
     """Decodes a legacy opaque descriptor with the shims' own decoder (for tests)."""
 
 def check(op: str, inputs: list[tuple[str, tuple[int, ...]] | None], attrs: list[Any], requested: int,
-          framework: str, platform: str) -> tuple[dict[str, int], tuple[int, ...], dict[str, tuple[int, ...]]]:
+          framework: str, platform: str, sizes: bool = True
+          ) -> tuple[dict[str, int], tuple[int, ...], dict[str, str], dict[str, tuple[tuple[int, ...] | None, str]],
+                     tuple[tuple[tuple[int, ...], str], ...]]:
     """Checks a call given by shapes alone with the op's C++ rules (opgen/shape_source.h): each input as
-    (dtype name, sizes) or None, each attribute's value in spec order, the request mask, the framework ("jax",
-    "torch") whose spelling the messages use, the platform ("cpu", "cuda") whose workspaces are sized. Returns
-    (symbols, batch dimensions, the shape of each output the call has); raises TypeError (an input's dtype) or
-    ValueError with the rules' message."""
+    (dtype name, sizes[, strides]) or None, each attribute's value in spec order, the request mask, the framework
+    ("jax", "torch") whose spelling the messages use, the platform ("cpu", "cuda") whose workspaces are checked;
+    `sizes` False: the sizes are unknown (torch.compile's unbacked ones), and the dtype rules alone run. Returns
+    what the rules made of the call: (symbols, batch dimensions, each type variable's dtype, {output: (shape, dtype)}
+    for each output the rules name -- the shape None for one on request not asked for --, each workspace of the spec
+    as (shape, dtype) whichever platform allocates it); with `sizes` False the dtypes alone (the rest empty). Raises
+    TypeError (an input's dtype) or ValueError with the rules' message."""
 
 def enum_unknown(op: str, attr: str, value: str, values: str) -> str:
     """The rules' message for an enum attribute's unknown value."""

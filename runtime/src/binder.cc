@@ -2,52 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "opgen/shape_check.h"
 
 namespace opgen {
-
-const char* dtype_name(DType d) {
-  switch (d) {
-#define OPGEN_DTYPE_NAME(e, name, ...) \
-  case DType::e: return #name;
-    OPGEN_DTYPES(OPGEN_DTYPE_NAME)
-#undef OPGEN_DTYPE_NAME
-    case DType::kUnknown: break;
-  }
-  return "an unsupported dtype";
-}
-
-const char* numpy_name(DType d) {
-  switch (d) {
-#define OPGEN_PYTHON_NAME(e, name, cpp, xla, python, size, ...) \
-  case DType::e: return #python;
-    OPGEN_DTYPES(OPGEN_PYTHON_NAME)
-#undef OPGEN_PYTHON_NAME
-    case DType::kUnknown: break;
-  }
-  return "a dtype opgen does not support";
-}
-
-DType dtype_of_name(const char* name) {
-  for (int code = 0; code < kDTypeCount; ++code) {
-    if (std::strcmp(name, numpy_name(static_cast<DType>(code))) == 0) return static_cast<DType>(code);
-  }
-  return DType::kUnknown;
-}
-
-size_t dtype_size(DType d) {
-  switch (d) {
-#define OPGEN_DTYPE_SIZE(e, name, cpp, xla, python, size, ...) \
-  case DType::e: return size;
-    OPGEN_DTYPES(OPGEN_DTYPE_SIZE)
-#undef OPGEN_DTYPE_SIZE
-    case DType::kUnknown: break;
-  }
-  return 0;
-}
 
 bool Source::symbol(size_t, int64_t*) { return false; }
 bool Source::batch(int64_t*) { return false; }
@@ -62,6 +21,8 @@ Device Source::device() const { return Device::kCpu; }
 bool Source::allocates() const { return false; }
 uint64_t Source::memory() const { return 0; }
 std::string Source::device_name() const { return device() == Device::kCuda ? "cuda" : "cpu"; }
+
+void Source::workspace_shape(size_t, const char*, DType, const int64_t*, size_t) {}
 
 Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
   for (size_t i = 0; i < n; ++i) {
@@ -93,11 +54,7 @@ void Binder::fail(Status s) {
   if (status_.ok() && !s.ok()) status_ = std::move(s);
 }
 
-void Binder::fail_dtype(std::string message) {
-  if (!ok()) return;
-  fail(Status::InvalidArgument(std::move(message)));
-  wrong_dtype_ = true;
-}
+void Binder::fail_dtype(std::string message) { fail(Status::WrongType(std::move(message))); }
 
 void Binder::check(const std::string& error) {
   if (!error.empty()) fail(Status::InvalidArgument(error));
@@ -142,6 +99,7 @@ DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* n
   for (DType a : allowed) {
     if (a == d && d != DType::kUnknown) {
       *index = k;
+      bind_type(var_name, d);
       return d;
     }
     ++k;
@@ -506,15 +464,7 @@ void Binder::output_buffer(size_t i, const char* name, const char* declared, DTy
     return;
   }
   int64_t shape[kMaxRank + kMaxRank];
-  size_t rank = 0;
-  if (batch) {
-    if (batch_dims_ != nullptr) {
-      for (size_t k = 0; k < batch_rank_; ++k) shape[rank++] = batch_dims_[k];
-    } else {
-      shape[rank++] = batch_count_;  // a legacy call: the flattened count
-    }
-  }
-  for (int64_t d : dims) shape[rank++] = d;
+  size_t rank = shape_of(batch, dims, shape);
   // An output that updates a scalar input given as [1] is that [1].
   if (alias >= 0 && !batch && dims.size() == 0) {
     const TensorRef* in = source_.input(static_cast<size_t>(alias));
@@ -572,9 +522,35 @@ void Binder::unrequested(size_t i, const char* name, DType dtype) {
   pending_[pending_count_++] = {i, i, name, nullptr, dtype, false, 0, 0, nullptr, nullptr};
 }
 
-void Binder::request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
-                             void (*assign)(void* slot, void* data)) {
+size_t Binder::shape_of(bool batch, std::initializer_list<int64_t> dims, int64_t* shape) const {
+  size_t rank = 0;
+  if (batch) {
+    if (batch_dims_ != nullptr) {
+      for (size_t k = 0; k < batch_rank_; ++k) shape[rank++] = batch_dims_[k];
+    } else {
+      shape[rank++] = batch_count_;  // a legacy call: the flattened count
+    }
+  }
+  for (int64_t d : dims) shape[rank++] = d;
+  return rank;
+}
+
+void Binder::request_scratch(size_t i, const char* name, DType dtype, bool batch, std::initializer_list<int64_t> dims,
+                             unsigned devices, void* slot, void (*assign)(void* slot, void* data)) {
   if (!ok()) return;
+  int64_t shape[kMaxRank + kMaxRank];
+  const size_t rank = shape_of(batch, dims, shape);
+  source_.workspace_shape(i, name, dtype, shape, rank);
+  if (!(devices & device_bit(source_.device()))) return;
+  // The rules' workspace_dims have bounded the element count by int64 (a
+  // workspace of one dimension excepted, whose value is its count).
+  int64_t count = 1;
+  for (size_t k = 0; k < rank; ++k) {
+    if (__builtin_mul_overflow(count, shape[k], &count)) {
+      fail(Status::InvalidArgument(who("workspace", name) + " would have more than 2^63 - 1 elements"));
+      return;
+    }
+  }
   size_t bytes = 0;
   if (count < 0) {
     fail(Status::InvalidArgument(who("workspace", name) + " would have " + std::to_string(count) + " elements"));

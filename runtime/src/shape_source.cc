@@ -92,11 +92,20 @@ Status ShapeSource::read_attr(const char* op, const char* name, AttrKind kind, c
   return Status::Ok();
 }
 
-Status ShapeSource::output(size_t, const char* name, const char*, DType, const int64_t* dims, size_t rank, int,
+Status ShapeSource::output(size_t, const char* name, const char*, DType dtype, const int64_t* dims, size_t rank, int,
                            void** data) {
   *data = nullptr;
-  outputs_.push_back({name, std::vector<int64_t>(dims, dims + rank)});
+  outputs_.push_back({name, dtype, true, std::vector<int64_t>(dims, dims + rank)});
   return Status::Ok();
+}
+
+Status ShapeSource::unrequested(size_t, const char* name, DType dtype) {
+  outputs_.push_back({name, dtype, false, {}});
+  return Status::Ok();
+}
+
+void ShapeSource::workspace_shape(size_t, const char* name, DType dtype, const int64_t* dims, size_t rank) {
+  workspaces_.push_back({name, dtype, true, std::vector<int64_t>(dims, dims + rank)});
 }
 
 }  // namespace opgen

@@ -52,6 +52,18 @@ py::dict targets() {
   return by_platform;
 }
 
+// A failure as the Python error of its kind: an input's dtype a TypeError,
+// the caller's values a ValueError, the runtime's own a RuntimeError.
+[[noreturn]] void raise_status(const opgen::Status& s) {
+  switch (s.kind()) {
+    case opgen::ErrorKind::kWrongType: throw py::type_error(s.message());
+    case opgen::ErrorKind::kInvalidArgument: throw py::value_error(s.message());
+    case opgen::ErrorKind::kOk:
+    case opgen::ErrorKind::kInternal: break;
+  }
+  throw std::runtime_error(s.message());
+}
+
 py::object attr_value(const opgen::opaque::Field& f, const opgen::AttrValue& a) {
   switch (f.attr) {
     case opgen::AttrKind::kBool: return py::bool_(a.b);
@@ -77,7 +89,7 @@ py::dict decode_opaque(const std::string& name, const py::bytes& blob) {
     opgen::opaque::Values v;
     opgen::Status s =
         opgen::opaque::decode(bytes.data(), bytes.size(), layout.fields, layout.count, layout.fingerprint, op->op, &v);
-    if (!s.ok()) throw py::value_error(s.message());
+    if (!s.ok()) raise_status(s);
     py::dict out;
     size_t dtype = 0, symbol = 0, attr = 0;
     for (size_t i = 0; i < layout.count; ++i) {
@@ -157,12 +169,16 @@ opgen::ShapeSource::Attr attr_of(py::handle v) {
 // of the spec, its value converted to the spec's type (bool, int, float, an
 // enum's or a dtype's name, a sequence of ints); `requested`, the request
 // mask; `framework` ("jax" or "torch"), whose spelling the messages use;
-// `platform` ("cpu" or "cuda"), whose workspaces are sized. Returns (symbols
-// {name: size}, batch dims, outputs {name: shape} of those the call has). A
-// refusal raises TypeError (an input's dtype) or ValueError with the rules'
-// message.
+// `platform` ("cpu" or "cuda"), whose workspaces are checked; `sizes` false:
+// the sizes are not known (torch.compile's unbacked ones), and the dtype rules
+// alone run. Returns what the rules made of the call (ShapeSource): (symbols
+// {name: size}, batch dims, type variables {name: dtype}, outputs {name:
+// (shape, dtype)} of those the rules name -- the shape None for one on request
+// that the call does not ask for --, each workspace of the spec as (shape,
+// dtype)); with `sizes` false, the type variables alone. A refusal raises
+// TypeError (an input's dtype) or ValueError with the rules' message.
 py::tuple check(const std::string& name, const py::sequence& inputs, const py::sequence& attrs, uint64_t requested,
-                const std::string& framework, const std::string& platform) {
+                const std::string& framework, const std::string& platform, bool sizes) {
   const opgen::xla::OpTargets& op = op_named(name);
   std::vector<opgen::ShapeSource::Input> ins(inputs.size());
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -171,6 +187,7 @@ py::tuple check(const std::string& name, const py::sequence& inputs, const py::s
     auto t = x.cast<py::tuple>();
     ins[i].present = true;
     ins[i].dtype = t[0].cast<std::string>();
+    if (!sizes) continue;
     ins[i].dims = t[1].cast<std::vector<int64_t>>();
     if (t.size() > 2) {
       ins[i].strides = t[2].cast<std::vector<int64_t>>();
@@ -185,16 +202,19 @@ py::tuple check(const std::string& name, const py::sequence& inputs, const py::s
                                                : opgen::ShapeSource::Framework::kTorch,
                             platform == "cuda" ? opgen::Device::kCuda : opgen::Device::kCpu, std::move(ins),
                             std::move(values), requested);
-  const opgen::ShapeCheck c = op.check(source);
-  if (!c.status.ok()) {
-    if (c.status.code() != opgen::StatusCode::kInvalidArgument) throw std::runtime_error(c.status.message());
-    if (c.wrong_dtype) throw py::type_error(c.status.message());
-    throw py::value_error(c.status.message());
-  }
-  py::dict symbols, outputs;
+  const opgen::ShapeCheck c = op.check(source, sizes);
+  if (!c.status.ok()) raise_status(c.status);
+  py::dict symbols, types, outputs;
   for (const auto& [symbol, value] : c.symbols) symbols[py::str(symbol)] = value;
-  for (const auto& o : source.outputs()) outputs[py::str(o.name)] = py::tuple(py::cast(o.dims));
-  return py::make_tuple(symbols, py::tuple(py::cast(c.batch)), outputs);
+  for (const auto& [var, dtype] : c.types) types[py::str(var)] = py::str(opgen::numpy_name(dtype));
+  const auto shaped = [](const opgen::ShapeSource::Output& o) {
+    return py::make_tuple(o.made ? py::object(py::tuple(py::cast(o.dims))) : py::object(py::none()),
+                          py::str(opgen::numpy_name(o.dtype)));
+  };
+  for (const auto& o : source.outputs()) outputs[py::str(o.name)] = shaped(o);
+  py::tuple workspaces(source.workspaces().size());
+  for (size_t i = 0; i < source.workspaces().size(); ++i) workspaces[i] = shaped(source.workspaces()[i]);
+  return py::make_tuple(symbols, py::tuple(py::cast(c.batch)), types, outputs, workspaces);
 }
 
 // --- the eager PyTorch route (opgen/torch_eager.h) -------------------------------
@@ -245,7 +265,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("in_place_conflict", &in_place_conflict, py::arg("op"), py::arg("names"), py::arg("inputs"),
         py::arg("updated"), "Why `inputs[updated]` cannot be updated in place by `op`, or None.");
   m.def("check", &check, py::arg("op"), py::arg("inputs"), py::arg("attrs"), py::arg("requested"),
-        py::arg("framework"), py::arg("platform"), "Checks a call given by shapes alone with the op's C++ rules (opgen/shape_source.h).");
+        py::arg("framework"), py::arg("platform"), py::arg("sizes") = true, "Checks a call given by shapes alone with the op's C++ rules (opgen/shape_source.h).");
   // The rules' refusals of an attribute value that a PyTorch wrapper meets as
   // it lowers the value for the kernel (an enum to its index, a dtype to a
   // ScalarType), before any kernel could refuse it.

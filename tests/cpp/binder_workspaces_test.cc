@@ -66,8 +66,8 @@ TEST(BinderWorkspaces, AreHandedToTheFrameworkAtOnceAndReachTheirSlots) {
   opgen::Binder b("op", source);
   float* partial = nullptr;
   double* sums = nullptr;
-  b.workspace(0, "partial", 10, &partial);
-  b.workspace(1, "sums", 3, &sums);
+  b.workspace(0, "partial", false, {10}, &partial);
+  b.workspace(1, "sums", false, {3}, &sums);
   EXPECT_EQ(partial, nullptr);  // not before the allocation
   b.allocate();
   ASSERT_TRUE(b.ok()) << b.status().message();
@@ -87,8 +87,8 @@ TEST(BinderWorkspaces, ByDefaultEachIsAskedForInTurn) {
   opgen::Binder b("op", source);
   int32_t* a = nullptr;
   int64_t* c = nullptr;
-  b.workspace(0, "a", 5, &a);
-  b.workspace(1, "c", 2, &c);
+  b.workspace(0, "a", false, {5}, &a);
+  b.workspace(1, "c", false, {2}, &c);
   b.allocate();
   ASSERT_TRUE(b.ok()) << b.status().message();
   ASSERT_EQ(source.one_by_one.size(), 2u);
@@ -113,8 +113,8 @@ TEST(BinderWorkspaces, ACountNoFrameworkCanHoldIsRefusedAndNothingIsAllocated) {
     opgen::Binder b("op", source);
     double* fine = nullptr;
     double* bad = nullptr;
-    b.workspace(0, "fine", 4, &fine);
-    b.workspace(1, "bad", c.count, &bad);
+    b.workspace(0, "fine", false, {4}, &fine);
+    b.workspace(1, "bad", false, {c.count}, &bad);
     b.allocate();
     ASSERT_FALSE(b.ok());
     EXPECT_NE(b.status().message().find(c.message), std::string::npos) << b.status().message();
@@ -151,8 +151,8 @@ TEST(BinderWorkspaces, AWorkspaceOfCudaAloneIsNotAllocatedOnTheCpu) {
     opgen::Binder b("op", source);
     float* lt = reinterpret_cast<float*>(&source);  // not nullptr before: the binder must set it
     double* sums = nullptr;
-    b.workspace(0, "lt", int64_t{1} << 40, &lt, cuda);
-    b.workspace(1, "sums", 3, &sums);
+    b.workspace(0, "lt", false, {int64_t{1} << 40}, &lt, cuda);
+    b.workspace(1, "sums", false, {3}, &sums);
     b.allocate();
     ASSERT_TRUE(b.ok()) << b.status().message();
     if (device == opgen::Device::kCpu) {
@@ -224,7 +224,7 @@ TEST(BinderAllocation, AFrameworkThatAllocatesIsAskedOnlyAfterEveryRule) {
   b.output(0, "out", "[N, M]", false, {3, 5}, &out);
   b.output_on_request(1, 0, "mean", "[N]", false, {3}, &mean);
   b.output(2, "index", "[N]", false, {3}, &index);
-  b.workspace(0, "sums", 7, &sums);
+  b.workspace(0, "sums", false, {7}, &sums);
   // Bound and sized, but nothing asked for: a rule after the outputs may still refuse the call.
   EXPECT_TRUE(source.outputs.empty());
   EXPECT_TRUE(source.left_out.empty());
@@ -254,7 +254,7 @@ TEST(BinderAllocation, ACallRefusedAfterItsOutputsAllocatesNothing) {
   float* out = nullptr;
   double* sums = nullptr;
   b.output(0, "out", "[N, topk]", false, {4, int64_t{1} << 40}, &out);  // 16 TiB, within the int64 bound
-  b.workspace(0, "sums", 7, &sums);
+  b.workspace(0, "sums", false, {7}, &sums);
   b.check("op: the spec requires topk <= E, but topk = 1099511627776, E = 8");
   b.allocate();
   ASSERT_FALSE(b.ok());
@@ -291,8 +291,8 @@ TEST(BinderAllocation, NothingLargerThanTheDevicesMemoryIsAskedFor) {
     b.output(0, "out", "[N]", false, {c.out}, &out);
     b.output(1, "index", "[K]", false, {c.index}, &index);
     if (c.sums > 0) {
-      b.workspace(0, "sums", c.sums, &sums);
-      b.workspace(1, "more", 8, &more);
+      b.workspace(0, "sums", false, {c.sums}, &sums);
+      b.workspace(1, "more", false, {8}, &more);
     }
     b.allocate();
     if (c.message == nullptr) {

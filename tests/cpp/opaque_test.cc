@@ -20,7 +20,7 @@
 
 namespace {
 
-using opgen::StatusCode;
+using opgen::ErrorKind;
 
 // A descriptor that decode_opaque must leave alone when it fails.
 constexpr int64_t kUntouchedN = 0x5A5A5A5A5A5A5A5Aull;
@@ -51,7 +51,7 @@ void expect_rejected(const char* data, size_t size, const std::string& text) {
   sa::Descriptor d{kUntouchedN, kUntouchedAlpha};
   const opgen::Status s = sa::decode_opaque(data, size, &d);
   EXPECT_FALSE(s.ok()) << "size " << size;
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << "size " << size << ": " << s.message();
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument) << "size " << size << ": " << s.message();
   EXPECT_NE(s.message().find("simple_add: opaque descriptor"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(text), std::string::npos)
       << "size " << size << ": \"" << s.message() << "\" lacks \"" << text << "\"";
@@ -208,7 +208,7 @@ TEST(OpaqueCodec, ABoolFieldHoldsZeroOrOne) {
   blob.back() = 2;
   opgen::opaque::Values out;
   const opgen::Status s = opgen::opaque::decode(blob.data(), blob.size(), fields, 1, kFingerprint, "op", &out);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
   EXPECT_EQ(s.message(), "op: opaque descriptor field 'flag' (bool) holds 2, not 0 or 1");
 }
 

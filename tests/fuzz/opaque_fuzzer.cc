@@ -82,7 +82,7 @@ bool check(const char* buf, size_t size) {
     }
     return true;
   }
-  if (s.code() != opgen::StatusCode::kInvalidArgument) fail(Rules::kName, "a rejection is not kInvalidArgument", s, size);
+  if (s.kind() != opgen::ErrorKind::kInvalidArgument) fail(Rules::kName, "a rejection is not kInvalidArgument", s, size);
   if (s.message().find(std::string(Rules::kName) + ": ") != 0) fail(Rules::kName, "a rejection does not name the op", s, size);
   return false;
 }

@@ -69,20 +69,8 @@ def wrong_dtype(op, t) -> str:
     return next(d for d in ("float32", "int32", "float16", "uint8", "complex64") if d not in allowed)
 
 
-def _evaluate(tree, values: dict) -> int:
-    if isinstance(tree, int):
-        return tree
-    if isinstance(tree, str):
-        return values[tree]
-    operator, lhs, rhs = tree
-    a, b = _evaluate(lhs, values), _evaluate(rhs, values)
-    if operator == "+":
-        return a + b
-    if operator == "-":
-        return a - b
-    if operator == "*":
-        return a * b
-    return a // b if operator in ("/", "//") else a % b
+# An expression's value over sizes and attributes: the runtime's own evaluator.
+_evaluate = _spec.evaluate
 
 
 def _symbols(op) -> list:

@@ -129,8 +129,9 @@ def build_rules_module(generated: Path, package: str, ops, dest: Path) -> None:
                         "const opgen::xla::Registration kRegistration{kOp};\n}\n")
         units.append(str(unit))
     runtime = REPO / "runtime" / "src"
-    sources = [runtime / f for f in ("xla_module.cc", "binder.cc", "shape_check.cc", "shape_source.cc", "opaque.cc",
-                                     "footprint.cc", "xla_targets.cc", "xla_legacy_status.cc", "torch_eager.cc")]
+    sources = [runtime / f for f in ("xla_module.cc", "binder.cc", "dtypes.cc", "shape_check.cc", "shape_source.cc",
+                                     "opaque.cc", "footprint.cc", "xla_targets.cc", "xla_legacy_status.cc",
+                                     "torch_eager.cc")]
     out = dest / f"_C{sysconfig.get_config_var('EXT_SUFFIX')}"
     cmd = ["c++", "-std=c++17", "-O0", "-shared", "-fPIC", f'-DOPGEN_PACKAGE_NAME="{package}"',
            f"-I{generated / 'include'}", f"-I{REPO / 'runtime' / 'include'}", f"-I{pybind11.get_include()}",

@@ -56,6 +56,23 @@ def test_compile_with_dynamic_batch(rng):
         torch.testing.assert_close(compiled(x, w), f(x, w))
 
 
+def test_compile_with_an_unbacked_batch_takes_the_dtypes_from_the_rules(rng):
+    # An unbacked size has no hint for the C++ rules to check: the dtype rules alone run at trace time, and the
+    # outputs' dtypes follow from the type variables they bind (a derived one, S; a dtype attribute's, Q).
+    torch._dynamo.reset()
+
+    def f(x):
+        return ops.dynamic_per_token_scaled_fp8_quant(x, out_dtype=torch.float8_e5m2)
+
+    x = random(rng, (5, 32), "bfloat16")
+    torch._dynamo.decorators.mark_unbacked(x, 0)
+    out, scale = torch.compile(f, fullgraph=True)(x)
+    want_out, want_scale = f(x)
+    assert (out.dtype, scale.dtype) == (torch.float8_e5m2, torch.float32) == (want_out.dtype, want_scale.dtype)
+    torch.testing.assert_close(scale, want_scale)
+    torch.testing.assert_close(out.float(), want_out.float())
+
+
 def test_errors(rng):
     x = random(rng, (3, 8), "float32")
     with pytest.raises(RuntimeError, match=r"rms_norm: input 'weight' has dtype float16, but its dtype T is float32"):

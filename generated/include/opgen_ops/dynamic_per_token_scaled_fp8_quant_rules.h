@@ -72,8 +72,10 @@ struct Rules {
     int T_i_ = -1;
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
     [[maybe_unused]] const opgen::DType S_ = opgen::derived(T_, {{opgen::DType::kF16, opgen::DType::kF32}, {opgen::DType::kBF16, opgen::DType::kF32}, {opgen::DType::kF32, opgen::DType::kF32}, {opgen::DType::kF64, opgen::DType::kF64}});
+    b.bind_type("S", S_);
     int Q_i_ = -1;
     [[maybe_unused]] const opgen::DType Q_ = b.dtype_attr(0, "out_dtype", {opgen::DType::kF8E4M3FN, opgen::DType::kF8E5M2}, &Q_i_);
+    b.bind_type("Q", Q_);
     b.dtype(1, "scale_ub", S_);
     return b.ok() ? T_i_ * 2 + Q_i_ : -1;
   }

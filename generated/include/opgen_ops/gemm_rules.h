@@ -103,7 +103,7 @@ struct Rules {
     b.check(checks::attrs(args));
     b.check(checks::workspace_dims(args));
     if (!b.ok()) return;
-    b.workspace(0, "lt_workspace", 33554432, &args.lt_workspace, opgen::device_bit(opgen::Device::kCuda));
+    b.workspace(0, "lt_workspace", false, {33554432}, &args.lt_workspace, opgen::device_bit(opgen::Device::kCuda));
   }
 };
 

@@ -86,6 +86,7 @@ struct Rules {
     int T_i_ = -1;
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "grad_out", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
     [[maybe_unused]] const opgen::DType S_ = opgen::derived(T_, {{opgen::DType::kF16, opgen::DType::kF32}, {opgen::DType::kBF16, opgen::DType::kF32}, {opgen::DType::kF32, opgen::DType::kF32}, {opgen::DType::kF64, opgen::DType::kF64}});
+    b.bind_type("S", S_);
     b.same_dtype(1, "x", "T", "grad_out", T_);
     b.same_dtype(2, "weight", "T", "grad_out", T_);
     b.dtype(3, "mean", S_);
@@ -132,9 +133,9 @@ struct Rules {
     b.check(checks::attrs(args));
     b.check(checks::workspace_dims(args));
     if (!b.ok()) return;
-    b.workspace(0, "row_mean", args.batch, &args.row_mean);
-    b.workspace(1, "row_rstd", args.batch, &args.row_rstd);
-    b.workspace(2, "column_sums", 2 * 256 * args.D, &args.column_sums);
+    b.workspace(0, "row_mean", true, {}, &args.row_mean);
+    b.workspace(1, "row_rstd", true, {}, &args.row_rstd);
+    b.workspace(2, "column_sums", false, {2, 256, args.D}, &args.column_sums);
   }
 };
 

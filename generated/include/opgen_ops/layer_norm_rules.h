@@ -76,6 +76,7 @@ struct Rules {
     int T_i_ = -1;
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32, opgen::DType::kF64}, &T_i_);
     [[maybe_unused]] const opgen::DType S_ = opgen::derived(T_, {{opgen::DType::kF16, opgen::DType::kF32}, {opgen::DType::kBF16, opgen::DType::kF32}, {opgen::DType::kF32, opgen::DType::kF32}, {opgen::DType::kF64, opgen::DType::kF64}});
+    b.bind_type("S", S_);
     b.same_dtype(1, "weight", "T", "x", T_);
     b.same_dtype(2, "bias", "T", "x", T_);
     return b.ok() ? T_i_ : -1;

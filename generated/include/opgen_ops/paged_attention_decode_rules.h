@@ -164,9 +164,9 @@ struct Rules {
     b.check(checks::constraints(args, b));
     b.check(checks::workspace_dims(args));
     if (!b.ok()) return;
-    b.workspace(0, "partial_out", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256) * args.Dh, &args.partial_out);
-    b.workspace(1, "partial_max", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_max);
-    b.workspace(2, "partial_sum", args.S * args.H * opgen::floor_div(((args.MB * args.BS) + 255), 256), &args.partial_sum);
+    b.workspace(0, "partial_out", false, {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256), args.Dh}, &args.partial_out);
+    b.workspace(1, "partial_max", false, {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256)}, &args.partial_max);
+    b.workspace(2, "partial_sum", false, {args.S, args.H, opgen::floor_div(((args.MB * args.BS) + 255), 256)}, &args.partial_sum);
   }
 };
 

@@ -123,8 +123,8 @@ struct Rules {
     b.check(checks::attrs(args));
     b.check(checks::workspace_dims(args));
     if (!b.ok()) return;
-    b.workspace(0, "row_rstd", args.batch, &args.row_rstd);
-    b.workspace(1, "column_sums", 2 * 256 * args.D, &args.column_sums);
+    b.workspace(0, "row_rstd", true, {}, &args.row_rstd);
+    b.workspace(1, "column_sums", false, {2, 256, args.D}, &args.column_sums);
   }
 };
 

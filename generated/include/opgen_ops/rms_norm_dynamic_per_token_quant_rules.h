@@ -81,6 +81,7 @@ struct Rules {
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "x", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
     int Q_i_ = -1;
     [[maybe_unused]] const opgen::DType Q_ = b.dtype_attr(1, "out_dtype", {opgen::DType::kF8E4M3FN, opgen::DType::kI8}, &Q_i_);
+    b.bind_type("Q", Q_);
     b.same_dtype(1, "weight", "T", "x", T_);
     b.dtype(2, "scale_ub", opgen::DType::kF32);
     b.same_dtype(3, "residual", "T", "x", T_);

@@ -137,6 +137,11 @@ class Source {
   virtual Device device() const;
   // Scratch memory of `bytes` for workspace `i` (`name`), valid until the call returns.
   virtual Status workspace(size_t i, const char* name, size_t bytes, void** data) = 0;
+  // Workspace `i` (`name`, of `dtype`) has shape `dims` as the rules size it:
+  // told on every platform, whether this one allocates it or not (one that
+  // does not checks it no further), for a source that reports the call's
+  // shapes (ShapeSource); nothing by default.
+  virtual void workspace_shape(size_t i, const char* name, DType dtype, const int64_t* dims, size_t rank);
   // Every workspace of the call at once, `n` of them in spec order: workspace(i)
   // for each by default; a framework that allocates them may make them one buffer.
   virtual Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data);
@@ -177,6 +182,7 @@ class Binder {
   static constexpr size_t kMaxSymbols = 64;
   static constexpr size_t kMaxOutputs = 64;
   static constexpr size_t kMaxRank = 32;
+  static constexpr size_t kMaxTypeVars = 16;
 
   Binder(const char* op, Source& source) : op_(op), source_(source) {}
   Binder(const Binder&) = delete;
@@ -189,8 +195,6 @@ class Binder {
   const Status& status() const { return status_; }
   // Records `s` unless a failure is recorded already.
   void fail(Status s);
-  // Whether the failure is of an input's dtype (a TypeError to Python users).
-  bool wrong_dtype() const { return wrong_dtype_; }
   // A generated check's result: "" or the message of an invalid argument.
   void check(const std::string& error);
 
@@ -206,6 +210,12 @@ class Binder {
   DType dtype_attr(size_t i, const char* name, std::initializer_list<DType> allowed, int* index);
   // Input `i` has the dtype of type variable `var_name`, `bound` by input `bound_by`.
   void same_dtype(size_t i, const char* name, const char* var_name, const char* bound_by, DType bound);
+  // Type variable `var` has `dtype` in this call: type_var records those an
+  // input binds; the rules record the others (a dtype attribute's, a derived
+  // one's) with this, so that type_count() and type() name every one.
+  void bind_type(const char* var, DType dtype) {
+    if (type_count_ < kMaxTypeVars) types_[type_count_++] = {var, dtype};
+  }
 
   // --- inputs -------------------------------------------------------------
   class Input {
@@ -315,16 +325,16 @@ class Binder {
     }
     output(i, name, declared, batch, dims, data);
   }
-  // Workspace `i`: scratch memory of `count` elements for the call, at *data
-  // once allocate() has run; nullptr on a platform outside
-  // `devices` (a mask of device_bit), where it is not allocated at all.
+  // Workspace `i`: scratch memory of `dtype` T and shape (the batch
+  // dimensions first when `batch`, then `dims`) for the call, at *data once
+  // allocate() has run; nullptr on a platform outside `devices` (a mask of
+  // device_bit), where it is not allocated at all. Its shape reaches
+  // Source::workspace_shape on every platform.
   template <typename T>
-  void workspace(size_t i, const char* name, int64_t count, T** data, unsigned devices = kEveryDevice) {
-    if (!(devices & device_bit(source_.device()))) {
-      *data = nullptr;
-      return;
-    }
-    request_scratch(i, name, dtype_of<T>, count, data, &assign<T>);
+  void workspace(size_t i, const char* name, bool batch, std::initializer_list<int64_t> dims, T** data,
+                 unsigned devices = kEveryDevice) {
+    *data = nullptr;
+    request_scratch(i, name, dtype_of<T>, batch, dims, devices, data, &assign<T>);
   }
   // After the rules (Rules::bind): asks the framework for the outputs that
   // wait for it (Source::allocates), then for the workspaces, all at once
@@ -342,6 +352,11 @@ class Binder {
     *value = origins_[index].value;
     return true;
   }
+  // Each type variable's dtype as the call bound it (bind_type), in the
+  // order the rules bind them: `k` < type_count().
+  size_t type_count() const { return type_count_; }
+  const char* type_name(size_t k) const { return types_[k].var; }
+  DType type(size_t k) const { return types_[k].dtype; }
   // The batch's dimensions ('...') as the call gives them (none for a legacy call).
   const int64_t* batch_dims() const { return batch_dims_; }
   size_t batch_rank() const { return batch_rank_; }
@@ -382,8 +397,11 @@ class Binder {
   void unrequested(size_t i, const char* name, DType dtype);
   // No buffer of the call, nor all of them together, would take more than the device's memory.
   void check_memory();
-  void request_scratch(size_t i, const char* name, DType dtype, int64_t count, void* slot,
-                       void (*assign)(void* slot, void* data));
+  void request_scratch(size_t i, const char* name, DType dtype, bool batch, std::initializer_list<int64_t> dims,
+                       unsigned devices, void* slot, void (*assign)(void* slot, void* data));
+  // A buffer's shape: the batch dimensions when `batch` (the flattened count
+  // where the call gives no shapes: a legacy call), then `dims`; its rank.
+  size_t shape_of(bool batch, std::initializer_list<int64_t> dims, int64_t* shape) const;
   void enum_index(size_t i, const char* name, std::initializer_list<const char*> values, const char* listed,
                   int32_t* index);
   bool read_attr(size_t i, const char* name, AttrKind kind, AttrValue* value);
@@ -394,7 +412,7 @@ class Binder {
   const char* op_;
   Source& source_;
   Status status_;
-  bool wrong_dtype_ = false;
+  // Records an input's wrong dtype (Status::WrongType) unless a failure is recorded already.
   void fail_dtype(std::string message);
 
   // Where each symbol was bound: the input and its axis (after '...'), and
@@ -415,6 +433,13 @@ class Binder {
   static_assert(kMaxSymbols <= 64, "bound_ has a bit per symbol");
   bool bound(size_t index) const { return index < kMaxSymbols && ((bound_ >> index) & 1); }
   Origin origins_[kMaxSymbols];
+  // Each type variable's dtype (bind_type), the first type_count_.
+  struct TypeBinding {
+    const char* var;
+    DType dtype;
+  };
+  TypeBinding types_[kMaxTypeVars];
+  size_t type_count_ = 0;
   // The batch: its source, dimensions (when the call gives shapes) and count.
   const char* batch_source_ = nullptr;
   const int64_t* batch_dims_ = nullptr;

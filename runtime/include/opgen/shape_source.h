@@ -2,8 +2,9 @@
 // Python entry point knows it at trace time (a JAX wrapper, a PyTorch fake
 // kernel, a torchax lowering): the op's own rules (`<op>_rules.h`, run by
 // opgen::Binder) check it, as they check every call that runs, and record
-// what the entry point builds from it: the output shapes, the shape symbols
-// and the batch. No buffer exists and none is made; the workspaces of the
+// what the entry point builds from it: the type variables' dtypes, the
+// outputs' and the workspaces' shapes and dtypes, the shape symbols and the
+// batch. No buffer exists and none is made; the workspaces of the
 // platform it is checked for are sized, and those of another platform are
 // not even that (a size only that platform refuses is its kernel's to refuse). The package's module _C exposes it as `_C.check` (xla_module.cc),
 // so that a rule and its message are written once, in C++.
@@ -43,10 +44,14 @@ class ShapeSource : public Source {
     std::string s;
     std::vector<int64_t> ints;
   };
-  // What the rules made of the call: each output the call has by name (the
-  // spec's; outputs left out are absent).
+  // What the rules made of the call: each output they name, in spec order
+  // (those left out with the optional input they update are absent), with
+  // its dtype and shape (`made` false: on request and not asked for, no
+  // shape); each workspace of the spec, whichever platform allocates it.
   struct Output {
     const char* name;
+    DType dtype;
+    bool made;
     std::vector<int64_t> dims;
   };
 
@@ -58,16 +63,19 @@ class ShapeSource : public Source {
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
                 int alias, void** data) override;
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
+  Status unrequested(size_t i, const char* name, DType dtype) override;
   Device device() const override { return device_; }
   // Sized and checked by the rules, never allocated.
   Status workspace(size_t, const char*, size_t, void** data) override {
     *data = nullptr;
     return Status::Ok();
   }
+  void workspace_shape(size_t i, const char* name, DType dtype, const int64_t* dims, size_t rank) override;
   std::string spell(DType d) const override { return numpy_name(d); }
   std::string dtype_hint(DType declared) const override;
 
   const std::vector<Output>& outputs() const { return outputs_; }
+  const std::vector<Output>& workspaces() const { return workspaces_; }
 
   // Attribute `name` of `kind` from its value as Python holds it: what every
   // source given Python's values (this one, opgen/torch_eager.h's) hands the
@@ -85,23 +93,26 @@ class ShapeSource : public Source {
   std::vector<std::vector<int32_t>> i32s_;  // i32[] attributes, narrowed
   uint64_t requested_;
   std::vector<Output> outputs_;
+  std::vector<Output> workspaces_;
 };
 
 // What checking a call gives its caller besides the source's records.
 struct ShapeCheck {
   Status status;
-  bool wrong_dtype = false;  // the refusal is of an input's dtype (a TypeError in Python)
+  std::vector<std::pair<const char*, DType>> types;     // each type variable's dtype
   std::vector<std::pair<const char*, int64_t>> symbols;  // as bound from the inputs
   std::vector<int64_t> batch;                           // the leading dimensions ('...')
 };
 
-// Checks the call `source` describes with the rules of an op.
+// Checks the call `source` describes with the rules of an op: every rule,
+// or with `sizes` false (sizes the caller does not know: torch.compile's
+// unbacked ones) the dtype rules alone, which then answer the types alone.
 template <typename Rules>
-ShapeCheck check_shapes(ShapeSource& source) {
+ShapeCheck check_shapes(ShapeSource& source, bool sizes = true) {
   ShapeCheck out;
   Binder b(Rules::kName, source);
   const int instantiation = Rules::select(b);
-  if (b.ok()) {
+  if (b.ok() && sizes) {
     visit_args(
         typename Rules::Instantiations{}, instantiation, [&](auto& args) {
           Rules::bind(b, args);
@@ -110,8 +121,8 @@ ShapeCheck check_shapes(ShapeSource& source) {
         [&] { b.fail(Status::Internal(std::string(Rules::kName) + ": no instantiation selected")); });
   }
   out.status = b.status();
-  out.wrong_dtype = b.wrong_dtype();
   if (!out.status.ok()) return out;
+  for (size_t k = 0; k < b.type_count(); ++k) out.types.emplace_back(b.type_name(k), b.type(k));
   for (size_t i = 0; i < Binder::kMaxSymbols; ++i) {
     const char* name = nullptr;
     int64_t value = 0;
@@ -122,6 +133,6 @@ ShapeCheck check_shapes(ShapeSource& source) {
 }
 
 // The check of one op, as the generated `<op>_xla.cc` registers it.
-using ShapeChecker = ShapeCheck (*)(ShapeSource&);
+using ShapeChecker = ShapeCheck (*)(ShapeSource&, bool sizes);
 
 }  // namespace opgen

@@ -9,14 +9,21 @@
 
 namespace opgen {
 
-enum class StatusCode {
+// What kind of failure a Status is. Each binding maps the kind to its
+// framework's error in one place: Python's TypeError, ValueError or
+// RuntimeError (xla_module.cc, raise_status), the typed FFI's error codes
+// (xla_ffi_error.h, to_ffi_error); PyTorch's kernels raise every kind as the
+// RuntimeError torch's own kernels raise (torch_stable.h, torch_eager.cc),
+// and XLA's legacy status carries the message alone.
+enum class ErrorKind {
   kOk,
-  kInvalidArgument,  // the caller's data or shapes are wrong
+  kWrongType,        // an argument of the wrong type: an input's dtype
+  kInvalidArgument,  // the caller's data, shapes or values are wrong
   kInternal,         // the kernel or the runtime below it failed
 };
 
 // A success is one null pointer, which every layer of a call returns and
-// moves for free; a failure holds its code and message on the heap.
+// moves for free; a failure holds its kind and message on the heap.
 class [[nodiscard]] Status {
  public:
   Status() = default;  // success
@@ -30,25 +37,26 @@ class [[nodiscard]] Status {
   ~Status() = default;
 
   static Status Ok() { return Status(); }
+  static Status WrongType(std::string message) { return Status(ErrorKind::kWrongType, std::move(message)); }
   static Status InvalidArgument(std::string message) {
-    return Status(StatusCode::kInvalidArgument, std::move(message));
+    return Status(ErrorKind::kInvalidArgument, std::move(message));
   }
   static Status Internal(std::string message) {
-    return Status(StatusCode::kInternal, std::move(message));
+    return Status(ErrorKind::kInternal, std::move(message));
   }
 
   bool ok() const { return failure_ == nullptr; }
-  StatusCode code() const { return failure_ ? failure_->code : StatusCode::kOk; }
+  ErrorKind kind() const { return failure_ ? failure_->kind : ErrorKind::kOk; }
   const std::string& message() const { return failure_ ? failure_->message : no_message(); }
 
  private:
   struct Failure {
-    StatusCode code;
+    ErrorKind kind;
     std::string message;
   };
 
-  Status(StatusCode code, std::string message)
-      : failure_(std::make_unique<Failure>(Failure{code, std::move(message)})) {}
+  Status(ErrorKind kind, std::string message)
+      : failure_(std::make_unique<Failure>(Failure{kind, std::move(message)})) {}
 
   static const std::string& no_message() {
     static const std::string empty;

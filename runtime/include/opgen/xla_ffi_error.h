@@ -11,12 +11,13 @@
 namespace opgen {
 
 inline ::xla::ffi::Error to_ffi_error(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk:
+  switch (s.kind()) {
+    case ErrorKind::kOk:
       return ::xla::ffi::Error::Success();
-    case StatusCode::kInvalidArgument:
+    case ErrorKind::kWrongType:  // XLA has no code of its own for a wrong type
+    case ErrorKind::kInvalidArgument:
       return ::xla::ffi::Error::InvalidArgument(s.message());
-    case StatusCode::kInternal:
+    case ErrorKind::kInternal:
       break;
   }
   return ::xla::ffi::Error::Internal(s.message());
