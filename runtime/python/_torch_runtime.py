@@ -202,7 +202,8 @@ def _outputs_route(op: Op, inputs: Sequence) -> str:
     """The route that makes a call's outputs, gradients aside: the custom
     call itself for an op that updates inputs in place on XLA tensors
     (torch_xla's eager functionalization refuses such a custom op: register),
-    else the dispatcher."""
+    torchax's lowering for torchax tensors (through the dispatcher), else the
+    dispatcher."""
     first = next(x for x in inputs if x is not None)
     if op.aliased_outputs and first.device.type == "xla":
         return "torch_xla in place"
