@@ -186,9 +186,10 @@ def _placeholder(a: Attr, value):
     return tuple(a.default) if a.default is not REQUIRED else ()
 
 
-def requested_outputs(op: Op, requests: Mapping) -> frozenset:
-    """The outputs on request a call asks for: ``requests`` maps each (by
-    name) to its ``return_<name>`` keyword's value, which must be a bool."""
+def asked_for(op: Op, requests: Mapping) -> frozenset:
+    """The names of the outputs on request a call asks for (`Op.requested_outputs`
+    are the tensors it may ask for): ``requests`` maps each (by name) to its
+    ``return_<name>`` keyword's value, which must be a bool."""
     for name, value in requests.items():
         if not isinstance(value, (bool, np.bool_)):
             raise OpTypeError(f"{op.name}: return_{name} must be a bool, not {type(value).__name__}")

@@ -90,7 +90,7 @@ def call(op: Op, inputs: Sequence, attrs: Mapping, api_version: int, requests: M
     maps each output on request to whether the caller asks for it (its
     ``return_<name>`` keyword)."""
     api_version = check_api_version(op, api_version)
-    requested = _spec.requested_outputs(op, requests or {})
+    requested = _spec.asked_for(op, requests or {})
     inputs = [_as_array(x) for x in inputs]
     # Before the eager path, which leaves an absent input out of the jitted
     # function's operands (a required one would come back absent, and again).

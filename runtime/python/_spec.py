@@ -36,7 +36,7 @@ and ``_errors`` (OpTypeError, OpValueError).
 """
 
 from ._attrs import INT64_LIMIT, attrs_key, check_attr, check_attrs, dtype_of
-from ._check import Call, _compiled, _Shaped, check, requested_outputs, require_inputs, splits_evenly
+from ._check import Call, _compiled, _Shaped, asked_for, check, require_inputs, splits_evenly
 from ._description import PLAIN_TYPES, REQUIRED, Attr, Backward, Constraint, Expr, Op, Opaque, Tensor
 from ._errors import OpTypeError, OpValueError
 from ._symbolic import evaluate
@@ -44,5 +44,5 @@ from ._symbolic import evaluate
 __all__ = [
     "INT64_LIMIT", "PLAIN_TYPES", "REQUIRED", "Attr", "Backward", "Call", "Constraint", "Expr", "Op", "OpTypeError",
     "OpValueError", "Opaque", "Tensor", "_Shaped", "_compiled", "attrs_key", "check", "check_attr", "check_attrs",
-    "dtype_of", "evaluate", "require_inputs", "requested_outputs", "splits_evenly",
+    "asked_for", "dtype_of", "evaluate", "require_inputs", "splits_evenly",
 ]

@@ -2,7 +2,9 @@
 subclass, compiler or gradient in the way: the package's eager route around
 torch's dispatcher where torch has DLPack's exchange API (torch >= 2.10:
 ``_C.torch_eager``, opgen/torch_eager.h), else the C++ kernel's overload
-itself."""
+itself. `_torch_runtime.call` tries it first; a call it hands back takes the
+route `_torch_runtime.route` names (docs/architecture.md, "A PyTorch call's
+route")."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import torch
-from torch.autograd import forward_ad as _forward_ad  # an open dual level: the full route refuses its dual tensors
+from torch.autograd import forward_ad as _forward_ad  # an open dual level: route() refuses its dual tensors
 
 from . import _spec
 from ._spec import Op
@@ -75,7 +77,8 @@ class Direct:
     Python layers: the lowering to ``<op>__lowered``, torch.library's
     autograd kernel); the rules check the call as ever, and an input updated
     in place has its version bumped as a native in-place op's is. `run`
-    takes a call, or hands it back where it is not plain."""
+    takes a call, or hands it back where it is not plain (to
+    `_torch_runtime.route`, which checks its inputs)."""
 
     def __init__(self, op: Op):
         self.op = op
@@ -96,7 +99,7 @@ class Direct:
 
     def run(self, inputs: Sequence, attrs: Mapping):
         """The call's result on this route, or NotImplemented where the call
-        is not plain (then the caller takes the full route): eager, with no
+        is not plain (then `_torch_runtime.route` names its route): eager, with no
         mode, compiler, transform, tracer, profiler or forward-mode dual level in the way (under
         torch.profiler the call takes the dispatcher's route, so that the
         trace names the op), on CPU or CUDA tensors (or Parameters) of which
@@ -136,7 +139,7 @@ class Direct:
         for x, required in zip(inputs, self.required):
             if x is None:
                 if required:
-                    return False  # the full route says so
+                    return False  # handed back: require_tensors refuses it with opgen's words
             elif x.__class__ not in _PLAIN_TENSORS or not (x.is_cpu or x.is_cuda) or (grad and x.requires_grad):
                 return False
         return True

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from . import _C
-from ._spec import INT64_LIMIT, Op, OpValueError, check_attr
+from ._spec import INT64_LIMIT, Op, OpTypeError, OpValueError, check_attr, require_inputs
 
 
 def lift(op: Op, attrs: Mapping) -> dict:
@@ -95,15 +95,28 @@ def kernel_attrs(op: Op, attrs: Mapping) -> Mapping:
     return out
 
 
-def split_arguments(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
-    """A kernel's arguments as (inputs, attributes): torch leaves out trailing
+def require_tensors(op: Op, inputs: Sequence) -> None:
+    """A call's inputs as every route takes them, checked in one order: one
+    per input of the spec and none None that the spec requires
+    (`_spec.require_inputs`), then each given one a torch.Tensor."""
+    require_inputs(op, inputs)
+    for t, x in zip(op.inputs, inputs):
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise OpTypeError(f"{op.name}: input '{t.name}' must be a torch.Tensor, not {type(x).__name__}")
+
+
+def kernel_arguments(op: Op, args: Sequence, kwargs: Mapping) -> tuple:
+    """A registered kernel's arguments (what ``torch.ops.<ns>.<op>`` hands
+    the fake, XLA, lowering and torchax kernels) as (inputs, attributes, the
+    names of the outputs on request it asks for): torch leaves out trailing
     optional inputs that are None, and may pass inputs by name."""
     inputs = list(args) + [None] * (len(op.inputs) - len(args))
     attrs = dict(kwargs)
     for i, t in enumerate(op.inputs):
         if t.name in attrs:
             inputs[i] = attrs.pop(t.name)
-    return inputs, attrs
+    attrs, requested = split_requests(op, attrs)
+    return inputs, attrs, requested
 
 
 def split_requests(op: Op, kwargs: Mapping) -> tuple:

@@ -31,7 +31,7 @@ import torch
 
 from . import _spec, _torch_autograd
 from ._spec import Op, OpTypeError, OpValueError
-from ._torch_values import request_flags, schema_result, split_arguments, split_requests, unasked
+from ._torch_values import kernel_arguments, request_flags, schema_result, split_requests, unasked
 
 
 def register_when_imported(ops: Sequence[Op], package: str) -> None:
@@ -112,7 +112,7 @@ def _lowering(op: Op, jax_wrapper: Callable, lowerings: Mapping) -> Callable:
         return _torch_autograd.out_of_place_function(op, kernel, copies, lowerings[op.backward.op])
 
     def lowering(*args, **kwargs):
-        inputs, attrs = split_arguments(op, args, kwargs)
+        inputs, attrs, requested = kernel_arguments(op, args, kwargs)
         needs_grad = False
         for name, x in zip(names, inputs):
             if isinstance(x, torch.Tensor):
@@ -123,12 +123,11 @@ def _lowering(op: Op, jax_wrapper: Callable, lowerings: Mapping) -> Callable:
                 needs_grad = needs_grad or x.requires_grad
         if needs_grad and torch.is_grad_enabled():
             # Every attribute (the defaults too) and request flag, as the Function takes them.
-            spec_attrs, requested = split_requests(op, attrs)
-            attrs = {**_spec.check_attrs(op, spec_attrs), **request_flags(op, requested)}
+            attrs = {**_spec.check_attrs(op, attrs), **request_flags(op, requested)}
             values = _torch_autograd.with_grad(op, inputs, attrs, run, function() if op.backward else None,
                                                recorded=False)
         else:
-            values = run(inputs, attrs)
+            values = run(inputs, {**attrs, **request_flags(op, requested)})
         return schema_result(op, values)
 
     lowering.__name__ = f"{op.name}_torchax_lowering"
