@@ -170,6 +170,7 @@ def _tensor(op, t, index, is_input, dtypes):
         'strides': None if t['layout'] == 'contiguous' else t['name'] + '_strides',
         'stride_count': len(dims) + (1 if t['batch'] else 0),
         'alias': t['alias'],
+        'unordered': t['unordered'],
         'on_request': t['on_request'],
         'platforms': t['platforms'],
         'alias_index': None,

@@ -12,7 +12,7 @@ OP = Op(
     type_vars={'I': ('int32', 'int64')},
     inputs=(Tensor('topk_ids', 'I', ('N', 'K'), values_min=0, values_max='num_experts', values_max_exclusive=True, values_range='in [0, num_experts)', doc="each token's chosen experts (topk_softmax's topk_indices)"),),
     outputs=(
-        Tensor('sorted_token_ids', 'int32', (Expr('N*K + num_experts*(block_size - 1)', ('+', ('*', 'N', 'K'), ('*', 'num_experts', ('-', 'block_size', 1)))),), doc='the flat indices i of topk_ids, grouped by expert and padded with N*K; its size is the most padding can need'),
+        Tensor('sorted_token_ids', 'int32', (Expr('N*K + num_experts*(block_size - 1)', ('+', ('*', 'N', 'K'), ('*', 'num_experts', ('-', 'block_size', 1)))),), unordered=True, doc='the flat indices i of topk_ids, grouped by expert and padded with N*K; its size is the most padding can need'),
         Tensor('expert_ids', 'int32', (Expr('(N*K + num_experts*(block_size - 1) + block_size - 1) // block_size', ('//', ('-', ('+', ('+', ('*', 'N', 'K'), ('*', 'num_experts', ('-', 'block_size', 1))), 'block_size'), 1), 'block_size')),), doc="each block's expert; -1 past the padded total"),
         Tensor('num_tokens_post_pad', 'int32', (1,), doc='the padded total: how many entries of sorted_token_ids a grouped GEMM reads'),
     ),
