@@ -14,6 +14,7 @@ set(OPGEN_PACKAGE_OPS
     layer_norm
     layer_norm_backward
     merge_attn_states
+    moe_align_block_size
     paged_attention_decode
     reshape_and_cache
     rms_norm
@@ -36,6 +37,7 @@ set(OPGEN_OP_kv_cache_write_PLATFORMS cuda cpu)
 set(OPGEN_OP_layer_norm_PLATFORMS cuda cpu)
 set(OPGEN_OP_layer_norm_backward_PLATFORMS cuda cpu)
 set(OPGEN_OP_merge_attn_states_PLATFORMS cuda cpu)
+set(OPGEN_OP_moe_align_block_size_PLATFORMS cuda cpu)
 set(OPGEN_OP_paged_attention_decode_PLATFORMS cuda cpu)
 set(OPGEN_OP_reshape_and_cache_PLATFORMS cuda cpu)
 set(OPGEN_OP_rms_norm_PLATFORMS cuda cpu)
@@ -60,6 +62,7 @@ set(OPGEN_FILES_XLA
     src/layer_norm_xla.cc
     src/layer_norm_backward_xla.cc
     src/merge_attn_states_xla.cc
+    src/moe_align_block_size_xla.cc
     src/paged_attention_decode_xla.cc
     src/reshape_and_cache_xla.cc
     src/rms_norm_xla.cc
@@ -84,6 +87,7 @@ set(OPGEN_FILES_TORCH
     src/layer_norm_torch.cc
     src/layer_norm_backward_torch.cc
     src/merge_attn_states_torch.cc
+    src/moe_align_block_size_torch.cc
     src/paged_attention_decode_torch.cc
     src/reshape_and_cache_torch.cc
     src/rms_norm_torch.cc
@@ -108,6 +112,7 @@ set(OPGEN_FILES_BODY_CPU
     src/layer_norm_body_cpu.cc
     src/layer_norm_backward_body_cpu.cc
     src/merge_attn_states_body_cpu.cc
+    src/moe_align_block_size_body_cpu.cc
     src/paged_attention_decode_body_cpu.cc
     src/reshape_and_cache_body_cpu.cc
     src/rms_norm_body_cpu.cc
@@ -132,6 +137,7 @@ set(OPGEN_FILES_BODY_CUDA
     src/layer_norm_body_cuda.cu
     src/layer_norm_backward_body_cuda.cu
     src/merge_attn_states_body_cuda.cu
+    src/moe_align_block_size_body_cuda.cu
     src/paged_attention_decode_body_cuda.cu
     src/reshape_and_cache_body_cuda.cu
     src/rms_norm_body_cuda.cu
@@ -162,6 +168,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/_ops/layer_norm.py
     python/opgen_ops/_ops/layer_norm_backward.py
     python/opgen_ops/_ops/merge_attn_states.py
+    python/opgen_ops/_ops/moe_align_block_size.py
     python/opgen_ops/_ops/paged_attention_decode.py
     python/opgen_ops/_ops/reshape_and_cache.py
     python/opgen_ops/_ops/rms_norm.py
@@ -196,6 +203,8 @@ set(OPGEN_FILES_HEADER
     include/opgen_ops/layer_norm_backward_rules.h
     include/opgen_ops/merge_attn_states.h
     include/opgen_ops/merge_attn_states_rules.h
+    include/opgen_ops/moe_align_block_size.h
+    include/opgen_ops/moe_align_block_size_rules.h
     include/opgen_ops/paged_attention_decode.h
     include/opgen_ops/paged_attention_decode_rules.h
     include/opgen_ops/reshape_and_cache.h
@@ -232,6 +241,7 @@ set(OPGEN_FILES_DOC
     docs/layer_norm.md
     docs/layer_norm_backward.md
     docs/merge_attn_states.md
+    docs/moe_align_block_size.md
     docs/paged_attention_decode.md
     docs/reshape_and_cache.md
     docs/rms_norm.md

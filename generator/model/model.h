@@ -173,6 +173,9 @@ struct Tensor {
   // the body may rely on it (one writer per slot).
   bool values_unique = false;
   std::string alias;          // outputs only: the input whose buffer it updates in place, or ""
+  // Outputs only (`unordered: true`): the order of its elements is unspecified
+  // (atomics on one platform, a loop on another): tests compare it as a multiset.
+  bool unordered = false;
   // Workspaces only: the platforms that allocate it (`platforms:`; resolve
   // fills in the op's when the spec names none); elsewhere the body sees nullptr.
   std::vector<Platform> platforms;

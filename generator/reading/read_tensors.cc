@@ -117,7 +117,7 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
   if (!f.expect_map(node, what)) return std::nullopt;
   const auto fields = role == "input"    ? f.entries(node, what, {"dtype", "shape", "doc", "optional", "layout", "min",
                                                                    "max", "exclusive_min", "exclusive_max", "unique"})
-                      : role == "output" ? f.entries(node, what, {"dtype", "shape", "doc", "alias", "optional"})
+                      : role == "output" ? f.entries(node, what, {"dtype", "shape", "doc", "alias", "optional", "unordered"})
                                          : f.entries(node, what, {"dtype", "shape", "doc", "platforms"});
   // An output that aliases an input takes that input's dtype and shape.
   if (role == "output" && node["alias"]) {
@@ -135,6 +135,12 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
       f.error(f.at(node["optional"]), what + " updates input '" + *input + "' in place, so it cannot be 'optional' "
                                       "(asked for by the caller); it is left out only when it updates an optional "
                                       "input that the call omits");
+      ok = false;
+    }
+    // Its elements stay where the input holds them.
+    if (node["unordered"]) {
+      f.error(f.at(node["unordered"]), what + " updates input '" + *input + "' in place, so its order is the "
+                                       "input's; remove 'unordered'");
       ok = false;
     }
     t.alias = *input;
@@ -194,6 +200,10 @@ std::optional<Tensor> read_tensor(SpecFile& f, const std::string& name, const YA
     } else if (key == "optional") {
       std::optional<bool> b = f.boolean(value, "'optional' of " + what);
       if (b) t.optional = *b;
+      else ok = false;
+    } else if (key == "unordered") {
+      std::optional<bool> b = f.boolean(value, "'unordered' of " + what);
+      if (b) t.unordered = *b;
       else ok = false;
     } else if (key == "platforms") {
       if (!read_platform_list(f, value, "'platforms' of " + what, t.platforms)) ok = false;

@@ -65,6 +65,7 @@ json tensor_facts(const Tensor& t) {
   out["values_range_text"] = values_range_text(t);
   out["values_unique"] = t.values_unique;
   out["alias"] = text_or_none(t.alias);
+  out["unordered"] = t.unordered;
   out["on_request"] = t.on_request();
   // The names the generated code derives from the tensor's (names.h), where it has them.
   out["strides_name"] = t.layout == Layout::kContiguous ? json(nullptr) : json(strides_name(t.name));

@@ -57,6 +57,7 @@ class Tensor:
     # The values in the range are distinct (the spec's `unique`): unchecked too.
     values_unique: bool = False
     alias: str | None = None  # outputs: the input it updates in place
+    unordered: bool = False  # outputs: the order of its elements is unspecified (tests compare a multiset)
     request_param: str = ""  # outputs on request: the keyword that asks for it (opgen's names.h spells it)
     platforms: tuple = ()  # workspaces: the platforms that allocate it (empty: every platform of the op)
     doc: str = ""

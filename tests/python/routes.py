@@ -978,7 +978,17 @@ def compare(c: Case, r: str, a: Outcome, s: str, b: Outcome) -> str | None:
             a, b = d.then(r, a), d.then(s, b)
             if a is None or b is None:
                 return None
-    return differ(a, b)
+    return differ(as_multisets(c.op, a), as_multisets(c.op, b))
+
+
+def as_multisets(op: _spec.Op, o: Outcome) -> Outcome:
+    """`o` with each output whose order the spec leaves unspecified
+    (`unordered: true`) sorted: compared as a multiset."""
+    if o.values is None or not any(t.unordered for t in op.outputs):
+        return o
+    return replace(o, values=tuple(
+        v if v is None or v.data is None or not t.unordered else replace(v, data=np.sort(v.data, axis=None).reshape(v.shape))
+        for t, v in zip(op.outputs, o.values)))
 
 
 # --- Running --------------------------------------------------------------------------------------

@@ -68,8 +68,11 @@ def jax_call(p, inputs, api_version=4, jit=True, device=CPU):
     return outputs((jax.jit(f) if jit else f)(*args))
 
 
-def assert_same(got, want, dtype_name, where, tolerance=ref.TOLERANCE):
+def assert_same(got, want, dtype_name, where, tolerance=ref.TOLERANCE, unordered=False):
+    """`got` against `want`; an output whose order is unspecified (`unordered`) as a multiset."""
     got, want = as_numpy(got), as_numpy(want)
+    if unordered:
+        got, want = np.sort(got, axis=None).reshape(got.shape), np.sort(want, axis=None).reshape(want.shape)
     assert got.shape == want.shape, f"{where}: shape {got.shape}, expected {want.shape}"
     if dtype_name in tolerance and want.size:
         # Relative to the outputs' norm, or to that of unit-scale data where the
@@ -279,7 +282,8 @@ def check_jax_cuda_body(p):
             on_cpu = jax_call(p, p.inputs, v)
         for g, c, t, dtype in zip(on_gpu, on_cpu, op.outputs, p.call.output_dtypes):
             if dtype is not None:
-                assert_same(g, c, dtype, f"api_version {v}, output '{t.name}'", ref.CROSS_DEVICE_TOLERANCE)
+                assert_same(g, c, dtype, f"api_version {v}, output '{t.name}'", ref.CROSS_DEVICE_TOLERANCE,
+                            t.unordered)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
@@ -292,4 +296,16 @@ def test_torch_cuda_body_matches_the_cpu_body(rng, op, dtypes):
             if dtype is None:
                 continue
             assert g.device.type == "cuda", t.name
-            assert_same(g, c, dtype, f"output '{t.name}'", ref.CROSS_DEVICE_TOLERANCE)
+            assert_same(g, c, dtype, f"output '{t.name}'", ref.CROSS_DEVICE_TOLERANCE, t.unordered)
+
+
+def test_an_unordered_output_is_compared_as_a_multiset(rng):
+    # The CUDA comparisons above pass an output's `unordered`; the CPU bodies give one order.
+    x = rng.integers(0, 1000, 64).astype(np.int32)
+    assert_same(rng.permutation(x), x, "int32", "a permutation", unordered=True)
+    with pytest.raises(AssertionError):
+        assert_same(rng.permutation(x), x, "int32", "a permutation, ordered")
+    y = x.copy()
+    y[rng.integers(64)] += 1
+    with pytest.raises(AssertionError):
+        assert_same(rng.permutation(y), x, "int32", "another multiset", unordered=True)

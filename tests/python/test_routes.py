@@ -13,8 +13,10 @@ that builds them."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import opgen_ops.jax as jops
 import routes
 from opgen_ops import _ops
 from scratch_project import pytest_in
@@ -38,3 +40,15 @@ def test_every_route_gives_the_same_answer_for_the_fixture_ops(fixture_project):
     fixtures = [p.name for p in (fixture_project / "tests" / "fixtures").iterdir() if p.is_dir()]
     out = pytest_in(fixture_project, "test_routes.py", "-k", " or ".join(fixtures))
     assert f"{len(fixtures)} passed" in out, out[-3000:]
+
+
+def test_an_unordered_output_is_compared_as_a_multiset(rng):
+    op = next(op for op in _ops.OPS if op.name == "moe_align_block_size")
+    ids = rng.integers(0, 8, (40, 2)).astype(np.int32)
+    c = routes.Case(op, 0, 0, "valid", {"I": "int32"}, [ids], {"num_experts": 8, "block_size": 4})
+    got = routes.Outcome(tuple(routes.value(v) for v in jops.moe_align_block_size(ids, num_experts=8, block_size=4)))
+    values = list(got.values)
+    values[0] = routes.value(rng.permutation(np.asarray(values[0].data)).astype(np.int32))
+    assert routes.compare(c, "jax.jit[v4]", got, "jax.eager[v4]", routes.Outcome(tuple(values))) is None
+    values[1] = routes.value(rng.permutation(np.asarray(values[1].data)).astype(np.int32))  # expert_ids: ordered
+    assert routes.compare(c, "jax.jit[v4]", got, "jax.eager[v4]", routes.Outcome(tuple(values))) is not None

@@ -36,6 +36,7 @@ __all__ = [
     'layer_norm',
     'layer_norm_backward',
     'merge_attn_states',
+    'moe_align_block_size',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -100,6 +101,11 @@ def layer_norm_backward(grad_out, x, weight=None, mean=None, rstd=None, grad_res
 def merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, *, return_output_lse=False, api_version=4):
     "Merges two partial attention results per token n and head h: with p = prefix_lse[h, n] and s = suffix_lse[h, n] (an lse of +inf counts as -inf, an empty part as FlashAttention 2 reports one), m = max(p, s), a = exp(p - m) and b = exp(s - m), output[n, h] = (a * prefix_output[n, h] + b * suffix_output[n, h]) / (a + b) and output_lse[h, n] = log(a + b) + m, computed in f32. Where both lse are -inf (neither part attended to any key), output[n, h] is prefix_output[n, h] as it is and output_lse[h, n] is -inf, as vLLM's CUDA kernel gives (rather than NaN). As vLLM's merge_attn_states, with the outputs allocated.\n\nArgs:\n  prefix_output: T[N, H, D] the attention output over the first part of the keys\n  prefix_lse: f32[H, N] the log-sum-exp of its scaled logits, heads-major (vLLM's layout)\n  suffix_output: T[N, H, D] the attention output over the other part of the keys\n  suffix_lse: f32[H, N] the log-sum-exp of its scaled logits\n  return_output_lse: bool = False compute output output_lse (else it is None and is not computed)\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  output: T[N, H, D] the attention output over both parts\n  output_lse: f32[H, N], None unless return_output_lse the log-sum-exp over both parts"
     return _call(_ops.merge_attn_states.OP, (prefix_output, prefix_lse, suffix_output, suffix_lse), {}, api_version, {'output_lse': return_output_lse})
+
+
+def moe_align_block_size(topk_ids, *, num_experts, block_size, api_version=4):
+    "Groups the N*K entries of topk_ids (flat index i = token * K + choice) by expert: expert e's entries fill sorted_token_ids from offset(e), the sum over earlier experts of their counts rounded up to a multiple of block_size, and the rest of its group (up to that multiple) holds the padding index N*K, as does everything from num_tokens_post_pad on. expert_ids[b] is the expert of the block of sorted_token_ids starting at b * block_size, and -1 for blocks from num_tokens_post_pad / block_size on. num_tokens_post_pad[0] is the padded total, offset(num_experts). An entry outside [0, num_experts) (expert parallelism's experts held elsewhere) is counted nowhere and appears nowhere. Within an expert's group the order of its entries is unspecified: by index on the CPU, by atomics on CUDA (as vLLM's kernel). Not differentiable.\n\nArgs:\n  topk_ids: I[N, K] each token's chosen experts (topk_softmax's topk_indices)\n  num_experts: i64 how many experts (on this device)\n  block_size: i64 the grouped GEMM's tile of rows\n  api_version: custom-call ABI, one of 4, 3 (4: typed XLA FFI).\n\nReturns:\n  sorted_token_ids: i32[N*K + num_experts*(block_size - 1)] the flat indices i of topk_ids, grouped by expert and padded with N*K; its size is the most padding can need\n  expert_ids: i32[(N*K + num_experts*(block_size - 1) + block_size - 1) // block_size] each block's expert; -1 past the padded total\n  num_tokens_post_pad: i32[1] the padded total: how many entries of sorted_token_ids a grouped GEMM reads"
+    return _call(_ops.moe_align_block_size.OP, (topk_ids,), {'num_experts': num_experts, 'block_size': block_size}, api_version)
 
 
 def paged_attention_decode(query, key_cache, value_cache, block_tables, context_lens, *, scale, api_version=4):

@@ -19,6 +19,7 @@ __all__ = [
     'layer_norm',
     'layer_norm_backward',
     'merge_attn_states',
+    'moe_align_block_size',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -113,6 +114,13 @@ def merge_attn_states(
     return_output_lse: bool = False,
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array | None]: ...
+def moe_align_block_size(
+    topk_ids: _jax.typing.ArrayLike,
+    *,
+    num_experts: int,
+    block_size: int,
+    api_version: int = 4,
+) -> tuple[_jax.Array, _jax.Array, _jax.Array]: ...
 def paged_attention_decode(
     query: _jax.typing.ArrayLike,
     key_cache: _jax.typing.ArrayLike,

@@ -18,6 +18,7 @@ __all__ = [
     'layer_norm',
     'layer_norm_backward',
     'merge_attn_states',
+    'moe_align_block_size',
     'paged_attention_decode',
     'reshape_and_cache',
     'rms_norm',
@@ -98,6 +99,12 @@ def merge_attn_states(
     *,
     return_output_lse: bool = False,
 ) -> tuple[_torch.Tensor, _torch.Tensor | None]: ...
+def moe_align_block_size(
+    topk_ids: _torch.Tensor,
+    *,
+    num_experts: int,
+    block_size: int,
+) -> tuple[_torch.Tensor, _torch.Tensor, _torch.Tensor]: ...
 def paged_attention_decode(
     query: _torch.Tensor,
     key_cache: _torch.Tensor,

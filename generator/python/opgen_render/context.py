@@ -171,6 +171,7 @@ def _tensor(op, t, index, is_input, dtypes):
         'request_param': t['request_param'],  # the keyword that asks for an output on request
         'stride_count': len(dims) + (1 if t['batch'] else 0),
         'alias': t['alias'],
+        'unordered': t['unordered'],
         'on_request': t['on_request'],
         'platforms': t['platforms'],
         'alias_index': None,
