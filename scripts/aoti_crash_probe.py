@@ -1,6 +1,6 @@
 """Where does torch 2.11's AOTInductor loader crash (README, "Deploy")?
 
-On the GPU machine (torch 2.11.0+cu130, H100) a fresh process that imports
+On the GPU machine (torch 2.11, an H200) a fresh process that imports
 opgen_ops.torch and then loads a `.pt2` package that calls an opgen op dies
 with SIGSEGV in torch's `_load_aoti`; on a CPU-only machine with the same torch
 it loads and runs. Without the import the loader stops earlier, at the op's
