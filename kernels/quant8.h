@@ -88,6 +88,46 @@ __device__ __forceinline__ Q quantize(C v) {
   }
 }
 
+// A row's scale with its reciprocal, correctly rounded (the one division a
+// row makes): quotient() divides by the scale without a division per element.
+struct Divisor {
+  float scale, inverse;
+  __device__ explicit Divisor(float s) : scale(s), inverse(1.0f / s) {}
+};
+
+// v / d.scale, correctly rounded, as the division gives it. q = v * inverse is
+// within two ulps; q + (v - q * scale) * inverse (the residual exact in an
+// FMA) makes it faithful, and a second such step rounds it correctly
+// (Markstein's theorem: a faithful quotient and the correctly rounded
+// reciprocal). Three FMAs and a product in place of the division's
+// reciprocal approximation, its refinement and its range check, per element.
+// The sign is v's, as the quotient's by a positive scale (the steps would turn
+// -0 into +0). A non-finite product (v infinite or NaN, a quotient past f32)
+// or scale (an infinite row) takes the division itself.
+__device__ __forceinline__ float quotient(float v, const Divisor& d) {
+  float q = v * d.inverse;
+  if (!isfinite(q) || !isfinite(d.scale)) return v / d.scale;
+  q = fmaf(fmaf(-q, d.scale, v), d.inverse, q);
+  q = fmaf(fmaf(-q, d.scale, v), d.inverse, q);
+  return copysignf(q, v);
+}
+
+// v as Q, by a row's scale, as quantized() below computes it (bit for bit).
+template <typename Q>
+__device__ __forceinline__ Q quantized(float v, const Divisor& d) {
+  if constexpr (kIsInt<Q>) {
+    return quantize<Q>(v * d.inverse);
+  } else {
+    return quantize<Q>(quotient(v, d));
+  }
+}
+
+// Two values as Q (fp8), by a row's scale: one paired conversion.
+template <typename Q>
+__device__ __forceinline__ uint16_t quantized2(float a, float b, const Divisor& d) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(quotient(a, d), quotient(b, d)), __NV_SATFINITE, kInterpretation<Q>);
+}
+
 // V elements that move as one load or store.
 template <typename E, int V>
 struct alignas(sizeof(E) * V) Pack {

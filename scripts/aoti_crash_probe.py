@@ -23,11 +23,17 @@ or registrations leave; an "opgen" package that crashes after "import" but not
 after "library" points at the Python registrations. The C++ stack printed for
 each crash says where.
 
-    PYTHONPATH=<the built package's folder> python scripts/aoti_crash_probe.py [DIR]
+Its answer on that machine (2026-11-28, `--packages torch,opgen --devices
+cpu`): the "torch" package crashes after "nothing", in the package's own
+wrapper (std::regex in torch::aot_inductor::parse_device_str): torch's and the
+machine's, not opgen's (README, "Deploy").
+
+    PYTHONPATH=<the built package's folder> python scripts/aoti_crash_probe.py [DIR] [--packages torch,opgen] [--devices cpu,cuda]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -72,14 +78,19 @@ LOAD = textwrap.dedent("""
 
 
 def main() -> None:
-    folder = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="aoti_probe_")
+    parser = argparse.ArgumentParser(description="the controls of torch 2.11's AOTInductor crash")
+    parser.add_argument("folder", nargs="?", help="where the packages go (default: a new temporary folder)")
+    parser.add_argument("--packages", default="torch,opgen", help="which packages, in order (torch: the control)")
+    parser.add_argument("--devices", default="cpu,cuda", help="which devices (cuda where torch sees one)")
+    args = parser.parse_args()
+    folder = args.folder or tempfile.mkdtemp(prefix="aoti_probe_")
     os.makedirs(folder, exist_ok=True)
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, CUDA visible: {torch.cuda.is_available()}, "
           f"packages in {folder}", flush=True)
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = [d for d in args.devices.split(",") if d == "cpu" or torch.cuda.is_available()]
     rows = []
     for device in devices:
-        for ops in ("opgen", "torch"):
+        for ops in args.packages.split(","):
             path = os.path.join(folder, f"{ops}_{device}.pt2")
             if not os.path.exists(path):
                 block = Block(ops).to(device)

@@ -342,6 +342,33 @@ def test_torch_cuda_against_the_reference_and_the_cpu_body(rng, in_dtype, out_dt
 
 
 @requires_torch_cuda
+@pytest.mark.parametrize("in_dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES)
+def test_torch_cuda_is_the_cpu_body_bit_for_bit_over_wide_magnitudes(rng, in_dtype, out_dtype):
+    """The CUDA body computes the CPU body's values with other instructions
+    (paired f16/bf16 products, the division by the scale as FMAs from its
+    reciprocal): 4 M values whose magnitudes span 2^-24 to 2^12 in x and the
+    weights, so that the quotients fall on every fp8 binade, its subnormals
+    and its saturation, and -0 and halfway cases occur, with and without a
+    residual and a bound."""
+    shape = (1024, 4096)
+    def wide(size):
+        return (rng.choice([-1.0, 1.0], size) * np.exp2(rng.uniform(-24, 12, size))).astype(NUMPY[in_dtype])
+    x, weight, residual = wide(shape), wide(shape[-1]), wide(shape)
+    x[1] = -0.0
+    x[2, ::2] = -0.0
+    for with_residual, ub in ((False, None), (True, None), (False, np.float32(2.0 ** -6))):
+        args = (x, weight, ub, residual if with_residual else None)
+        gpu = op_torch(*(to_torch(a, "cuda") for a in args), eps=EPS, out_dtype=TORCH[out_dtype])
+        cpu = op_torch(*(to_torch(a) for a in args), eps=EPS, out_dtype=TORCH[out_dtype])
+        for g, c in zip(gpu, cpu):
+            if c is not None:
+                g, c = as_numpy(g), as_numpy(c)
+                np.testing.assert_array_equal(g.view(f"u{g.itemsize}"), c.view(f"u{c.itemsize}"),  # bits: -0 too
+                                              err_msg=f"residual {with_residual}, scale_ub {ub}")
+
+
+@requires_torch_cuda
 @pytest.mark.parametrize("row_stride", [4104, 4097], ids=["stride on 16 bytes", "stride off 16 bytes"])
 def test_torch_cuda_strided_rows(rng, row_stride):
     x, weight, residual = gpu_problem(rng, (33, 4096), "bfloat16", True)

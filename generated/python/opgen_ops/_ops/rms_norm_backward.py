@@ -23,7 +23,7 @@ OP = Op(
     ),
     workspaces=(
         Tensor('row_rstd', 'float64', (), batch=True, doc="each row's rstd, from the CUDA body's row pass to its column pass"),
-        Tensor('column_sums', 'float64', (2, 256, 'D'), doc="the CUDA body's per-column sums of grad_out * n and grad_out over 256 slices of the rows (in the compute type: f32, f64 for f64), summed in order by its last pass (deterministic)"),
+        Tensor('column_sums', 'float64', (2, 256, 'D'), doc="the CUDA body's per-column sums of grad_out * n and grad_out over 256 slices of the rows (in the compute type: f32, f64 for f64), summed in a fixed order by its last pass (deterministic)"),
     ),
     attrs=(Attr('eps', 'f32', default=1e-06, min=0.0, min_exclusive=True, range='> 0.0', doc="rms_norm's eps"),),
     api_versions=(4, 3),
