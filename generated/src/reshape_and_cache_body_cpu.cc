@@ -8,10 +8,22 @@
 #include "reshape_and_cache.cc"
 
 namespace opgen_ops::reshape_and_cache {
-template opgen::Status run_cpu(const Args<opgen::f16, int32_t>&);
-template opgen::Status run_cpu(const Args<opgen::f16, int64_t>&);
-template opgen::Status run_cpu(const Args<opgen::bf16, int32_t>&);
-template opgen::Status run_cpu(const Args<opgen::bf16, int64_t>&);
-template opgen::Status run_cpu(const Args<float, int32_t>&);
-template opgen::Status run_cpu(const Args<float, int64_t>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f16, int32_t>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f16, int64_t>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f8e4m3fn, int32_t>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f8e4m3fn, int64_t>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f8e5m2, int32_t>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f8e5m2, int64_t>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::bf16, int32_t>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::bf16, int64_t>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::f8e4m3fn, int32_t>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::f8e4m3fn, int64_t>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::f8e5m2, int32_t>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::f8e5m2, int64_t>&);
+template opgen::Status run_cpu(const Args<float, float, int32_t>&);
+template opgen::Status run_cpu(const Args<float, float, int64_t>&);
+template opgen::Status run_cpu(const Args<float, opgen::f8e4m3fn, int32_t>&);
+template opgen::Status run_cpu(const Args<float, opgen::f8e4m3fn, int64_t>&);
+template opgen::Status run_cpu(const Args<float, opgen::f8e5m2, int32_t>&);
+template opgen::Status run_cpu(const Args<float, opgen::f8e5m2, int64_t>&);
 }  // namespace opgen_ops::reshape_and_cache

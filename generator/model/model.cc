@@ -179,7 +179,15 @@ std::vector<std::map<std::string, DType>> Op::instantiations() const {
     if (v.derived()) continue;
     std::vector<std::map<std::string, DType>> next;
     for (const auto& partial : out) {
-      for (DType d : v.dtypes) {
+      std::vector<DType> reach = v.dtypes;
+      if (v.chosen()) {
+        reach.clear();
+        for (const TypeVar::Choice& c : v.choices) {
+          const DType d = c.dtype ? *c.dtype : partial.at(c.var);
+          if (std::find(reach.begin(), reach.end(), d) == reach.end()) reach.push_back(d);
+        }
+      }
+      for (DType d : reach) {
         auto m = partial;
         m[v.name] = d;
         next.push_back(m);
@@ -222,6 +230,7 @@ uint64_t Op::opaque_fingerprint(const std::string& package) const {
     }
     sig += v.name + (v.attr.empty() ? "" : "=" + v.attr) + ":dtype{";
     for (DType d : v.dtypes) sig += std::string(info(d).name) + ",";
+    for (const TypeVar::Choice& c : v.choices) sig += c.value + "->" + (c.dtype ? info(*c.dtype).name : c.var) + ",";
     sig += "},";
   }
   if (optional_inputs() > 0) {

@@ -122,18 +122,31 @@ struct Dim {
 
 // A type variable: one spec, several dtype instantiations. It is bound by
 // the dtype of a required input (the default), by a dtype attribute (`attr`:
-// the caller chooses, e.g. a quantised output's dtype), or derived from an
-// earlier input-bound variable (`from`, `map`: an accumulation type).
+// the caller chooses, e.g. a quantised output's dtype), chosen by an enum
+// attribute through a map (`attr` and `map`: vLLM's kv_cache_dtype, `auto`
+// the key's dtype, `fp8` e4m3fn), or derived from an earlier input-bound
+// variable (`from`, `map`: an accumulation type).
 struct TypeVar {
+  // What one value of a choosing enum attribute chooses: a dtype, or the
+  // dtype of an earlier variable that an input binds.
+  struct Choice {
+    std::string value;           // the attribute's value
+    std::optional<DType> dtype;  // the dtype it chooses, or
+    std::string var;             // the variable whose dtype it chooses
+    Location where;
+  };
   std::string name;
   // The dtypes it takes: as listed; a dtype attribute's values; for a derived
-  // variable, the distinct dtypes of its map in the order of `from`'s dtypes.
+  // variable, the distinct dtypes of its map in the order of `from`'s dtypes;
+  // for a chosen one, those its choices reach, in their order.
   std::vector<DType> dtypes;
   std::string from;       // derived: the variable it is a function of
   std::vector<DType> map; // derived: its dtype for each dtype of `from`, in their order
-  std::string attr;       // bound by this dtype attribute
+  std::string attr;       // bound by this dtype attribute, or chosen by this enum attribute
+  std::vector<Choice> choices;  // chosen: one for each value of the enum attribute, in its order
   Location where;
   bool derived() const { return !from.empty(); }
+  bool chosen() const { return !choices.empty(); }
   // Whether it multiplies the instantiations (derived ones follow theirs).
   bool free() const { return from.empty(); }
 };
@@ -359,8 +372,10 @@ struct Op {
   // The outputs a call makes only when the caller asks for them (on_request).
   size_t requested_outputs() const;
   // Every assignment of dtypes to the type variables (one empty map when
-  // there are none), in declaration order: over the free variables, each
-  // derived one following its own.
+  // there are none), in declaration order, the first varying slowest: over
+  // the free variables, a chosen one over the distinct dtypes its choices
+  // reach given the earlier ones, each derived one following its own. The
+  // bindings number the kernels' instantiations so.
   std::vector<std::map<std::string, DType>> instantiations() const;
   bool has_platform(Platform p) const;
   bool has_api_version(int v) const;

@@ -223,10 +223,55 @@ bool read_platform_list(SpecFile& f, const YAML::Node& node, const std::string& 
 
 namespace {
 
+// A type variable that enum attribute `a` chooses: a choice for each of its
+// values and none for another; the choices in the attribute's order, and the
+// dtypes they reach.
+bool bind_choices(SpecFile& f, const Attr& a, const std::vector<TypeVar>& earlier, TypeVar& v) {
+  const std::string what = "'map' of type variable '" + v.name + "'";
+  std::string listed;
+  for (const std::string& value : a.values) listed += (listed.empty() ? "" : ", ") + value;
+  bool ok = true;
+  std::vector<TypeVar::Choice> ordered;
+  for (const std::string& value : a.values) {
+    const auto c = std::find_if(v.choices.begin(), v.choices.end(), [&](const auto& x) { return x.value == value; });
+    if (c == v.choices.end()) {
+      f.error(v.where, what + " gives no dtype for '" + value + "', a value of attribute '" + a.name + "' (" +
+                           listed + ")");
+      ok = false;
+    } else {
+      ordered.push_back(*c);
+    }
+  }
+  for (const TypeVar::Choice& c : v.choices) {
+    if (std::find(a.values.begin(), a.values.end(), c.value) == a.values.end()) {
+      f.error(c.where, what + " maps '" + c.value + "', which is not a value of attribute '" + a.name + "' (" +
+                           listed + ")");
+      ok = false;
+    }
+  }
+  if (!ok) return false;
+  v.choices = std::move(ordered);
+  auto reach = [&](DType d) {
+    if (std::find(v.dtypes.begin(), v.dtypes.end(), d) == v.dtypes.end()) v.dtypes.push_back(d);
+  };
+  for (const TypeVar::Choice& c : v.choices) {
+    if (c.dtype) {
+      reach(*c.dtype);
+    } else if (!c.var.empty()) {
+      for (DType d : std::find_if(earlier.begin(), earlier.end(), [&](const TypeVar& o) { return o.name == c.var; })
+                         ->dtypes) {
+        reach(d);
+      }
+    }
+  }
+  return true;
+}
+
 // Each type variable written `{attr: name}` takes the values of that dtype
 // attribute; each dtype attribute binds exactly one variable (else the
-// caller's choice would reach nothing). `refused` names the attributes that
-// are declared but were not read (their errors are already reported): a
+// caller's choice would reach nothing). One written `{attr: name, map:
+// {...}}` is chosen by that enum attribute. `refused` names the attributes
+// that are declared but were not read (their errors are already reported): a
 // variable bound by one of them draws no second, false error.
 bool bind_dtype_attrs(SpecFile& f, Op& op, const std::set<std::string>& refused) {
   bool ok = true;
@@ -239,6 +284,21 @@ bool bind_dtype_attrs(SpecFile& f, Op& op, const std::set<std::string>& refused)
     } else if (a == op.attrs.end()) {
       f.error(v.where, "type variable '" + v.name + "' is bound by attribute '" + v.attr +
                            "', which is not declared under 'attrs'");
+      ok = false;
+    } else if (v.chosen() && a->type != AttrType::kEnum) {
+      bound.emplace(v.attr, v.name);  // no second error that the attribute binds nothing
+      f.error(v.where, "type variable '" + v.name + "' is chosen by attribute '" + v.attr + "' through a 'map', but '" +
+                           v.attr + "' is " + info(a->type).name + ", not an enum attribute" +
+                           (a->type == AttrType::kDtype ? " (a dtype attribute binds its variable itself: drop 'map')"
+                                                        : ""));
+      ok = false;
+    } else if (v.chosen()) {
+      const std::vector<TypeVar> earlier(op.type_vars.begin(), op.type_vars.begin() + (&v - op.type_vars.data()));
+      ok = bind_choices(f, *a, earlier, v) && ok;
+    } else if (a->type == AttrType::kEnum) {
+      f.error(v.where, "type variable '" + v.name + "' is bound by attribute '" + v.attr + "', which is enum: an enum "
+                           "attribute chooses a variable through a map of its values ({attr: " + v.attr +
+                           ", map: {value: dtype or type variable, ...}})");
       ok = false;
     } else if (a->type != AttrType::kDtype) {
       f.error(v.where, "type variable '" + v.name + "' is bound by attribute '" + v.attr + "', which is " +
@@ -354,12 +414,9 @@ std::optional<Op> read_op_spec(const std::string& path, const std::string& displ
   }
   ok = bind_dtype_attrs(f, op, refused_attrs) && ok;
   // Every combination is compiled into every binding: keep their number sane
-  // (a derived variable adds none).
-  if (root["types"]) {
-    size_t combinations = 1;
-    for (const TypeVar& v : op.type_vars) {
-      if (v.free()) combinations *= std::max<size_t>(1, v.dtypes.size());
-    }
+  // (a derived variable adds none, a chosen one the dtypes it reaches).
+  if (root["types"] && ok) {
+    const size_t combinations = op.instantiations().size();
     if (combinations > kMaxInstantiations) {
       f.error(f.at(root["types"]), "the type variables give " + std::to_string(combinations) +
                                        " dtype combinations; at most " + std::to_string(kMaxInstantiations) +

@@ -308,22 +308,58 @@ std::optional<DType> read_dtype_name(SpecFile& f, const YAML::Node& node, const 
   return std::nullopt;
 }
 
+// The `map` of a type variable that an enum attribute chooses: each of the
+// attribute's values (checked against it once the attributes are read) to a
+// dtype or an earlier variable that an input binds.
+static bool read_choices(SpecFile& f, const YAML::Node& map, const std::vector<TypeVar>& earlier, TypeVar& v) {
+  const std::string what = "'map' of type variable '" + v.name + "'";
+  if (!f.expect_map(map, what)) return false;
+  bool ok = true;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    TypeVar::Choice c;
+    c.where = f.at(it->first);
+    std::optional<std::string> value = f.string(it->first, "a key of " + what);
+    std::optional<std::string> chosen = f.string(it->second, "a value of " + what);
+    if (!value || !chosen) {
+      ok = false;
+      continue;
+    }
+    c.value = *value;
+    const auto var = std::find_if(earlier.begin(), earlier.end(), [&](const TypeVar& o) { return o.name == *chosen; });
+    if (std::optional<DType> d = parse_dtype(*chosen)) {
+      c.dtype = d;
+    } else if (var != earlier.end() && var->free() && var->attr.empty()) {
+      c.var = *chosen;
+    } else {
+      f.error(f.at(it->second), what + " maps '" + c.value + "' to '" + *chosen + "', which is " +
+                                    (var != earlier.end() ? "a type variable that no input binds"
+                                                          : "neither a dtype (" + dtype_names_text() +
+                                                                ") nor a type variable declared before it"));
+      ok = false;
+    }
+    v.choices.push_back(std::move(c));  // refused, it chooses nothing: no second error says that it is missing
+  }
+  return ok;
+}
+
 // A type variable written as a mapping: `{from: T, map: {f16: f32, ...}}`, a
-// function of an earlier input-bound variable, or `{attr: name}`, bound by a
-// dtype attribute (whose values resolve() gives it).
+// function of an earlier input-bound variable; `{attr: name}`, bound by a
+// dtype attribute (whose values resolve() gives it); or `{attr: name, map:
+// {value: dtype or variable, ...}}`, chosen by an enum attribute.
 static bool read_bound_type_var(SpecFile& f, const YAML::Node& node, const std::vector<TypeVar>& earlier, TypeVar& v) {
   const std::string what = "type variable '" + v.name + "'";
   const auto fields = f.entries(node, what, {"from", "map", "attr"});
   const bool has_attr = static_cast<bool>(node["attr"]);
-  if (has_attr && (node["from"] || node["map"])) {
-    f.error(f.at(node), what + " is bound by an attribute ('attr') or derived ('from' and 'map'), not both");
+  if (has_attr && node["from"]) {
+    f.error(f.at(node), what + " is bound by an attribute ('attr', with a 'map' for an enum attribute) or derived "
+                               "('from' and 'map'), not both");
     return false;
   }
   if (has_attr) {
     std::optional<std::string> a = f.string(node["attr"], "the attribute of " + what);
     if (!a) return false;
     v.attr = *a;
-    return true;
+    return !node["map"] || read_choices(f, node["map"], earlier, v);
   }
   f.require(node, what, {"from", "map"});
   if (!node["from"] || !node["map"]) return false;

@@ -260,9 +260,23 @@ json op_facts(const Op& op, const std::string& package) {
     json map = json::array();
     for (DType t : v.map) map.push_back(info(t).name);
     d["map"] = std::move(map);
-    d["attr"] = text_or_none(v.attr);  // bound by this dtype attribute
+    d["attr"] = text_or_none(v.attr);  // bound by this dtype attribute, or chosen by this enum attribute
+    // Chosen: for each of the enum's values in order, [value, a dtype or null, a variable or null].
+    json choices = json::array();
+    for (const TypeVar::Choice& c : v.choices) {
+      choices.push_back({c.value, c.dtype ? json(info(*c.dtype).name) : json(nullptr), text_or_none(c.var)});
+    }
+    d["choices"] = std::move(choices);
     type_vars.push_back(std::move(d));
   }
+  // Every instantiation, in the order the bindings number them: each a dtype for each variable.
+  json instantiations = json::array();
+  for (const auto& assignment : op.instantiations()) {
+    json a = json::array();
+    for (const TypeVar& v : op.type_vars) a.push_back(info(assignment.at(v.name)).name);
+    instantiations.push_back(std::move(a));
+  }
+  out["instantiations"] = std::move(instantiations);
   for (Platform p : op.platforms) platforms.push_back(platform_name(p));
   out["inputs"] = std::move(inputs);
   out["outputs"] = std::move(outputs);

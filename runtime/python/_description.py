@@ -135,6 +135,8 @@ class Op:
     derived: Mapping = field(default_factory=dict)
     # A variable a dtype attribute binds -> the attribute.
     dtype_attrs: Mapping = field(default_factory=dict)
+    # A variable an enum attribute chooses -> (the attribute, {each of its values: a dtype or a variable}).
+    chosen: Mapping = field(default_factory=dict)
     api_versions: tuple = (4,)
     platforms: tuple = ("cuda", "cpu")
     # platform -> the api_versions it has a handler for (XLA:CPU runs 4 and 3 of

@@ -87,6 +87,14 @@ void Binder::dtype(size_t i, const char* name, DType declared) {
              source_.spell(declared) + source_.dtype_hint(declared));
 }
 
+void Binder::chosen_dtype(size_t i, const char* name, DType chosen, const char* attr) {
+  if (!ok()) return;
+  const TensorRef* t = source_.input(i);
+  if (t == nullptr || !has_dtype(*t) || t->dtype == chosen) return;
+  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + "; attribute '" + attr + "' chooses " +
+             source_.spell(chosen) + " for it");
+}
+
 DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* name,
                        std::initializer_list<DType> allowed, int* index) {
   *index = -1;

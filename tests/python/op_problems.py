@@ -20,17 +20,27 @@ from opgen_ops import _spec
 _INTEGERS = ("int32", "int64", "uint8", "int8")
 
 
+def choice(op, var: str, dtypes: dict) -> str:
+    """The first value of the enum attribute that chooses `var` whose choice is
+    dtypes[var], given the other variables' dtypes."""
+    _, mapping = op.chosen[var]
+    return next(value for value, d in mapping.items() if dtypes.get(d, d) == dtypes[var])
+
+
 def instantiations(op) -> list[dict]:
     """Every dtype combination of the op's type variables ({} when it has none):
-    over the free ones (a dtype attribute's among them), each derived variable
-    following its own."""
-    free = [n for n in op.type_vars if n not in op.derived]
+    over the free ones (a dtype attribute's among them) and the dtypes a chosen
+    one reaches, each derived variable following its own."""
+    free = [n for n in op.type_vars if n not in op.derived and n not in op.chosen]
     out = []
     for combo in itertools.product(*(op.type_vars[n] for n in free)):
-        d = dict(zip(free, combo))
-        for v, (source, mapping) in op.derived.items():
-            d[v] = mapping[d[source]]
-        out.append({n: d[n] for n in op.type_vars})
+        partial = [dict(zip(free, combo))]
+        for v, (_, mapping) in op.chosen.items():
+            partial = [dict(d, **{v: c}) for d in partial for c in dict.fromkeys(d.get(m, m) for m in mapping.values())]
+        for d in partial:
+            for v, (source, mapping) in op.derived.items():
+                d[v] = mapping[d[source]]
+            out.append({n: d[n] for n in op.type_vars})
     return out
 
 
@@ -155,6 +165,7 @@ def draw(op, dtypes: dict, rng, *, with_optional: bool = True, asked: bool = Tru
                  for s in symbols}
         attrs = {a.name: _attr_value(a, rng) for a in op.attrs}
         attrs.update({a: dtypes[v] for v, a in op.dtype_attrs.items()})  # the instantiation's choice
+        attrs.update({op.chosen[v][0]: choice(op, v, dtypes) for v in op.chosen})
         bounds_attrs = dict(attrs)
         attrs.update({t.request_param: asked for t in op.requested_outputs})
         lead = batch if batch is not None else tuple(int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3))))

@@ -20,22 +20,33 @@
 
 namespace opgen_ops::reshape_and_cache {
 
-// Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [0, NB*BS). The slots in [0, NB*BS) must be distinct, as vLLM assumes: two tokens given one slot race for it, and which key and value it then holds is unspecified.
+// Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. The caches' dtype C is the one kv_cache_dtype names, as vLLM's: auto, the keys' (T); fp8 or fp8_e4m3, f8e4m3fn; fp8_e5m2, f8e5m2. A cache holds key / k_scale and value / v_scale (in f32, the scales absent: the keys and values as they are) rounded to the nearest C (ties to even), saturated to C's finite range in fp8 (NaN stays NaN), as vLLM's scaled conversion. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [0, NB*BS). The slots in [0, NB*BS) must be distinct, as vLLM assumes: two tokens given one slot race for it, and which key and value it then holds is unspecified.
 // T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
+// C is chosen by attribute 'kv_cache_dtype': auto -> T, fp8 -> f8e4m3fn, fp8_e4m3 -> f8e4m3fn, fp8_e5m2 -> f8e5m2 (as opgen::f16, opgen::bf16, float, opgen::f8e4m3fn, opgen::f8e5m2).
 // I is one of: int32_t, int64_t (i32, i64).
-template <typename T, typename I>
+// The values of attribute 'kv_cache_dtype', in the spec's order (descriptors carry the index).
+enum class KvCacheDtype : int32_t {
+  auto_ = 0,  // 'auto' (a reserved name: its enumerator ends in '_')
+  fp8 = 1,
+  fp8_e4m3 = 2,
+  fp8_e5m2 = 3,
+};
+
+template <typename T, typename C, typename I>
 struct Args {
   // Inputs, in device memory (CUDA) or host memory (CPU); dense and row-major
   // unless the spec gives a layout (then see the strides below).
   const T* key;  // [N, KVH, Dh]; layout rows
   const T* value;  // [N, KVH, Dh]; layout rows
-  const T* key_cache;  // [NB, BS, KVH, Dh]; the same buffer as output 'key_cache_out'
-  const T* value_cache;  // [NB, BS, KVH, Dh]; the same buffer as output 'value_cache_out'
+  const C* key_cache;  // [NB, BS, KVH, Dh]; the same buffer as output 'key_cache_out'
+  const C* value_cache;  // [NB, BS, KVH, Dh]; the same buffer as output 'value_cache_out'
   const I* slot_mapping;  // [N]
+  const float* k_scale;  // []; nullptr when not given
+  const float* v_scale;  // []; nullptr when not given
   // Outputs: each one that aliases no input is dense and row-major, and the
   // body writes every element of it; one that aliases an input has its layout.
-  T* key_cache_out;  // [NB, BS, KVH, Dh]; aliases input 'key_cache': holds its contents on entry, update it in place
-  T* value_cache_out;  // [NB, BS, KVH, Dh]; aliases input 'value_cache': holds its contents on entry, update it in place
+  C* key_cache_out;  // [NB, BS, KVH, Dh]; aliases input 'key_cache': holds its contents on entry, update it in place
+  C* value_cache_out;  // [NB, BS, KVH, Dh]; aliases input 'value_cache': holds its contents on entry, update it in place
   // The strides, in elements, of the inputs with a layout: one per dimension
   // of the declared shape, the batch's first where it has '...'. A `rows` input's last stride is 1.
   int64_t key_strides[3];
@@ -46,6 +57,8 @@ struct Args {
   int64_t Dh;
   int64_t NB;
   int64_t BS;
+  // Attributes.
+  KvCacheDtype kv_cache_dtype;
 
   // Whether a value of an index input lies in the spec's range for it. The
   // bindings cannot check the values (they live on the device): the body
@@ -59,16 +72,16 @@ struct Args {
 
 // Every Args the bindings run, in the order they number them (the first type
 // variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16, int32_t>, Args<opgen::f16, int64_t>, Args<opgen::bf16, int32_t>, Args<opgen::bf16, int64_t>, Args<float, int32_t>, Args<float, int64_t>>;
+using Instantiations = opgen::TypeList<Args<opgen::f16, opgen::f16, int32_t>, Args<opgen::f16, opgen::f16, int64_t>, Args<opgen::f16, opgen::f8e4m3fn, int32_t>, Args<opgen::f16, opgen::f8e4m3fn, int64_t>, Args<opgen::f16, opgen::f8e5m2, int32_t>, Args<opgen::f16, opgen::f8e5m2, int64_t>, Args<opgen::bf16, opgen::bf16, int32_t>, Args<opgen::bf16, opgen::bf16, int64_t>, Args<opgen::bf16, opgen::f8e4m3fn, int32_t>, Args<opgen::bf16, opgen::f8e4m3fn, int64_t>, Args<opgen::bf16, opgen::f8e5m2, int32_t>, Args<opgen::bf16, opgen::f8e5m2, int64_t>, Args<float, float, int32_t>, Args<float, float, int64_t>, Args<float, opgen::f8e4m3fn, int32_t>, Args<float, opgen::f8e4m3fn, int64_t>, Args<float, opgen::f8e5m2, int32_t>, Args<float, opgen::f8e5m2, int64_t>>;
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.
-template <typename T, typename I>
-opgen::Status launch_cuda(cudaStream_t stream, const Args<T, I>& args);
+template <typename T, typename C, typename I>
+opgen::Status launch_cuda(cudaStream_t stream, const Args<T, C, I>& args);
 #endif
 
 // Runs the op on the host, synchronously.
-template <typename T, typename I>
-opgen::Status run_cpu(const Args<T, I>& args);
+template <typename T, typename C, typename I>
+opgen::Status run_cpu(const Args<T, C, I>& args);
 
 }  // namespace opgen_ops::reshape_and_cache

@@ -23,6 +23,9 @@ namespace checks {
 
 template <typename A>
 std::string attrs(const A& args) {
+  if (static_cast<uint32_t>(args.kv_cache_dtype) >= 4u) {
+    return opgen::enum_index_out_of_range("reshape_and_cache", "kv_cache_dtype", static_cast<int64_t>(args.kv_cache_dtype), 4, "auto, fp8, fp8_e4m3, fp8_e5m2");
+  }
   (void)args;
   return {};
 }
@@ -48,11 +51,11 @@ std::string output_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "reshape_and_cache";
-  static constexpr size_t kInputs = 5, kRequiredInputs = 5, kOutputs = 2, kAttrs = 0, kRequestedOutputs = 0;
+  static constexpr size_t kInputs = 7, kRequiredInputs = 5, kOutputs = 2, kAttrs = 1, kRequestedOutputs = 0;
   // The workspaces a call has on the CPU and on CUDA (opgen::Device order):
   // those of the spec that the platform allocates.
   static constexpr size_t kWorkspaces[] = {0, 0};
-  static constexpr const char* kInputNames[] = {"key", "value", "key_cache", "value_cache", "slot_mapping"};
+  static constexpr const char* kInputNames[] = {"key", "value", "key_cache", "value_cache", "slot_mapping", "k_scale", "v_scale"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {2, 3};
   // Each output's bit in the request mask (an output the caller asks for), or -1.
@@ -60,29 +63,38 @@ struct Rules {
   using Instantiations = opgen_ops::reshape_and_cache::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.
-  static constexpr size_t kDescriptorFields = 7;
+  static constexpr size_t kDescriptorFields = 9;
   static constexpr opgen::opaque::Field kDescriptor[] = {
       {opgen::opaque::Field::kDtype, "dtype_T"},
       {opgen::opaque::Field::kDtype, "dtype_I"},
+      {opgen::opaque::Field::kPresent, "present_"},
       {opgen::opaque::Field::kSymbol, "N"},
       {opgen::opaque::Field::kSymbol, "KVH"},
       {opgen::opaque::Field::kSymbol, "Dh"},
       {opgen::opaque::Field::kSymbol, "NB"},
       {opgen::opaque::Field::kSymbol, "BS"},
+      {opgen::opaque::Field::kAttr, "kv_cache_dtype", opgen::AttrKind::kEnum},
   };
-  static constexpr uint64_t kFingerprint = 0x32CF72FDF7618BCDull;
+  static constexpr uint64_t kFingerprint = 0x5EF4D70C0A6165A7ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "key", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
+    int32_t C_k_ = -1;
+    b.enum_attr(0, "kv_cache_dtype", {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}, "auto, fp8, fp8_e4m3, fp8_e5m2", &C_k_);
+    [[maybe_unused]] const opgen::DType C_ = opgen::chosen(C_k_, {T_, opgen::DType::kF8E4M3FN, opgen::DType::kF8E4M3FN, opgen::DType::kF8E5M2});
+    b.bind_type("C", C_);
     int I_i_ = -1;
     [[maybe_unused]] const opgen::DType I_ = b.type_var(1, "I", 4, "slot_mapping", {opgen::DType::kI32, opgen::DType::kI64}, &I_i_);
     b.same_dtype(1, "value", "T", "key", T_);
-    b.same_dtype(2, "key_cache", "T", "key", T_);
-    b.same_dtype(3, "value_cache", "T", "key", T_);
-    return b.ok() ? T_i_ * 2 + I_i_ : -1;
+    b.chosen_dtype(2, "key_cache", C_, "kv_cache_dtype");
+    b.chosen_dtype(3, "value_cache", C_, "kv_cache_dtype");
+    b.dtype(5, "k_scale", opgen::DType::kF32);
+    b.dtype(6, "v_scale", opgen::DType::kF32);
+    static constexpr opgen::DType kRows[][3] = {{opgen::DType::kF16, opgen::DType::kF16, opgen::DType::kI32}, {opgen::DType::kF16, opgen::DType::kF16, opgen::DType::kI64}, {opgen::DType::kF16, opgen::DType::kF8E4M3FN, opgen::DType::kI32}, {opgen::DType::kF16, opgen::DType::kF8E4M3FN, opgen::DType::kI64}, {opgen::DType::kF16, opgen::DType::kF8E5M2, opgen::DType::kI32}, {opgen::DType::kF16, opgen::DType::kF8E5M2, opgen::DType::kI64}, {opgen::DType::kBF16, opgen::DType::kBF16, opgen::DType::kI32}, {opgen::DType::kBF16, opgen::DType::kBF16, opgen::DType::kI64}, {opgen::DType::kBF16, opgen::DType::kF8E4M3FN, opgen::DType::kI32}, {opgen::DType::kBF16, opgen::DType::kF8E4M3FN, opgen::DType::kI64}, {opgen::DType::kBF16, opgen::DType::kF8E5M2, opgen::DType::kI32}, {opgen::DType::kBF16, opgen::DType::kF8E5M2, opgen::DType::kI64}, {opgen::DType::kF32, opgen::DType::kF32, opgen::DType::kI32}, {opgen::DType::kF32, opgen::DType::kF32, opgen::DType::kI64}, {opgen::DType::kF32, opgen::DType::kF8E4M3FN, opgen::DType::kI32}, {opgen::DType::kF32, opgen::DType::kF8E4M3FN, opgen::DType::kI64}, {opgen::DType::kF32, opgen::DType::kF8E5M2, opgen::DType::kI32}, {opgen::DType::kF32, opgen::DType::kF8E5M2, opgen::DType::kI64}};
+    return b.ok() ? opgen::row_of(kRows, {T_, C_, I_}) : -1;
   }
 
   // Binds the call into `args`: inputs (shapes, symbols, layout), the output
@@ -116,12 +128,17 @@ struct Rules {
     b.input(4, "slot_mapping", "[N]", 1, false, &args.slot_mapping)
         .dim(0, 0, "N", args.N)
         .layout(opgen::Layout::kContiguous);
+    b.input(5, "k_scale", "[]", 0, false, &args.k_scale, opgen::Binder::kOptional)
+        .layout(opgen::Layout::kContiguous);
+    b.input(6, "v_scale", "[]", 0, false, &args.v_scale, opgen::Binder::kOptional)
+        .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
     // The sizes below are computed in plain int64, so only once the checks
     // above have proven that they fit.
     if (!b.ok()) return;
     b.output_aliasing(0, "key_cache_out", "[NB, BS, KVH, Dh]", false, {args.NB, args.BS, args.KVH, args.Dh}, &args.key_cache_out, 2, &args.key_cache);
     b.output_aliasing(1, "value_cache_out", "[NB, BS, KVH, Dh]", false, {args.NB, args.BS, args.KVH, args.Dh}, &args.value_cache_out, 3, &args.value_cache);
+    b.enum_attr(0, "kv_cache_dtype", {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}, "auto, fp8, fp8_e4m3, fp8_e5m2", &args.kv_cache_dtype);
     b.check(checks::attrs(args));
   }
 };

@@ -137,7 +137,10 @@ def reshape_and_cache(
     key_cache: _jax.typing.ArrayLike,
     value_cache: _jax.typing.ArrayLike,
     slot_mapping: _jax.typing.ArrayLike,
+    k_scale: _jax.typing.ArrayLike | None = None,
+    v_scale: _jax.typing.ArrayLike | None = None,
     *,
+    kv_cache_dtype: Literal['auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2'] = 'auto',
     api_version: int = 4,
 ) -> tuple[_jax.Array, _jax.Array]: ...
 def rms_norm(

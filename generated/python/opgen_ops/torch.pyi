@@ -120,6 +120,10 @@ def reshape_and_cache(
     key_cache: _torch.Tensor,
     value_cache: _torch.Tensor,
     slot_mapping: _torch.Tensor,
+    k_scale: _torch.Tensor | None = None,
+    v_scale: _torch.Tensor | None = None,
+    *,
+    kv_cache_dtype: Literal['auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2'] = 'auto',
 ) -> tuple[_torch.Tensor, _torch.Tensor]: ...
 def rms_norm(
     x: _torch.Tensor,

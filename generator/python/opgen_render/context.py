@@ -50,7 +50,7 @@ def op_data(op, package, dtypes, attr_types):
     type_vars = []
     fields = 0  # the descriptor's dtype fields: one per variable an input binds
     for v in op['type_vars']:
-        kind = 'derived' if v['from'] else 'attr' if v['attr'] else 'input'
+        kind = 'derived' if v['from'] else 'chosen' if v['choices'] else 'attr' if v['attr'] else 'input'
         source = next((u for u in op['type_vars'] if u['name'] == v['from']), None)
         type_vars.append({
             'name': v['name'],
@@ -66,6 +66,9 @@ def op_data(op, package, dtypes, attr_types):
             'map_text': ', '.join(a + ' -> ' + b for a, b in zip(source['dtypes'], v['map'])) if source else '',
             'attr': v['attr'],
             'attr_index': next(k for k, a in enumerate(op['attrs']) if a['name'] == v['attr']) if v['attr'] else None,
+            # Chosen: for each value of the enum attribute, in its order, a dtype or a variable.
+            'choices': [{'value': value, 'dtype': by_name[d] if d else None, 'var': var}
+                        for value, d, var in v['choices']],
         })
         fields += kind == 'input'
     legacy = [v for v in op['api_versions'] if v != 4]

@@ -174,33 +174,34 @@ def py_annotation(enum_values, py_type):
 
 def cpp_templates(op, dtypes):
     """The C++ spellings of the type variables: the template parameters, the
-    Args type, each instantiation, and the index of an instantiation in the
-    header's Instantiations from each variable's position <V>_i_ among its
-    dtypes (the first varies slowest)."""
+    Args type, each instantiation (the model's, in its order), and the index
+    of an instantiation in the header's Instantiations: from each variable's
+    position <V>_i_ among its dtypes (the first varies slowest) where the
+    instantiations are a product, else (a chosen variable) by looking the
+    bound dtypes up in the list of them."""
     names = [v['name'] for v in op['type_vars']]
     params = ', '.join('typename ' + n for n in names)
-    # The combinations are over the free variables; a derived one follows its own.
-    free = [v for v in op['type_vars'] if not v['from']]
-    index, stride = '', 1
-    for v in reversed(free):
-        term = v['name'] + '_i_' + ('' if stride == 1 else ' * %d' % stride)
-        index = term if not index else term + ' + ' + index
-        stride *= len(v['dtypes'])
-    assignments = [{}]
-    for v in free:
-        assignments = [dict(a, **{v['name']: d}) for a in assignments for d in v['dtypes']]
-    for a in assignments:
-        for v in op['type_vars']:
-            if v['from']:
-                source = next(u for u in op['type_vars'] if u['name'] == v['from'])
-                a[v['name']] = v['map'][source['dtypes'].index(a[v['from']])]
-    template_args = ['<' + ', '.join(dtypes[a[n]]['cpp'] for n in names) + '>' if names else '' for a in assignments]
+    index, stride, rows = '', 1, ''
+    if any(v['choices'] for v in op['type_vars']):
+        rows = ', '.join('{' + ', '.join('opgen::DType::' + dtypes[d]['enum'] for d in row) + '}'
+                         for row in op['instantiations'])
+        index = 'opgen::row_of(kRows, {' + ', '.join(n + '_' for n in names) + '})'
+    else:
+        # The combinations are over the free variables; a derived one follows its own.
+        for v in reversed([v for v in op['type_vars'] if not v['from']]):
+            term = v['name'] + '_i_' + ('' if stride == 1 else ' * %d' % stride)
+            index = term if not index else term + ' + ' + index
+            stride *= len(v['dtypes'])
+    template_args = ['<' + ', '.join(dtypes[d]['cpp'] for d in row) + '>' if names else ''
+                     for row in op['instantiations']]
     return {
         'template_params': params,
         # `template <typename T>` before a declaration over Args, and its Args type.
         'template_decl': 'template <' + params + '>\n' if names else '',
         'args_type': 'Args<' + ', '.join(names) + '>' if names else 'Args',
         'instantiation_index': index or '0',
+        # Where a chosen variable numbers them by a search: each instantiation's dtypes, as C++ rows.
+        'instantiation_rows': rows,
         'instantiations': [{'template_args': t} for t in template_args],
         'instantiation_types': ', '.join('Args' + t for t in template_args),
     }

@@ -177,6 +177,25 @@ inline DType derived(DType from, std::initializer_list<std::pair<DType, DType>> 
   return DType::kUnknown;
 }
 
+// A chosen type variable's dtype: the one `choices` gives for the index of
+// the enum attribute's value (kUnknown after a failure: index -1).
+inline DType chosen(int32_t index, std::initializer_list<DType> choices) {
+  return index >= 0 && static_cast<size_t>(index) < choices.size() ? choices.begin()[index] : DType::kUnknown;
+}
+
+// The index of the row of `rows` (an instantiation's dtypes, one for each
+// type variable) that is `bound`, or -1: how an op with a chosen variable,
+// whose instantiations are no product, numbers them.
+template <size_t V, size_t N>
+int row_of(const DType (&rows)[N][V], const DType (&bound)[V]) {
+  for (size_t r = 0; r < N; ++r) {
+    size_t v = 0;
+    while (v < V && rows[r][v] == bound[v]) ++v;
+    if (v == V) return static_cast<int>(r);
+  }
+  return -1;
+}
+
 class Binder {
  public:
   static constexpr size_t kMaxSymbols = 64;
@@ -201,6 +220,8 @@ class Binder {
   // --- dtypes: the instantiation the call selects -----------------------
   // Input `i` is of `declared`.
   void dtype(size_t i, const char* name, DType declared);
+  // Input `i` is of `chosen`, the dtype enum attribute `attr` chose.
+  void chosen_dtype(size_t i, const char* name, DType chosen, const char* attr);
   // Type variable `var` ("T"), bound by input `i`: its dtype, which must be
   // one of `allowed`; `*index` is its position there (-1 on a failure).
   DType type_var(size_t var, const char* var_name, size_t i, const char* name, std::initializer_list<DType> allowed,

@@ -3,24 +3,30 @@
 (JAX, the PyTorch fake and XLA kernels, the documented functions) checks a call
 against this description (see opgen_ops._spec)."""
 
-from .._spec import Op, Opaque, Tensor
+from .._spec import Attr, Op, Opaque, Tensor
 
 OP = Op(
     package='opgen_ops',
     name='reshape_and_cache',
-    doc="Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [0, NB*BS). The slots in [0, NB*BS) must be distinct, as vLLM assumes: two tokens given one slot race for it, and which key and value it then holds is unspecified.",
-    type_vars={'T': ('float16', 'bfloat16', 'float32'), 'I': ('int32', 'int64')},
+    doc="Writes key[t] and value[t] into key_cache and value_cache at token t's slot: slot_mapping[t] = block * BS + row puts them at [block, row] (vLLM's reshape_and_cache_flash, in the layout paged_attention_decode reads). Both caches are updated in place. The caches' dtype C is the one kv_cache_dtype names, as vLLM's: auto, the keys' (T); fp8 or fp8_e4m3, f8e4m3fn; fp8_e5m2, f8e5m2. A cache holds key / k_scale and value / v_scale (in f32, the scales absent: the keys and values as they are) rounded to the nearest C (ties to even), saturated to C's finite range in fp8 (NaN stays NaN), as vLLM's scaled conversion. A slot of -1 (vLLM's padding) writes nothing for that token, and so does any slot outside [0, NB*BS). The slots in [0, NB*BS) must be distinct, as vLLM assumes: two tokens given one slot race for it, and which key and value it then holds is unspecified.",
+    type_vars={'T': ('float16', 'bfloat16', 'float32'), 'C': ('float16', 'bfloat16', 'float32', 'float8_e4m3fn', 'float8_e5m2'), 'I': ('int32', 'int64')},
+    chosen={
+        'C': ('kv_cache_dtype', {'auto': 'T', 'fp8': 'float8_e4m3fn', 'fp8_e4m3': 'float8_e4m3fn', 'fp8_e5m2': 'float8_e5m2'}),
+    },
     inputs=(
         Tensor('key', 'T', ('N', 'KVH', 'Dh'), layout='rows', doc="the new tokens' keys; tokens and heads may be strided (a view of the qkv projection)"),
         Tensor('value', 'T', ('N', 'KVH', 'Dh'), layout='rows', doc="the new tokens' values, likewise"),
-        Tensor('key_cache', 'T', ('NB', 'BS', 'KVH', 'Dh'), doc='NB blocks of BS tokens'),
-        Tensor('value_cache', 'T', ('NB', 'BS', 'KVH', 'Dh')),
+        Tensor('key_cache', 'C', ('NB', 'BS', 'KVH', 'Dh'), doc='NB blocks of BS tokens, of the dtype kv_cache_dtype names'),
+        Tensor('value_cache', 'C', ('NB', 'BS', 'KVH', 'Dh')),
         Tensor('slot_mapping', 'I', ('N',), values_min=0, values_max=('*', 'NB', 'BS'), values_max_exclusive=True, values_range='in [0, NB*BS)', values_unique=True, doc="each token's slot, block * BS + row; -1 for padding (writes nothing)"),
+        Tensor('k_scale', 'float32', (), optional=True, doc="the key cache's scale (vLLM's k_scale, read on the device): the cache holds key / k_scale; none: the keys as they are"),
+        Tensor('v_scale', 'float32', (), optional=True, doc="the value cache's scale (vLLM's v_scale), likewise"),
     ),
     outputs=(
-        Tensor('key_cache_out', 'T', alias='key_cache', doc='the key cache with the new tokens (the same buffer)'),
-        Tensor('value_cache_out', 'T', alias='value_cache', doc='the value cache with the new tokens (the same buffer)'),
+        Tensor('key_cache_out', 'C', alias='key_cache', doc='the key cache with the new tokens (the same buffer)'),
+        Tensor('value_cache_out', 'C', alias='value_cache', doc='the value cache with the new tokens (the same buffer)'),
     ),
+    attrs=(Attr('kv_cache_dtype', 'enum', default='auto', values=('auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2'), doc="the caches' dtype, as vLLM names it: auto, the keys' dtype; fp8 and fp8_e4m3, f8e4m3fn; fp8_e5m2, f8e5m2 (vLLM keeps an fp8 cache in uint8 tensors: pass them viewed as that dtype)"),),
     api_versions=(4, 3),
     platforms=('cuda', 'cpu'),
     handlers={'cuda': (4, 3), 'cpu': (4, 3)},
@@ -28,20 +34,22 @@ OP = Op(
     batch_partitionable=False,
     splits={'heads': ('KVH',)},
     torch_namespace='opgen_ops',
-    torch_schema='reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping) -> ()',
-    torch_lowered=False,
-    torch_kernel='reshape_and_cache',
+    torch_schema='reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, Tensor? k_scale=None, Tensor? v_scale=None, *, str kv_cache_dtype="auto") -> ()',
+    torch_lowered=True,
+    torch_kernel='reshape_and_cache__lowered',
     xla_targets={4: 'opgen_ops_reshape_and_cache_ffi', 3: 'opgen_ops_reshape_and_cache_legacy_v3'},
     opaque=Opaque(
-        fingerprint=0x32CF72FDF7618BCD,
+        fingerprint=0x5EF4D70C0A6165A7,
         fields=(
             ('dtype_T', 'dtype', 'B'),
             ('dtype_I', 'dtype', 'B'),
+            ('present_', 'present', 'I'),
             ('N', 'symbol', 'q'),
             ('KVH', 'symbol', 'q'),
             ('Dh', 'symbol', 'q'),
             ('NB', 'symbol', 'q'),
             ('BS', 'symbol', 'q'),
+            ('kv_cache_dtype', 'enum', 'i'),
         ),
         codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7, 'float8_e4m3fn': 8, 'float8_e5m2': 9, 'int8': 10},
     ),
