@@ -25,7 +25,12 @@ the op must move, the bandwidth that makes and its ratio to a device copy
 Times are medians over --rounds of --calls calls (CUDA events for PyTorch;
 host time to block_until_ready for JAX).
 
+  paged_attention_decode on an fp8 cache (kv_cache_dtype "fp8") against the
+      bf16 cache it was written from (--fp8-shapes; --fp8-only for that
+      table alone).
+
   python bench/bench_attention.py [--calls 20] [--rounds 7] [--quick] [--shapes 8x32768,...] [--baseline-gib 8]
+                                  [--fp8-shapes 16x32768,256x4096] [--fp8-only]
 """
 
 import argparse
@@ -112,6 +117,37 @@ def bench_paged_attention(args, seqs, context, copy):
     print("| " + " | ".join(row) + " |", flush=True)
 
 
+def bench_fp8_decode(args, seqs, context, copy):
+    """One row of the fp8 table: the decode on the bf16 cache and on the same
+    cache written in fp8 by reshape_and_cache (kv_cache_dtype "fp8", one scale
+    per cache), both replayed from CUDA graphs; the fp8 call's bandwidth over
+    the fp8 bytes it moves, and how far its output lies from the bf16 call's."""
+    h, kvh, dh, bs = 32, 8, 128, 16
+    nb = seqs * (context // bs)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(seqs, h, dh, device="cuda", dtype=torch.bfloat16, generator=g)
+    caches = [torch.randn(nb, bs, kvh, dh, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2)]
+    tables = torch.randperm(nb, device="cuda", generator=g).to(torch.int32).view(seqs, -1)
+    lens = torch.full((seqs,), context, dtype=torch.int32, device="cuda")
+    scales = [c.abs().amax().float() / 448 for c in caches]  # each cache's largest value maps to e4m3fn's 448
+    fp8 = [torch.empty(c.shape, device="cuda", dtype=torch.float8_e4m3fn) for c in caches]
+    tops.reshape_and_cache(*(c.view(nb * bs, kvh, dh) for c in caches), *fp8, torch.arange(nb * bs, device="cuda"),
+                           *scales, kv_cache_dtype="fp8")
+    scale = dh ** -0.5
+    bf16_call = lambda: tops.paged_attention_decode(q, *caches, tables, lens, scale=scale)  # noqa: E731
+    fp8_call = lambda: tops.paged_attention_decode(q, *fp8, tables, lens, *scales, scale=scale,  # noqa: E731
+                                                   kv_cache_dtype="fp8")
+    a, b = bf16_call().float(), fp8_call().float()
+    err = ((a - b).norm() / a.norm()).item()
+    t_bf16 = torch_graph_us(bf16_call, args.calls, args.rounds)
+    t_fp8 = torch_graph_us(fp8_call, args.calls, args.rounds)
+    q_bytes = 2 * q.numel() * 2
+    fp8_bytes = 2 * seqs * context * kvh * dh + q_bytes
+    bf16_bytes = 2 * seqs * context * kvh * dh * 2 + q_bytes
+    print(f"| {seqs} x {context} | {fp8_bytes / 2**20:.0f} | {t_bf16:.1f} µs, {bf16_bytes / t_bf16 / 1e3 / copy:.2f}x "
+          f"| {t_fp8:.1f} µs, {fp8_bytes / t_fp8 / 1e3 / copy:.2f}x | {t_bf16 / t_fp8:.2f} | {err:.2e} |", flush=True)
+
+
 def bench_rotary(args, n):
     h, kvh, dh = 32, 8, 128
     positions = torch.randint(0, 8192, (n,), device="cuda")
@@ -140,12 +176,28 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="one configuration of each")
     ap.add_argument("--shapes", help="sequences x context of paged attention, e.g. 8x32768,64x4096")
+    ap.add_argument("--fp8-shapes", default="16x32768,256x4096",
+                    help="sequences x context of the fp8 cache's table ('' for none)")
+    ap.add_argument("--fp8-only", action="store_true", help="the fp8 cache's table alone")
     ap.add_argument("--baseline-gib", type=float, default=8.0,
                     help="run the baselines (which copy or gather the cache) up to this much KV")
     args = ap.parse_args()
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, jax {jax.__version__}")
     copy = copy_gbps(512 * 2**20, args.calls, args.rounds)
     print(f"device copy (512 MiB clone): {copy:.0f} GB/s\n")
+    if args.fp8_shapes:
+        print("paged_attention_decode on an fp8 cache (kv_cache_dtype 'fp8', e4m3fn, k_scale and v_scale) against")
+        print("the bf16 cache it was written from, H 32, KVH 8, Dh 128, BS 16, both from CUDA graphs: time per call")
+        print("and bandwidth over the copy's (each over the bytes it moves); the speedup; the fp8 output's relative")
+        print("distance from the bf16 one (norm of the difference over the norm).\n")
+        print("| sequences x context | fp8 KV MiB | bf16 cache | fp8 cache | bf16 / fp8 | distance |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for shape in args.fp8_shapes.split(","):
+            bench_fp8_decode(args, *(int(v) for v in shape.split("x")), copy)
+            torch.cuda.empty_cache()
+        print()
+    if args.fp8_only:
+        return
     print("paged_attention_decode, bf16, H 32, KVH 8, Dh 128, BS 16: time per call and bandwidth over the copy's;")
     print("PyTorch eager and from a CUDA graph, JAX as chained calls in one jit; the last two columns: the")
     print("baseline's time over opgen's in the same framework. — : not run (memory).\n")

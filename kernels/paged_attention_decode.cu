@@ -13,12 +13,15 @@
 //   and multiplied on the tensor cores, up to 8 query heads at a time
 //   (mma.m16n8k16 with the tokens as M and the heads as N), so that a token
 //   costs a few instructions and the kernel streams at memory speed.
-// - attend_partition, for f32 caches and unaligned ones: CUDA cores, a warp
-//   reading kRows rows per load (RowTiling: each lane 16 bytes or more of a
-//   row), the lanes of a row adding their parts of a dot product with
-//   shuffles.
+// - attend_partition, for f32 caches, fp8 ones (kv_cache_dtype) and unaligned
+//   ones: CUDA cores, a warp reading kRows rows per load (RowTiling: each
+//   lane 16 bytes or more of a row), the lanes of a row adding their parts of
+//   a dot product with shuffles. An fp8 element converts to f32 exactly.
+// The caches' scales (k_scale, v_scale) fold into the logits' factor and
+// into each head's result: no work per element.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "opgen/cuda_status.h"
 #include "opgen/dynamic_shared.h"
@@ -37,11 +40,19 @@ constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 __device__ __forceinline__ float nan_value() { return __int_as_float(0x7fc00000); }
 
+// The caches hold K / k_scale and V / v_scale (reshape_and_cache's): the
+// logits' factor k_scale joins `scale`, and v_scale multiplies each head's
+// weighted sum. 1 where the call gives none.
+template <typename T, typename C>
+__device__ __forceinline__ float key_scale(const Args<T, C>& args) { return args.k_scale ? *args.k_scale : 1.f; }
+template <typename T, typename C>
+__device__ __forceinline__ float value_scale(const Args<T, C>& args) { return args.v_scale ? *args.v_scale : 1.f; }
+
 // Partitions per head in the workspace (its third dimension, as the spec
 // sizes it), at least one: a cache of no tokens still has a partition that
 // writes zeros or NaN.
-template <typename T>
-__host__ __device__ int64_t workspace_partitions(const Args<T>& args) {
+template <typename T, typename C>
+__host__ __device__ int64_t workspace_partitions(const Args<T, C>& args) {
   const int64_t p = args.partial_max_dim(2);
   return p > 0 ? p : 1;
 }
@@ -56,8 +67,8 @@ struct Work {
   bool idle;  // the partition lies past the context
 };
 
-template <int kGroup, typename T>
-__device__ Work work_of(const Args<T>& args, int64_t chunks, int partition_tokens) {
+template <int kGroup, typename T, typename C>
+__device__ Work work_of(const Args<T, C>& args, int64_t chunks, int partition_tokens) {
   Work w;
   w.s = blockIdx.x / (args.KVH * chunks);
   w.kvh = blockIdx.x / chunks % args.KVH;
@@ -76,8 +87,8 @@ __device__ Work work_of(const Args<T>& args, int64_t chunks, int partition_token
 
 // An empty context gets zeros and one out of range NaN, as the spec says;
 // returns whether that is the case (the block has nothing else to do).
-template <int Dh, typename T>
-__device__ bool wrote_a_context_without_tokens(const Args<T>& args, const Work& w) {
+template <int Dh, typename T, typename C>
+__device__ bool wrote_a_context_without_tokens(const Args<T, C>& args, const Work& w) {
   if (w.context_ok && w.context > 0) return false;
   const float v = w.context_ok ? 0.f : nan_value();
   for (int i = threadIdx.x; i < w.heads * Dh; i += blockDim.x) {
@@ -90,8 +101,8 @@ __device__ bool wrote_a_context_without_tokens(const Args<T>& args, const Work& 
 // address comes from shared memory instead of a dependent global load. Where
 // one is outside the cache, the heads get NaN (the workspace's largest logit
 // too, which the combining kernel turns into NaN) and it returns true.
-template <int Dh, typename T>
-__device__ bool met_a_bad_block(const Args<T>& args, const Work& w, int64_t P, int* block_ids) {
+template <int Dh, typename T, typename C>
+__device__ bool met_a_bad_block(const Args<T, C>& args, const Work& w, int64_t P, int* block_ids) {
   bool bad = false;
   for (int j = threadIdx.x; j < (w.n + args.BS - 1) / args.BS; j += blockDim.x) {
     const int64_t id = args.block_tables[w.s * args.MB + w.t0 / args.BS + j];
@@ -110,9 +121,10 @@ __device__ bool met_a_bad_block(const Args<T>& args, const Work& w, int64_t P, i
 
 // The partition's result for element d of head h0 + g: its softmax-weighted
 // sum o, and the largest logit and sum of exponentials it was normalised by.
-template <int Dh, typename T>
-__device__ void store_result(const Args<T>& args, const Work& w, int64_t P, int g, int d, float o, float largest,
+template <int Dh, typename T, typename C>
+__device__ void store_result(const Args<T, C>& args, const Work& w, int64_t P, int g, int d, float o, float largest,
                              float sum) {
+  o *= value_scale(args);
   if (w.partitions == 1) {
     opgen::kernels::store(args.out + (w.s * args.H + w.h0 + g) * Dh, d, o);
     return;
@@ -146,8 +158,8 @@ constexpr int mma_shared_bytes() {
   return ring > merge ? ring : merge;
 }
 
-template <typename T, int Dh>
-__global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T> args, int64_t chunks, int partition_tokens) {
+template <typename T, typename C, int Dh>
+__global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T, C> args, int64_t chunks, int partition_tokens) {
   using namespace opgen::kernels;
   constexpr int kRowPieces = Dh * 2 / 16;          // 16-byte pieces of a cache row
   constexpr int kTilePieces = kTile * kRowPieces;  // of one cache's tile
@@ -205,7 +217,7 @@ __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T> args, i
   // per head, the largest logit m so far, the lane's part of the sum l of
   // exp2(logit - m), and the weighted sum of the values, transposed
   // (acc[mt]: rows mt*16 + g and + 8 of the head dimension, heads 2c, 2c+1).
-  const float log2_scale = args.scale * 1.4426950408889634f;
+  const float log2_scale = args.scale * key_scale(args) * 1.4426950408889634f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, acc[Dh / 16][4] = {};
 #pragma unroll
   for (int k = 0; k < kMmaStages - 1; ++k) issue(k);
@@ -316,16 +328,16 @@ __device__ __forceinline__ float row_sum(float v) {
 }
 
 // Partitions of kPartition tokens, kGroup <= 8 query heads per block.
-template <typename T, int Dh, int kGroup>
-__global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partition(Args<T> args, int64_t chunks, bool aligned) {
+template <typename T, typename C, int Dh, int kGroup>
+__global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partition(Args<T, C> args, int64_t chunks, bool aligned) {
   using namespace opgen::kernels;
-  using Tiling = RowTiling<T, Dh>;
+  using Tiling = RowTiling<C, Dh>;  // the caches' rows
   constexpr int kE = Tiling::kE, kL = Tiling::kL, kRows = Tiling::kRows;
   // Rows each lane has in flight: fewer where the query heads and the sums
   // take many registers.
   constexpr int kUnroll = kGroup * kE >= 32 ? 2 : 4;
   // Sweeps whose copies are in flight: about 8 KiB of keys and values per warp.
-  constexpr int kStageBytes = 2 * kUnroll * 32 * kE * int(sizeof(T));
+  constexpr int kStageBytes = 2 * kUnroll * 32 * kE * int(sizeof(C));
   constexpr int kStages = 8192 / kStageBytes > 1 ? 8192 / kStageBytes : 1;
   constexpr int kSweep = kWarps * kRows * kUnroll;  // tokens the block reads per sweep
   __shared__ float sums[kGroup][Dh];  // the weighted sum of the values
@@ -343,11 +355,12 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
   if (met_a_bad_block<Dh>(args, w, P, block_ids)) return;  // its barrier also publishes the zeros above
 
   float q[kGroup][kE];
+  const float logit_scale = args.scale * key_scale(args);
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
 #pragma unroll
     for (int e = 0; e < kE; ++e) {
-      q[g][e] = g < heads ? opgen::kernels::load(args.query + w.s * args.query_strides[0] + (w.h0 + g) * args.query_strides[1], column + e) * args.scale : 0.f;
+      q[g][e] = g < heads ? opgen::kernels::load(args.query + w.s * args.query_strides[0] + (w.h0 + g) * args.query_strides[1], column + e) * logit_scale : 0.f;
     }
   }
   // Each token's row, once per block (a division by BS per token, not per
@@ -360,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
   // The token of unrolled step u of a sweep starting at `base`, for this lane,
   // and this lane's part of its row in `cache`.
   const auto token = [&](int base, int u) { return base + (u * kWarps + warp) * kRows + sub; };
-  const auto row = [&](const T* cache, int i) { return cache + offsets[i] + column; };
+  const auto row = [&](const C* cache, int i) { return cache + offsets[i] + column; };
 
   // One pass over the partition with an online softmax: each lane keeps, for
   // the tokens of its row slot, the largest logit m, the sum l of exp(logit -
@@ -411,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
     // 16-byte pieces into shared memory, which hold them without registers.
     // A lane reads back only the pieces it copied itself, so waiting for its
     // own copies is the only synchronisation.
-    constexpr int kPieces = kE * int(sizeof(T)) / 16;  // 16-byte copies per lane and row
+    constexpr int kPieces = kE * int(sizeof(C)) / 16;  // 16-byte copies per lane and row
     __shared__ alignas(16) uint4 staged[kStages][kWarps][2][kUnroll][32 * kPieces];
     const int sweeps = (n + kSweep - 1) / kSweep;
     const auto issue = [&](int sweep) {
@@ -440,8 +453,8 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (token(sweep * kSweep, u) < n) {
-          const T* kp = reinterpret_cast<const T*>(&staged[sweep % kStages][warp][0][u][lane * kPieces]);
-          const T* vp = reinterpret_cast<const T*>(&staged[sweep % kStages][warp][1][u][lane * kPieces]);
+          const C* kp = reinterpret_cast<const C*>(&staged[sweep % kStages][warp][0][u][lane * kPieces]);
+          const C* vp = reinterpret_cast<const C*>(&staged[sweep % kStages][warp][1][u][lane * kPieces]);
           opgen::kernels::load_vec<kE>(kp, true, k[u]);
           opgen::kernels::load_vec<kE>(vp, true, v[u]);
         } else {  // past the context: weight 0, and 0 * v must not be 0 * NaN
@@ -517,8 +530,8 @@ __global__ void __launch_bounds__(kThreads, kGroup >= 8 ? 2 : 4) attend_partitio
 // One block per (sequence, head) of more than one partition: the partitions'
 // outputs weighted by their share of the softmax's sum. A NaN largest logit
 // (a partition that met a bad block id) makes the head NaN.
-template <typename T, int Dh>
-__global__ void __launch_bounds__(Dh) combine_partitions(Args<T> args, int partition_tokens) {
+template <typename T, typename C, int Dh>
+__global__ void __launch_bounds__(Dh) combine_partitions(Args<T, C> args, int partition_tokens) {
   const int64_t s = blockIdx.x / args.H, P = workspace_partitions(args);
   const int64_t context = args.context_lens[s];
   if (!args.context_lens_in_range(context) || context <= partition_tokens) return;  // written by the attention
@@ -557,18 +570,18 @@ int mma_partition_tokens(int64_t blocks, int64_t max_context, int blocks_per_sm)
   return tokens;
 }
 
-template <typename T>
-opgen::Status too_large(const Args<T>& args) {
+template <typename T, typename C>
+opgen::Status too_large(const Args<T, C>& args) {
   return opgen::Status::InvalidArgument("paged_attention_decode: " + std::to_string(args.S) + " sequences of up to " +
                                         std::to_string(args.MB * args.BS) + " tokens exceed the CUDA grid");
 }
 
-template <typename T, int Dh>
-opgen::Status launch_mma(cudaStream_t stream, const Args<T>& args, int* partition_tokens) {
+template <typename T, typename C, int Dh>
+opgen::Status launch_mma(cudaStream_t stream, const Args<T, C>& args, int* partition_tokens) {
   const int64_t chunks = (args.H / args.KVH + kMmaGroup - 1) / kMmaGroup, blocks = args.S * args.KVH * chunks;
   constexpr int kBytes = mma_shared_bytes<Dh>();
-  const auto kernel = attend_partition_mma<T, Dh>;
-  if (opgen::Status s = opgen::allow_dynamic_shared<attend_partition_mma<T, Dh>, kBytes>(
+  const auto kernel = attend_partition_mma<T, C, Dh>;
+  if (opgen::Status s = opgen::allow_dynamic_shared<attend_partition_mma<T, C, Dh>, kBytes>(
           "paged_attention_decode attend_partition_mma");
       !s.ok()) {
     return s;
@@ -585,17 +598,17 @@ opgen::Status launch_mma(cudaStream_t stream, const Args<T>& args, int* partitio
   return opgen::cuda_launch_status("attend_partition_mma");
 }
 
-template <typename T, int Dh, int kGroup>
-opgen::Status launch_cuda_cores(cudaStream_t stream, const Args<T>& args, int64_t P, bool aligned) {
+template <typename T, typename C, int Dh, int kGroup>
+opgen::Status launch_cuda_cores(cudaStream_t stream, const Args<T, C>& args, int64_t P, bool aligned) {
   const int64_t chunks = (args.H / args.KVH + kGroup - 1) / kGroup, blocks = args.S * args.KVH * chunks;
   if (blocks > 0x7fffffff || P > 65535) return too_large(args);
-  attend_partition<T, Dh, kGroup><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(P)), kThreads, 0, stream>>>(
+  attend_partition<T, C, Dh, kGroup><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(P)), kThreads, 0, stream>>>(
       args, chunks, aligned);
   return opgen::cuda_launch_status("attend_partition");
 }
 
-template <typename T, int Dh>
-opgen::Status launch(cudaStream_t stream, const Args<T>& args) {
+template <typename T, typename C, int Dh>
+opgen::Status launch(cudaStream_t stream, const Args<T, C>& args) {
   const int64_t P = workspace_partitions(args);
   if (P * kPartition < args.MB * args.BS) {
     return opgen::Status::Internal("paged_attention_decode: the spec's workspaces hold " + std::to_string(P) +
@@ -606,29 +619,29 @@ opgen::Status launch(cudaStream_t stream, const Args<T>& args) {
   const bool aligned = (reinterpret_cast<uintptr_t>(args.key_cache) | reinterpret_cast<uintptr_t>(args.value_cache)) % 16 == 0;
   int partition_tokens = kPartition;
   const opgen::Status attended = [&] {
-    if constexpr (sizeof(T) == 2) {
-      if (aligned) return launch_mma<T, Dh>(stream, args, &partition_tokens);
+    if constexpr (sizeof(T) == 2 && std::is_same_v<C, T>) {
+      if (aligned) return launch_mma<T, C, Dh>(stream, args, &partition_tokens);
     }
     // Query heads per block: registers hold kGroup heads of the query and of
     // the sums, so a small group gets a small kGroup.
     const int64_t group = args.H / args.KVH;
-    if (group == 1) return launch_cuda_cores<T, Dh, 1>(stream, args, P, aligned);
-    if (group <= 4) return launch_cuda_cores<T, Dh, 4>(stream, args, P, aligned);
-    return launch_cuda_cores<T, Dh, 8>(stream, args, P, aligned);
+    if (group == 1) return launch_cuda_cores<T, C, Dh, 1>(stream, args, P, aligned);
+    if (group <= 4) return launch_cuda_cores<T, C, Dh, 4>(stream, args, P, aligned);
+    return launch_cuda_cores<T, C, Dh, 8>(stream, args, P, aligned);
   }();
   if (!attended.ok() || args.MB * args.BS <= partition_tokens) return attended;  // no sequence has two partitions
   if (args.S * args.H > 0x7fffffff) {
     return opgen::Status::InvalidArgument("paged_attention_decode: too many sequence heads for the CUDA grid");
   }
-  combine_partitions<T, Dh><<<static_cast<unsigned>(args.S * args.H), Dh, 0, stream>>>(args, partition_tokens);
+  combine_partitions<T, C, Dh><<<static_cast<unsigned>(args.S * args.H), Dh, 0, stream>>>(args, partition_tokens);
   return opgen::cuda_launch_status("combine_partitions");
 }
 
 }  // namespace
 
-template <typename T>
-opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args) {
-  return with_Dh(args.Dh, [&](auto dh) { return launch<T, static_cast<int>(decltype(dh)::value)>(stream, args); });
+template <typename T, typename C>
+opgen::Status launch_cuda(cudaStream_t stream, const Args<T, C>& args) {
+  return with_Dh(args.Dh, [&](auto dh) { return launch<T, C, static_cast<int>(decltype(dh)::value)>(stream, args); });
 }
 
 }  // namespace opgen_ops::paged_attention_decode

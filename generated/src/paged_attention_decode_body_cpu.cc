@@ -8,7 +8,13 @@
 #include "paged_attention_decode.cc"
 
 namespace opgen_ops::paged_attention_decode {
-template opgen::Status run_cpu(const Args<opgen::f16>&);
-template opgen::Status run_cpu(const Args<opgen::bf16>&);
-template opgen::Status run_cpu(const Args<float>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f16>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f8e4m3fn>&);
+template opgen::Status run_cpu(const Args<opgen::f16, opgen::f8e5m2>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::bf16>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::f8e4m3fn>&);
+template opgen::Status run_cpu(const Args<opgen::bf16, opgen::f8e5m2>&);
+template opgen::Status run_cpu(const Args<float, float>&);
+template opgen::Status run_cpu(const Args<float, opgen::f8e4m3fn>&);
+template opgen::Status run_cpu(const Args<float, opgen::f8e5m2>&);
 }  // namespace opgen_ops::paged_attention_decode

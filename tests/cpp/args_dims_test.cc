@@ -29,7 +29,7 @@ TEST(ArgsDims, ABatchedOutputLeadsWithTheBatchsProduct) {
 }
 
 TEST(ArgsDims, OutputsAndWorkspacesBeside) {
-  opgen_ops::paged_attention_decode::Args<float> args{};
+  opgen_ops::paged_attention_decode::Args<float, float> args{};
   args.S = 5;
   args.H = 8;
   args.Dh = 64;

@@ -4,8 +4,10 @@ heads, every head size and block size the spec allows, empty contexts, and
 the documented answer (NaN for that sequence alone) to a context length or a
 block id out of range. On a GPU, contexts of several partitions exercise
 the CUDA body's split and combine, in its tensor-core kernel (f16 and bf16
-caches at aligned addresses) and its CUDA-core kernel (f32, or unaligned
-caches); skipped without one."""
+caches at aligned addresses) and its CUDA-core kernel (f32, fp8 or
+unaligned caches); skipped without one. An fp8 cache (kv_cache_dtype, with
+k_scale and v_scale) is checked against the reference over the values it
+holds, K = k_scale * key_cache."""
 
 import jax
 import ml_dtypes
@@ -216,3 +218,80 @@ def test_torch_query_may_be_a_view_of_the_qkv_projection(rng, device):
     wide = to_torch(np.zeros((seqs, heads, 2 * dh), DTYPES[dtype]), device)[:, :, :dh]
     wide.copy_(to_torch(query, device))
     check(tops.paged_attention_decode(wide, *(to_torch(a, device) for a in rest), scale=scale), p, dtype)
+
+
+# --- fp8 caches (kv_cache_dtype, k_scale, v_scale) ----------------------------------------------
+
+FP8 = {"fp8": ml_dtypes.float8_e4m3fn, "fp8_e4m3": ml_dtypes.float8_e4m3fn, "fp8_e5m2": ml_dtypes.float8_e5m2}
+
+
+def fp8_problem(rng, kv_cache_dtype, dtype="bfloat16", **shape):
+    """problem()'s caches divided by their scales and rounded to the fp8 dtype,
+    as reshape_and_cache writes them; the scales as [] and [1] arrays."""
+    query, key_cache, value_cache, tables, lens, scale = problem(rng, dtype, **shape)
+    k_scale, v_scale = np.float32(0.02), np.array([0.05], np.float32)
+    fp8 = FP8[kv_cache_dtype]
+    key_cache = (key_cache.astype(np.float32) / k_scale).astype(fp8)
+    value_cache = (value_cache.astype(np.float32) / v_scale).astype(fp8)
+    return query, key_cache, value_cache, tables, lens, k_scale, v_scale, scale
+
+
+def check_fp8(got, p, dtype):
+    """Against the float64 reference over what the caches hold, scaled back."""
+    query, key_cache, value_cache, tables, lens, k_scale, v_scale, scale = p
+    want = ref.paged_attention_decode(query, key_cache.astype(np.float64) * k_scale,
+                                      value_cache.astype(np.float64) * v_scale[0], tables, lens, scale)
+    assert ref.relative_error(as_float64(got), want) < ref.TOLERANCE[dtype]
+
+
+def torch_fp8_call(p, kv_cache_dtype, device="cpu"):
+    *arrays, scale = p
+    return tops.paged_attention_decode(*(to_torch(np.asarray(a), device) for a in arrays), scale=scale,
+                                       kv_cache_dtype=kv_cache_dtype)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("kv_cache_dtype", list(FP8))
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_torch_reads_an_fp8_cache_scaled(rng, device, kv_cache_dtype, dtype):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
+    p = fp8_problem(rng, kv_cache_dtype, dtype, heads=16, kv_heads=2)
+    check_fp8(torch_fp8_call(p, kv_cache_dtype, device), p, dtype)
+
+
+@pytest.mark.parametrize("device", [CPU] + gpu_devices(), ids=lambda d: d.platform)
+@pytest.mark.parametrize("api_version", [4, 3])
+def test_jax_reads_an_fp8_cache_under_jit(rng, device, api_version):
+    p = fp8_problem(rng, "fp8", "bfloat16")
+    *arrays, scale = p
+    f = jax.jit(lambda *a: jops.paged_attention_decode(*a, scale=scale, kv_cache_dtype="fp8", api_version=api_version))
+    check_fp8(f(*(jax.device_put(np.asarray(a), device) for a in arrays)), p, "bfloat16")
+
+
+def test_what_reshape_and_cache_writes_in_fp8_decodes_as_vllm_reads_it(rng):
+    """reshape_and_cache writes key / k_scale in fp8; the decode reads it back
+    times k_scale: the same as the reference over those caches."""
+    query, key_cache, value_cache, tables, lens, scale = problem(rng, "bfloat16", seqs=2, max_blocks=2)
+    k_cache = torch.zeros(key_cache.shape, dtype=torch.float8_e4m3fn)
+    v_cache = torch.zeros(value_cache.shape, dtype=torch.float8_e4m3fn)
+    blocks, bs = key_cache.shape[:2]
+    slots = torch.arange(blocks * bs)
+    ks, vs = torch.tensor(0.02), torch.tensor(0.05)
+    tops.reshape_and_cache(to_torch(key_cache).reshape(-1, *key_cache.shape[2:]),
+                           to_torch(value_cache).reshape(-1, *value_cache.shape[2:]), k_cache, v_cache, slots, ks, vs,
+                           kv_cache_dtype="fp8")
+    got = tops.paged_attention_decode(to_torch(query), k_cache, v_cache, to_torch(tables), to_torch(lens), ks, vs,
+                                      scale=scale, kv_cache_dtype="fp8")
+    p = (query, as_numpy(k_cache.view(torch.uint8)).view(ml_dtypes.float8_e4m3fn),
+         as_numpy(v_cache.view(torch.uint8)).view(ml_dtypes.float8_e4m3fn), tables, lens, np.float32(0.02),
+         np.array([0.05], np.float32), scale)
+    check_fp8(got, p, "bfloat16")
+
+
+@needs_torch_cuda
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e5m2"])
+@pytest.mark.parametrize("dh", [64, 128, 256])
+def test_torch_cuda_fp8_long_contexts_split_into_partitions(rng, kv_cache_dtype, dh):
+    p = fp8_problem(rng, kv_cache_dtype, "bfloat16", seqs=3, heads=16, kv_heads=2, dh=dh, bs=32, max_blocks=40)
+    check_fp8(torch_fp8_call(p, kv_cache_dtype, "cuda"), p, "bfloat16")

@@ -20,21 +20,32 @@
 
 namespace opgen_ops::paged_attention_decode {
 
-// out[s, h] = softmax(scale * q[s, h] . K[s, kvh]) V[s, kvh], over the first context_lens[s] tokens of sequence s, where token t lives in block block_tables[s, t / BS] at row t % BS of the caches and kvh = h / (H / KVH) (grouped-query attention). A sequence with context length 0 gets zeros. A sequence whose context length is outside [0, MB*BS], or that reaches a block id outside [0, NB), gets NaN in every head: nothing out of bounds is read. Softmax and sums in f32.
+// out[s, h] = softmax(scale * q[s, h] . K[s, kvh]) V[s, kvh], over the first context_lens[s] tokens of sequence s, with K = k_scale * key_cache and V = v_scale * value_cache (each read as its dtype C holds it: kv_cache_dtype's choice, fp8 as vLLM's fp8 caches), where token t lives in block block_tables[s, t / BS] at row t % BS of the caches and kvh = h / (H / KVH) (grouped-query attention). A sequence with context length 0 gets zeros. A sequence whose context length is outside [0, MB*BS], or that reaches a block id outside [0, NB), gets NaN in every head: nothing out of bounds is read. Softmax and sums in f32.
 // T is one of: opgen::f16, opgen::bf16, float (f16, bf16, f32).
+// C is chosen by attribute 'kv_cache_dtype': auto -> T, fp8 -> f8e4m3fn, fp8_e4m3 -> f8e4m3fn, fp8_e5m2 -> f8e5m2 (as opgen::f16, opgen::bf16, float, opgen::f8e4m3fn, opgen::f8e5m2).
+// The values of attribute 'kv_cache_dtype', in the spec's order (descriptors carry the index).
+enum class KvCacheDtype : int32_t {
+  auto_ = 0,  // 'auto' (a reserved name: its enumerator ends in '_')
+  fp8 = 1,
+  fp8_e4m3 = 2,
+  fp8_e5m2 = 3,
+};
+
 // The bindings check the spec's constraints before the body runs:
 //   H % KVH == 0
 //   Dh in [64, 128, 256]
 //   BS in [16, 32]
-template <typename T>
+template <typename T, typename C>
 struct Args {
   // Inputs, in device memory (CUDA) or host memory (CPU); dense and row-major
   // unless the spec gives a layout (then see the strides below).
   const T* query;  // [S, H, Dh]; layout rows
-  const T* key_cache;  // [NB, BS, KVH, Dh]
-  const T* value_cache;  // [NB, BS, KVH, Dh]
+  const C* key_cache;  // [NB, BS, KVH, Dh]
+  const C* value_cache;  // [NB, BS, KVH, Dh]
   const int32_t* block_tables;  // [S, MB]
   const int32_t* context_lens;  // [S]
+  const float* k_scale;  // []; nullptr when not given
+  const float* v_scale;  // []; nullptr when not given
   // Outputs, dense and row-major; the body writes every element.
   T* out;  // [S, H, Dh]
   // Workspaces: scratch memory for this call alone, dense and uninitialised,
@@ -55,6 +66,7 @@ struct Args {
   int64_t MB;
   // Attributes.
   float scale;  // > 0.0
+  KvCacheDtype kv_cache_dtype;
 
   // The dimensions of each output that aliases no input and of each
   // workspace, computed as the bindings sized it (the batch's product first
@@ -94,7 +106,7 @@ struct Args {
 
 // Every Args the bindings run, in the order they number them (the first type
 // variable varies slowest).
-using Instantiations = opgen::TypeList<Args<opgen::f16>, Args<opgen::bf16>, Args<float>>;
+using Instantiations = opgen::TypeList<Args<opgen::f16, opgen::f16>, Args<opgen::f16, opgen::f8e4m3fn>, Args<opgen::f16, opgen::f8e5m2>, Args<opgen::bf16, opgen::bf16>, Args<opgen::bf16, opgen::f8e4m3fn>, Args<opgen::bf16, opgen::f8e5m2>, Args<float, float>, Args<float, opgen::f8e4m3fn>, Args<float, opgen::f8e5m2>>;
 
 // Dh as a compile-time constant (Dh in [64, 128, 256]): with_Dh(args.Dh, f) calls
 // f(std::integral_constant<int64_t, Dh>{}), so that a body picks a template instantiation
@@ -116,12 +128,12 @@ opgen::Status with_BS(int64_t value, F&& f) {
 
 #if defined(OPGEN_WITH_CUDA) && OPGEN_WITH_CUDA
 // Enqueues the op on `stream` and returns; it must not synchronize.
-template <typename T>
-opgen::Status launch_cuda(cudaStream_t stream, const Args<T>& args);
+template <typename T, typename C>
+opgen::Status launch_cuda(cudaStream_t stream, const Args<T, C>& args);
 #endif
 
 // Runs the op on the host, synchronously.
-template <typename T>
-opgen::Status run_cpu(const Args<T>& args);
+template <typename T, typename C>
+opgen::Status run_cpu(const Args<T, C>& args);
 
 }  // namespace opgen_ops::paged_attention_decode

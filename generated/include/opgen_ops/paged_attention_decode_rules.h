@@ -26,6 +26,9 @@ std::string attrs(const A& args) {
   if (!(args.scale > 0.0)) {
     return opgen::attr_out_of_range("paged_attention_decode", "scale", opgen::number_text(args.scale), "> 0.0");
   }
+  if (static_cast<uint32_t>(args.kv_cache_dtype) >= 4u) {
+    return opgen::enum_index_out_of_range("paged_attention_decode", "kv_cache_dtype", static_cast<int64_t>(args.kv_cache_dtype), 4, "auto, fp8, fp8_e4m3, fp8_e5m2");
+  }
   (void)args;
   return {};
 }
@@ -86,11 +89,11 @@ std::string workspace_dims(const A& args) {
 
 struct Rules {
   static constexpr const char* kName = "paged_attention_decode";
-  static constexpr size_t kInputs = 5, kRequiredInputs = 5, kOutputs = 1, kAttrs = 1, kRequestedOutputs = 0;
+  static constexpr size_t kInputs = 7, kRequiredInputs = 5, kOutputs = 1, kAttrs = 2, kRequestedOutputs = 0;
   // The workspaces a call has on the CPU and on CUDA (opgen::Device order):
   // those of the spec that the platform allocates.
   static constexpr size_t kWorkspaces[] = {3, 3};
-  static constexpr const char* kInputNames[] = {"query", "key_cache", "value_cache", "block_tables", "context_lens"};
+  static constexpr const char* kInputNames[] = {"query", "key_cache", "value_cache", "block_tables", "context_lens", "k_scale", "v_scale"};
   // The input each output updates in place, or -1.
   static constexpr int kOutputAliases[] = {-1};
   // Each output's bit in the request mask (an output the caller asks for), or -1.
@@ -98,9 +101,10 @@ struct Rules {
   using Instantiations = opgen_ops::paged_attention_decode::Instantiations;
 
   // The legacy descriptor's fields (opgen/opaque.h), and its fingerprint.
-  static constexpr size_t kDescriptorFields = 9;
+  static constexpr size_t kDescriptorFields = 11;
   static constexpr opgen::opaque::Field kDescriptor[] = {
       {opgen::opaque::Field::kDtype, "dtype_T"},
+      {opgen::opaque::Field::kPresent, "present_"},
       {opgen::opaque::Field::kSymbol, "S"},
       {opgen::opaque::Field::kSymbol, "H"},
       {opgen::opaque::Field::kSymbol, "Dh"},
@@ -109,19 +113,27 @@ struct Rules {
       {opgen::opaque::Field::kSymbol, "KVH"},
       {opgen::opaque::Field::kSymbol, "MB"},
       {opgen::opaque::Field::kAttr, "scale", opgen::AttrKind::kF32},
+      {opgen::opaque::Field::kAttr, "kv_cache_dtype", opgen::AttrKind::kEnum},
   };
-  static constexpr uint64_t kFingerprint = 0xCE3727C33B92C168ull;
+  static constexpr uint64_t kFingerprint = 0x6C963ACC7E694136ull;
 
   // Checks every input's dtype; the instantiation (its index in
   // Instantiations) that the type variables select, or -1.
   static int select(opgen::Binder& b) {
     int T_i_ = -1;
     [[maybe_unused]] const opgen::DType T_ = b.type_var(0, "T", 0, "query", {opgen::DType::kF16, opgen::DType::kBF16, opgen::DType::kF32}, &T_i_);
-    b.same_dtype(1, "key_cache", "T", "query", T_);
-    b.same_dtype(2, "value_cache", "T", "query", T_);
+    int32_t C_k_ = -1;
+    b.enum_attr(1, "kv_cache_dtype", {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}, "auto, fp8, fp8_e4m3, fp8_e5m2", &C_k_);
+    [[maybe_unused]] const opgen::DType C_ = opgen::chosen(C_k_, {T_, opgen::DType::kF8E4M3FN, opgen::DType::kF8E4M3FN, opgen::DType::kF8E5M2});
+    b.bind_type("C", C_);
+    b.chosen_dtype(1, "key_cache", C_, "kv_cache_dtype");
+    b.chosen_dtype(2, "value_cache", C_, "kv_cache_dtype");
     b.dtype(3, "block_tables", opgen::DType::kI32);
     b.dtype(4, "context_lens", opgen::DType::kI32);
-    return b.ok() ? T_i_ : -1;
+    b.dtype(5, "k_scale", opgen::DType::kF32);
+    b.dtype(6, "v_scale", opgen::DType::kF32);
+    static constexpr opgen::DType kRows[][2] = {{opgen::DType::kF16, opgen::DType::kF16}, {opgen::DType::kF16, opgen::DType::kF8E4M3FN}, {opgen::DType::kF16, opgen::DType::kF8E5M2}, {opgen::DType::kBF16, opgen::DType::kBF16}, {opgen::DType::kBF16, opgen::DType::kF8E4M3FN}, {opgen::DType::kBF16, opgen::DType::kF8E5M2}, {opgen::DType::kF32, opgen::DType::kF32}, {opgen::DType::kF32, opgen::DType::kF8E4M3FN}, {opgen::DType::kF32, opgen::DType::kF8E5M2}};
+    return b.ok() ? opgen::row_of(kRows, {T_, C_}) : -1;
   }
 
   // Binds the call into `args`: inputs (shapes, symbols, layout), the output
@@ -154,12 +166,17 @@ struct Rules {
     b.input(4, "context_lens", "[S]", 1, false, &args.context_lens)
         .dim(0, 0, "S", args.S)
         .layout(opgen::Layout::kContiguous);
+    b.input(5, "k_scale", "[]", 0, false, &args.k_scale, opgen::Binder::kOptional)
+        .layout(opgen::Layout::kContiguous);
+    b.input(6, "v_scale", "[]", 0, false, &args.v_scale, opgen::Binder::kOptional)
+        .layout(opgen::Layout::kContiguous);
     b.check(checks::output_dims(args));
     // The sizes below are computed in plain int64, so only once the checks
     // above have proven that they fit.
     if (!b.ok()) return;
     b.output(0, "out", "[S, H, Dh]", false, {args.S, args.H, args.Dh}, &args.out);
     b.attr(0, "scale", &args.scale);
+    b.enum_attr(1, "kv_cache_dtype", {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}, "auto, fp8, fp8_e4m3, fp8_e5m2", &args.kv_cache_dtype);
     b.check(checks::attrs(args));
     b.check(checks::constraints(args, b));
     b.check(checks::workspace_dims(args));

@@ -127,8 +127,11 @@ def paged_attention_decode(
     value_cache: _jax.typing.ArrayLike,
     block_tables: _jax.typing.ArrayLike,
     context_lens: _jax.typing.ArrayLike,
+    k_scale: _jax.typing.ArrayLike | None = None,
+    v_scale: _jax.typing.ArrayLike | None = None,
     *,
     scale: float,
+    kv_cache_dtype: Literal['auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2'] = 'auto',
     api_version: int = 4,
 ) -> _jax.Array: ...
 def reshape_and_cache(

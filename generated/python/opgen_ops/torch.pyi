@@ -111,8 +111,11 @@ def paged_attention_decode(
     value_cache: _torch.Tensor,
     block_tables: _torch.Tensor,
     context_lens: _torch.Tensor,
+    k_scale: _torch.Tensor | None = None,
+    v_scale: _torch.Tensor | None = None,
     *,
     scale: float,
+    kv_cache_dtype: Literal['auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2'] = 'auto',
 ) -> _torch.Tensor: ...
 def reshape_and_cache(
     key: _torch.Tensor,

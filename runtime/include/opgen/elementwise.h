@@ -4,8 +4,10 @@
 // _Float16 in host-only files.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "opgen/dtypes.h"
@@ -13,6 +15,7 @@
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #else
 #if !defined(__FLT16_MAX__)
 #error "the CPU bodies need the compiler's _Float16 (GCC >= 12 or Clang >= 15 on x86-64 or AArch64)"
@@ -44,6 +47,14 @@ template <> OPGEN_HD float load(const f16* p, int64_t i) { return __half2float(_
 template <> OPGEN_HD float load(const bf16* p, int64_t i) { return __bfloat162float(__ushort_as_bfloat16(p[i].bits)); }
 template <> OPGEN_HD void store(f16* p, int64_t i, float v) { p[i].bits = __half_as_ushort(__float2half_rn(v)); }
 template <> OPGEN_HD void store(bf16* p, int64_t i, float v) { p[i].bits = __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+// The 8-bit floats load (exactly: every value is a half); they store only
+// through a body's own rounding (quant8.h), which chooses the saturation.
+template <> OPGEN_HD float load(const f8e4m3fn* p, int64_t i) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(p[i].bits, __NV_E4M3)));
+}
+template <> OPGEN_HD float load(const f8e5m2* p, int64_t i) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(p[i].bits, __NV_E5M2)));
+}
 
 namespace detail {
 template <int Bytes> struct Chunk;  // the widest load CUDA has for a run of Bytes
@@ -107,6 +118,25 @@ template <> inline float load(const bf16* p, int64_t i) {
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
+namespace detail {
+// An 8-bit float's value from its bits: M mantissa bits, exponent bias B, and
+// whether the largest exponent holds infinities and NaNs (e5m2) or the finite
+// values and one NaN, all ones (e4m3fn).
+template <int M, int B, bool kIeee>
+inline float fp8_value(uint8_t bits) {
+  const int e = (bits >> M) & ((1 << (7 - M)) - 1), m = bits & ((1 << M) - 1);
+  const float sign = bits & 0x80 ? -1.0f : 1.0f;
+  const int top = (1 << (7 - M)) - 1;
+  if (kIeee && e == top) return m ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  if (!kIeee && e == top && m == (1 << M) - 1) return std::numeric_limits<float>::quiet_NaN();
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), 1 - B - M);  // subnormal
+  return sign * std::ldexp(static_cast<float>(m + (1 << M)), e - B - M);
+}
+}  // namespace detail
+// The 8-bit floats load (exactly); they store only through a body's own
+// rounding (quant8.h), which chooses the saturation.
+template <> inline float load(const f8e4m3fn* p, int64_t i) { return detail::fp8_value<3, 7, false>(p[i].bits); }
+template <> inline float load(const f8e5m2* p, int64_t i) { return detail::fp8_value<2, 15, true>(p[i].bits); }
 template <> inline void store(bf16* p, int64_t i, float v) {
   uint32_t x;
   std::memcpy(&x, &v, sizeof x);

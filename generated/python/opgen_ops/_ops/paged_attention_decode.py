@@ -8,14 +8,19 @@ from .._spec import Attr, Constraint, Expr, Op, Opaque, Tensor
 OP = Op(
     package='opgen_ops',
     name='paged_attention_decode',
-    doc='out[s, h] = softmax(scale * q[s, h] . K[s, kvh]) V[s, kvh], over the first context_lens[s] tokens of sequence s, where token t lives in block block_tables[s, t / BS] at row t % BS of the caches and kvh = h / (H / KVH) (grouped-query attention). A sequence with context length 0 gets zeros. A sequence whose context length is outside [0, MB*BS], or that reaches a block id outside [0, NB), gets NaN in every head: nothing out of bounds is read. Softmax and sums in f32.',
-    type_vars={'T': ('float16', 'bfloat16', 'float32')},
+    doc="out[s, h] = softmax(scale * q[s, h] . K[s, kvh]) V[s, kvh], over the first context_lens[s] tokens of sequence s, with K = k_scale * key_cache and V = v_scale * value_cache (each read as its dtype C holds it: kv_cache_dtype's choice, fp8 as vLLM's fp8 caches), where token t lives in block block_tables[s, t / BS] at row t % BS of the caches and kvh = h / (H / KVH) (grouped-query attention). A sequence with context length 0 gets zeros. A sequence whose context length is outside [0, MB*BS], or that reaches a block id outside [0, NB), gets NaN in every head: nothing out of bounds is read. Softmax and sums in f32.",
+    type_vars={'T': ('float16', 'bfloat16', 'float32'), 'C': ('float16', 'bfloat16', 'float32', 'float8_e4m3fn', 'float8_e5m2')},
+    chosen={
+        'C': ('kv_cache_dtype', {'auto': 'T', 'fp8': 'float8_e4m3fn', 'fp8_e4m3': 'float8_e4m3fn', 'fp8_e5m2': 'float8_e5m2'}),
+    },
     inputs=(
         Tensor('query', 'T', ('S', 'H', 'Dh'), layout='rows', doc='the query of the one new token of each sequence; its sequences and heads may be strided (a view of the qkv projection, as vLLM passes its query stride)'),
-        Tensor('key_cache', 'T', ('NB', 'BS', 'KVH', 'Dh'), doc="the keys, NB blocks of BS tokens (vLLM's flash layout)"),
-        Tensor('value_cache', 'T', ('NB', 'BS', 'KVH', 'Dh'), doc='the values, laid out as the keys'),
+        Tensor('key_cache', 'C', ('NB', 'BS', 'KVH', 'Dh'), doc="the keys divided by k_scale, NB blocks of BS tokens (vLLM's flash layout), of the dtype kv_cache_dtype names"),
+        Tensor('value_cache', 'C', ('NB', 'BS', 'KVH', 'Dh'), doc='the values divided by v_scale, laid out as the keys'),
         Tensor('block_tables', 'int32', ('S', 'MB'), values_min=0, values_max='NB', values_max_exclusive=True, values_range='in [0, NB)', doc='the blocks of each sequence, in order; entries past the context are not read'),
         Tensor('context_lens', 'int32', ('S',), values_min=0, values_max=('*', 'MB', 'BS'), values_range='in [0, MB*BS]', doc='the number of tokens each sequence attends to'),
+        Tensor('k_scale', 'float32', (), optional=True, doc="the key cache's scale (vLLM's k_scale, read on the device): K = k_scale * key_cache; none: 1"),
+        Tensor('v_scale', 'float32', (), optional=True, doc="the value cache's scale (vLLM's v_scale): V = v_scale * value_cache; none: 1"),
     ),
     outputs=(Tensor('out', 'T', ('S', 'H', 'Dh')),),
     workspaces=(
@@ -23,7 +28,10 @@ OP = Op(
         Tensor('partial_max', 'float32', ('S', 'H', Expr('(MB*BS+255)//256', ('//', ('+', ('*', 'MB', 'BS'), 255), 256)))),
         Tensor('partial_sum', 'float32', ('S', 'H', Expr('(MB*BS+255)//256', ('//', ('+', ('*', 'MB', 'BS'), 255), 256)))),
     ),
-    attrs=(Attr('scale', 'f32', min=0.0, min_exclusive=True, range='> 0.0', doc='multiplies q . k before the softmax (usually 1/sqrt(Dh))'),),
+    attrs=(
+        Attr('scale', 'f32', min=0.0, min_exclusive=True, range='> 0.0', doc='multiplies q . k before the softmax (usually 1/sqrt(Dh))'),
+        Attr('kv_cache_dtype', 'enum', default='auto', values=('auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2'), doc="the caches' dtype, as vLLM names it: auto, the query's dtype; fp8 and fp8_e4m3, f8e4m3fn; fp8_e5m2, f8e5m2"),
+    ),
     constraints=(
         Constraint('H % KVH == 0', '==', ('%', 'H', 'KVH'), 0),
         Constraint('Dh in [64, 128, 256]', 'in', 'Dh', values=(64, 128, 256)),
@@ -36,14 +44,15 @@ OP = Op(
     batch_partitionable=False,
     splits={'heads': ('H', 'KVH')},
     torch_namespace='opgen_ops',
-    torch_schema='paged_attention_decode(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, Tensor context_lens, *, float scale) -> Tensor',
-    torch_lowered=False,
-    torch_kernel='paged_attention_decode',
+    torch_schema='paged_attention_decode(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, Tensor context_lens, Tensor? k_scale=None, Tensor? v_scale=None, *, float scale, str kv_cache_dtype="auto") -> Tensor',
+    torch_lowered=True,
+    torch_kernel='paged_attention_decode__lowered',
     xla_targets={4: 'opgen_ops_paged_attention_decode_ffi', 3: 'opgen_ops_paged_attention_decode_legacy_v3'},
     opaque=Opaque(
-        fingerprint=0xCE3727C33B92C168,
+        fingerprint=0x6C963ACC7E694136,
         fields=(
             ('dtype_T', 'dtype', 'B'),
+            ('present_', 'present', 'I'),
             ('S', 'symbol', 'q'),
             ('H', 'symbol', 'q'),
             ('Dh', 'symbol', 'q'),
@@ -52,6 +61,7 @@ OP = Op(
             ('KVH', 'symbol', 'q'),
             ('MB', 'symbol', 'q'),
             ('scale', 'attr', 'f'),
+            ('kv_cache_dtype', 'enum', 'i'),
         ),
         codes={'float16': 0, 'bfloat16': 1, 'float32': 2, 'float64': 3, 'int32': 4, 'int64': 5, 'uint8': 6, 'bool': 7, 'float8_e4m3fn': 8, 'float8_e5m2': 9, 'int8': 10},
     ),
