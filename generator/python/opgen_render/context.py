@@ -9,11 +9,7 @@ from . import spelling as sp
 
 
 def package_data(package, dtypes):
-    return {
-        'name': package['name'],
-        'torch_namespace': package['torch_namespace'],
-        'dtypes': dtypes,
-    }
+    return dict(package, dtypes=dtypes)  # the facts (template_data.cc's package_facts) and the dtype table
 
 
 def op_data(op, package, dtypes, attr_types):
@@ -70,6 +66,8 @@ def op_data(op, package, dtypes, attr_types):
         fields += kind == 'input'
     legacy = [v for v in op['api_versions'] if v != 4]
     out = {
+        # The facts as they came (the Python description is written from them whole: op_spec.py.j2).
+        'facts': op,
         'name': op['name'],
         'doc': op['doc'],
         'spec_path': op['spec_path'],
@@ -214,7 +212,7 @@ def _attr(a, attr_types, dtypes):
         'enum_type': a['enum_type'],
         'cpp': sp.attr_cpp(a['enum_type'] if enum else None, array, info['cpp']),  # the kernel's Args field
         'values': a['values'],
-        'enumerators': a.get('enumerators', []),  # an enum's C++ enumerators (a reserved value with a trailing '_')
+        'enumerators': a['enumerators'],  # an enum's C++ enumerators (a reserved value with a trailing '_')
         'values_text': ', '.join(a['values']),
         'type_text': 'one of ' + quoted if enum else 'a dtype, one of ' + ', '.join(a['values']) if dtype else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
         'py_annotation': sp.py_annotation(a['values'] if enum else None, info['py_type']),
