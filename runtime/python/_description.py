@@ -41,6 +41,16 @@ def _plain(value):
     return tuple(_plain(v) for v in value) if isinstance(value, list) else value
 
 
+def _only(record: Mapping, keys: frozenset, where: str, what: str) -> Mapping:
+    """`record`, a record within a fact that a converter reads, refused where it has a key
+    the converter does not know (that fact would be dropped)."""
+    unknown = record.keys() - keys
+    if unknown:
+        raise TypeError(f"{where}: {what} has the fact(s) {', '.join(sorted(unknown))}, which the description "
+                        f"does not know: opgen's facts and its runtime's description differ")
+    return record
+
+
 def _tree(node):
     """An expression tree of the facts ({kind, value | symbol | lhs, rhs}) as the
     description holds it: an int, a symbol's name, or (operator, lhs, rhs)."""
@@ -57,18 +67,18 @@ def _tree(node):
 _INIT_FIELDS: dict = {}
 
 
-def _from_facts(cls, facts: Mapping, dtypes: DTypes, where: str, given: Mapping = {}):
+def _from_facts(cls, facts: Mapping, dtypes: DTypes, where: str, given: Mapping | None = None):
     """An instance of `cls` from its facts: each fact is the field of the same
     name (a list as a tuple), except those `cls.FACTS` names, which it converts
-    (a function of the value, the facts and the dtype table that returns the
-    fields it fills) or leaves unread (None); `given` fills fields no fact
-    does. A fact without a field, or a field without a fact, is refused: the
-    facts of opgen's model and this runtime's classes must agree key for key."""
+    (Converted) or leaves unread (None); `given` fills the fields no fact does
+    (`cls.GIVEN`). A fact without a field, or a field without a fact, is
+    refused, `where` (the op, the tensor or attribute) named: the facts of
+    opgen's model and this runtime's classes must agree key for key."""
     names = _INIT_FIELDS.get(cls)
     if names is None:
         names = _INIT_FIELDS[cls] = frozenset(f.name for f in fields(cls) if f.init)
     special = cls.FACTS
-    values = dict(given)
+    values = dict(given or {})
     for key, value in facts.items():
         if key in special:
             rule = special[key]
@@ -90,7 +100,7 @@ def _from_facts(cls, facts: Mapping, dtypes: DTypes, where: str, given: Mapping 
 @dataclass(frozen=True)
 class Converted:
     """A fact that fills fields of another name or form: `convert(value, facts,
-    dtypes)` returns them, {field: value}; `fills` names them."""
+    dtypes, where)` returns them, {field: value}; `fills` names them."""
 
     fills: tuple
     convert: Callable
@@ -115,10 +125,13 @@ class Expr:
     tree: object
 
 
-def _shape(dims) -> tuple:
+_DIM_KEYS = frozenset({"text", "size", "symbol", "kind", "tree"})
+
+
+def _shape(dims, where) -> tuple:
     """A shape's dimensions of the facts as the description holds them: a size, a symbol's name, or an Expr."""
     return tuple(d["size"] if d["kind"] == "fixed" else Expr(d["text"], _tree(d["tree"])) if d["kind"] == "expr"
-                 else d["symbol"] for d in dims)
+                 else d["symbol"] for d in (_only(d, _DIM_KEYS, where, "a dimension") for d in dims))
 
 
 def _trees(*names) -> dict:
@@ -177,7 +190,7 @@ class Tensor:
 
     # template_data.cc's tensor_facts.
     FACTS: ClassVar[Mapping] = {
-        "dims": Converted(("shape",), lambda v, facts, dtypes, where: {"shape": _shape(v)}),
+        "dims": Converted(("shape",), lambda v, facts, dtypes, where: {"shape": _shape(v, where)}),
         "dtype": Converted(("dtype",), lambda v, facts, dtypes, where: {
             "dtype": facts["type_var"] if v is None else dtypes.python[v]}),
         "type_var": None,  # in dtype
@@ -251,13 +264,9 @@ class Attr:
 
 
 def _opaque_fields(value, facts, dtypes, where) -> dict:
-    fields = []
-    for f in value:
-        if not f.keys() <= {"name", "kind", "code", "type_var"}:
-            raise TypeError(f"{where}: the descriptor field {f} has facts Opaque does not read: opgen's facts and its "
-                            f"runtime's description differ")
-        fields.append((f["name"], f["kind"], f["code"]))
-    return {"fields": tuple(fields)}
+    keys = frozenset({"name", "kind", "code", "type_var"})  # a dtype field's variable is its name's
+    return {"fields": tuple((f["name"], f["kind"], f["code"])
+                            for f in (_only(f, keys, where, "a descriptor field") for f in value))}
 
 
 @dataclass(frozen=True)
@@ -310,6 +319,8 @@ def _each(cls, name, role):
 def _type_vars(value, facts, dtypes, where) -> dict:
     """Each type variable's dtypes; each derived one's (variable it follows, {its dtype: this one's}); each
     variable a dtype attribute binds, with the attribute."""
+    keys = frozenset({"name", "dtypes", "from", "map", "attr"})
+    value = [_only(v, keys, where, "a type variable") for v in value]
     dtypes_of = {v["name"]: tuple(dtypes.python[d] for d in v["dtypes"]) for v in value}
     return {
         "type_vars": dtypes_of,
@@ -320,7 +331,10 @@ def _type_vars(value, facts, dtypes, where) -> dict:
 
 
 def _handlers(value, facts, dtypes, where) -> dict:
-    """platform -> the api_versions it has a handler for, in the spec's order of platforms."""
+    """platform -> the api_versions it has a handler for, in the spec's order of platforms (a
+    handler's target is xla_targets', its symbol the C++ registration's)."""
+    keys = frozenset({"platform", "api_version", "target", "symbol"})
+    value = [_only(t, keys, where, "a handler") for t in value]
     return {"handlers": {p: tuple(t["api_version"] for t in value if t["platform"] == p) for p in facts["platforms"]}}
 
 
@@ -368,8 +382,9 @@ class Op:
         "type_vars": Converted(("type_vars", "derived", "dtype_attrs"), _type_vars),
         "targets": Converted(("handlers",), _handlers),
         "xla_targets": Converted(("xla_targets",), lambda v, facts, dtypes, where: {"xla_targets": dict(v)}),
-        "splits": Converted(("splits",), lambda v, facts, dtypes, where: {
-            "splits": {s["name"]: tuple(s["symbols"]) for s in v}}),
+        "splits": Converted(("splits",), lambda v, facts, dtypes, where: {"splits": {
+            s["name"]: tuple(s["symbols"]) for s in (_only(s, frozenset({"name", "symbols"}), where, "a split")
+                                                     for s in v)}}),
         "opaque": Converted(("opaque",), lambda v, facts, dtypes, where: {
             "opaque": Opaque.from_facts(v, dtypes, where)}),
         "backward": Converted(("backward",), lambda v, facts, dtypes, where: {

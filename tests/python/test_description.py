@@ -106,6 +106,23 @@ def test_from_facts_refuses_a_field_no_fact_fills(rng):
         D.Op.from_facts(facts, dtypes, **OP_ARGS)
 
 
+@pytest.mark.parametrize("record, what", [
+    (lambda f: f["inputs"][0]["dims"][0], "a dimension"),
+    (lambda f: f["type_vars"][0], "a type variable"),
+    (lambda f: f["targets"][0], "a handler"),
+    (lambda f: f["splits"][0], "a split"),
+    (lambda f: f["opaque"]["fields"][0], "a descriptor field"),
+])
+def test_from_facts_refuses_a_fact_it_does_not_know_within_a_record(record, what):
+    """The records within a fact that a conversion reads (not a class's fields) are checked too."""
+    path = OPS_DIR / "kv_cache_write.py"  # it has each kind of record
+    facts, dtypes = _assigned(path, "FACTS"), _assigned(path, "DTYPES")
+    record(facts)["a_new_fact"] = 1
+    with pytest.raises(TypeError, match=rf"opgen_ops\.kv_cache_write.*: {what} has the fact\(s\) a_new_fact, "
+                                         r"which the description does not know"):
+        D.Op.from_facts(facts, dtypes, **OP_ARGS)
+
+
 def test_the_description_is_built_from_the_facts():
     """Spot checks of the conversions, against the facts read independently of the runtime: a spec
     dtype as numpy names it, a type variable, an expression as (operator, lhs, rhs), the handlers."""
