@@ -112,11 +112,12 @@ json attr_facts(const Attr& a) {
   out["max_exclusive"] = a.max_exclusive;
   out["range_text"] = range_text(a);
   out["values"] = a.values;
+  // An enum's C++ enumerators (every attribute has the key: the facts of a kind have one set of keys).
+  std::vector<std::string> enumerators;
   if (a.type == AttrType::kEnum) {
-    std::vector<std::string> enumerators;
     for (const std::string& v : a.values) enumerators.push_back(enumerator_name(v));
-    out["enumerators"] = enumerators;
   }
+  out["enumerators"] = enumerators;
   out["size"] = a.size ? json(*a.size) : json(nullptr);
   out["unique"] = a.unique;
   return out;

@@ -200,7 +200,7 @@ def _custom_call(checked: _spec.Call, api_version: int):
         )
         return lambda *xs: tuple(custom_call(*xs)[:len(results)])
 
-    if all(not w.platforms for w in op.workspaces):
+    if all(len(op.workspaces_on(p)) == len(op.workspaces) for p in op.platforms):
         return on(op.platforms[0])
     # A workspace some platform does not allocate: each platform's lowering
     # gets its own results (XLA lowers only the branch of the platform it

@@ -40,7 +40,7 @@ def register_backward(op: Op, library: torch.library.Library) -> None:
     def backward(ctx, *grads):
         return gradients(ctx, grads)
 
-    torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel}", backward,
+    torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel_name}", backward,
                                     setup_context=setup_context, lib=library)
 
 
@@ -57,7 +57,7 @@ def register_constant(op: Op, library: torch.library.Library) -> None:
     def backward(ctx, *grads):  # never called: no output carries a gradient
         return (None,) * len(op.inputs)
 
-    torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel}", backward,
+    torch.library.register_autograd(f"{op.torch_namespace}::{op.torch_kernel_name}", backward,
                                     setup_context=setup_context, lib=library)
 
 

@@ -83,7 +83,7 @@ class Direct:
     def __init__(self, op: Op):
         self.op = op
         # The overload's C++ callable (OpOverload.__call__ is a Python frame around it).
-        self.kernel = getattr(getattr(torch.ops, op.torch_namespace), op.torch_kernel).default._op
+        self.kernel = getattr(getattr(torch.ops, op.torch_namespace), op.torch_kernel_name).default._op
         # The kernel has torch.library's Python autograd kernel where the spec
         # has a backward or says the op is not differentiable, and nothing is
         # updated in place (_register_backward, _register_constant).

@@ -81,7 +81,7 @@ def register(op: Op, capsules: Mapping) -> None:
     and, for an op whose C++ kernels take lowered attributes, the op itself
     with the spec's schema, lowered to them (CompositeImplicitAutograd)."""
     namespace = op.torch_namespace
-    kernel = op.torch_kernel
+    kernel = op.torch_kernel_name
     lowered = tuple(a.name for a in op.attrs if a.type == "enum" or a.is_array) if op.torch_lowered else ()
 
     def fake(*args, **kwargs):

@@ -326,8 +326,8 @@ int main() {
     }
   }
   const std::string py = opgen_test::read_file(dir / "out" / "python" / "lim" / "_ops" / "edge.py");
-  EXPECT_NE(py.find("values_min=-9223372036854775808"), std::string::npos) << py;
-  EXPECT_NE(py.find("values=(-9223372036854775808, 1, 2)"), std::string::npos) << py;
+  EXPECT_NE(py.find("'values_min': {'kind': 'int', 'value': -9223372036854775808}"), std::string::npos) << py;
+  EXPECT_NE(py.find("'set': [-9223372036854775808, 1, 2]"), std::string::npos) << py;
 }
 
 // Output sizes computed from expressions never wrap: each operation is

@@ -127,7 +127,7 @@ def _distinct(t, shape, dtype: str, low: int, high: int, rng):
         elif t.values_max is not None and high + 1 <= limits.max:
             outside = high + 1
         else:
-            raise AssertionError(f"{t.name}: {count} distinct values do not fit {t.values_range} in {dtype}, "
+            raise AssertionError(f"{t.name}: {count} distinct values do not fit {t.values_range_text} in {dtype}, "
                                  "and no value of the dtype lies outside it")
         inside = np.concatenate([inside, np.full(rest, outside, np.int64)])
     rng.shuffle(inside)
@@ -158,7 +158,7 @@ def draw(op, dtypes: dict, rng, *, with_optional: bool = True, asked: bool = Tru
     input (the spec's `[]`) of shape [] or (`scalars_as_one`) [1], as vLLM
     passes its scales."""
     symbols = _symbols(op)
-    chosen = {c.lhs: c.values for c in op.constraints if c.operator == "in" and isinstance(c.lhs, str)}
+    chosen = {c.lhs: c.set for c in op.constraints if c.operator == "in" and isinstance(c.lhs, str)}
     times = multiples or {}
     for _ in range(tries):
         sizes = {s: (int(rng.choice(chosen[s])) if s in chosen else int(rng.integers(1, 9))) * times.get(s, 1)

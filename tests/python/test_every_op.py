@@ -91,7 +91,7 @@ def assert_same(got, want, dtype_name, where, tolerance=ref.TOLERANCE, unordered
 
 def unique_index(dtype="int64", low=0, exclusive_max=5):
     return _spec.Tensor("slot", dtype, ("N",), values_min=low, values_max=exclusive_max, values_max_exclusive=True,
-                        values_range=f"in [{low}, {exclusive_max})", values_unique=True)
+                        values_range_text=f"in [{low}, {exclusive_max})", values_unique=True)
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])

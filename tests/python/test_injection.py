@@ -476,7 +476,7 @@ def test_an_enum_value_reserved_in_cpp_is_an_enumerator_with_a_trailing_undersco
     assert '{"delete", "errno", "assert", "args", "type", "stream", "plain"}' in rules, rules
     description = (generated / "python" / PACKAGE / "_ops" / f"{op}.py").read_text()
     assert "*, str kv_cache_dtype=\"auto\", str mode) -> Tensor" in description, description
-    assert "values=('auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2')" in description, description
+    assert "'values': ['auto', 'fp8', 'fp8_e4m3', 'fp8_e5m2']" in description, description
 
 
 def test_torch_files_were_compiled(generated, compiled):

@@ -159,11 +159,14 @@ def test_bounds():
     assert spelling.bound_cpp(-(2**63)) == "(-9223372036854775807 - 1)"
     assert spelling.bound_cpp(2**63 - 1) == "9223372036854775807"
     assert spelling.bound_cpp(None) is None
-    # The Python description's bounds are the generator's text of them, as the runtime's messages
-    # spell numbers (opgen::number_text): rms_norm's eps > 0.0.
+    # The Python description's bounds are the model's facts, and their text the runtime's messages'
+    # spelling of numbers (opgen::number_text): rms_norm's eps > 0.0.
     repo = Path(__file__).resolve().parents[2]
     description = (repo / "generated" / "python" / "opgen_ops" / "_ops" / "rms_norm.py").read_text()
-    assert "min=0.0, min_exclusive=True" in description
+    facts = next(ast.literal_eval(n.value) for n in ast.parse(description).body
+                 if isinstance(n, ast.Assign) and n.targets[0].id == "FACTS")
+    eps = next(a for a in facts["attrs"] if a["name"] == "eps")
+    assert (eps["min"], eps["min_exclusive"], eps["min_text"], eps["range_text"]) == (0.0, True, "0.0", "> 0.0")
 
 
 def test_attribute_literals():

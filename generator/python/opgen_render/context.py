@@ -9,11 +9,7 @@ from . import spelling as sp
 
 
 def package_data(package, dtypes):
-    return {
-        'name': package['name'],
-        'torch_namespace': package['torch_namespace'],
-        'dtypes': dtypes,
-    }
+    return dict(package, dtypes=dtypes)  # the facts (template_data.cc's package_facts) and the dtype table
 
 
 def op_data(op, package, dtypes, attr_types):
@@ -72,10 +68,12 @@ def op_data(op, package, dtypes, attr_types):
         })
         fields += kind == 'input'
     legacy = [v for v in op['api_versions'] if v != 4]
-    out = {
-        'name': op['name'],
-        'doc': op['doc'],
-        'spec_path': op['spec_path'],
+    # The facts as they are (template_data.cc's op_facts: among them `state`, {doc, platforms,
+    # names} or None, and `targets`, each (platform, api_version) that gets a handler with its
+    # target and symbol), with the views the templates read added or put in a fact's place.
+    out = dict(op, **{
+        # The facts as they came (the Python description is written from them whole: op_spec.py.j2).
+        'facts': op,
         'namespace': package['name'] + '::' + op['name'],
         'inputs': inputs,
         'required_inputs': required,
@@ -86,11 +84,6 @@ def op_data(op, package, dtypes, attr_types):
         # How many workspaces a call allocates on each platform.
         'workspaces_on': {p: sum(1 for w in workspaces if p in w['platforms']) for p in ('cpu', 'cuda')},
         'attrs': attrs,
-        'backward': op['backward'],
-        'differentiable': op['differentiable'],
-        # {doc, platforms, names}: what the body keeps per device (`state:`), or None;
-        # its C++ names on each platform that makes it, by platform, in the spec's order.
-        'state': op['state'],
         'states': {p: op['state']['names'][p] for p in (op['state']['platforms'] if op['state'] else [])},
         # Each constraint with the optional inputs it needs (those that bind a
         # symbol it names, which no required input gives): checked when given.
@@ -100,34 +93,21 @@ def op_data(op, package, dtypes, attr_types):
                         for c in op['constraints']],
         'symbols': [dict(s, input_name=op['inputs'][s['input']]['name'], where=sp.binding_place(op, s))
                     for s in op['symbols']],
-        'platforms': op['platforms'],
         'cuda': 'cuda' in op['platforms'],
         'cpu': 'cpu' in op['platforms'],
-        'api_versions': op['api_versions'],
         'ffi': 4 in op['api_versions'],
         'legacy_versions': legacy,
-        'command_buffer_compatible': op['command_buffer_compatible'],
         'opaque': _opaque(op),
         'torch_schema': sp.torch_schema(op, False, attr_types, by_name),
-        'torch_lowered': op['torch_lowered'],
         'torch_kernel_schema': sp.torch_schema(op, op['torch_lowered'], attr_types, by_name),
-        'torch_kernel_name': op['torch_kernel_name'],
         'has_batch': any(t['batch'] for t in op['inputs'] + op['outputs']),
         # The input whose leading dimensions define the batch.
         'batch_source': next((t['name'] for t in op['inputs'] if t['batch'] and not t['optional']), None),
-        'vmap_method': op['vmap_method'],
-        'batch_partitionable': op['batch_partitionable'],
-        'splits': op['splits'],
         'type_vars': type_vars,
         # torch_xla passes attributes only through the opaque backend_config, so
         # its custom call uses the first legacy version the spec lists.
         'torch_xla_api_version': legacy[0] if legacy else 0,
-        # Every (platform, api_version) pair that gets a handler, with its target and symbol
-        # (the model's Op::handlers): each op's description carries the pairs (`handlers`),
-        # which the examples and tests read.
-        'targets': op['targets'],
-        'xla_targets': op['xla_targets'],  # [api_version, its custom call target] for each api_version
-    }
+    })
     out.update(sp.cpp_templates(op, by_name))
     return out
 
@@ -150,40 +130,23 @@ def _tensor(op, t, index, is_input, dtypes):
             dim['kind'] = 'bind' if binds else 'symbol'
             dim['binding'] = binding  # the symbol's index in binding order
         dims.append(dim)
-    return {
-        'name': t['name'],
-        'index': index,
-        'doc': t['doc'],
-        'type_var': t['type_var'],
-        'dtype': None if t['type_var'] else dtypes[t['dtype']],
-        'dtype_text': t['type_var'] or t['dtype'],
-        'batch': t['batch'],
-        'optional': t['optional'],
-        'layout': t['layout'],
-        'values_min': t['values_min'],
-        'values_max': t['values_max'],
-        'values_min_exclusive': t['values_min_exclusive'],
-        'values_max_exclusive': t['values_max_exclusive'],
-        'values_range_text': t['values_range_text'],
-        'values_unique': t['values_unique'],
-        'layout_cpp': sp.layout_cpp(t['layout']),
-        # A rows or strided input's strides in Args: the batch stride first.
-        'strides': t['strides_name'],
-        'in_range': t['in_range_name'],  # its range check in Args, for an input with a value range
-        'dims_name': t['dims_name'],  # an output's or workspace's dimensions in Args
-        'request_param': t['request_param'],  # the keyword that asks for an output on request
-        'stride_count': len(dims) + (1 if t['batch'] else 0),
-        'alias': t['alias'],
-        'unordered': t['unordered'],
-        'on_request': t['on_request'],
-        'platforms': t['platforms'],
-        'alias_index': None,
-        'aliased_by': None,
-        'py_param': t['name'] + '=None' if t['optional'] else t['name'],
-        'rank': len(dims),
-        'declared': sp.declared_shape(t),
-        'dims': dims,
-    }
+    # The facts as they are (template_data.cc's tensor_facts), with the views the templates read
+    # added, or put in the place of a fact: the dtype's row of the table for its name, the
+    # dimensions with their bindings.
+    return dict(
+        t,
+        index=index,
+        dtype=None if t['type_var'] else dtypes[t['dtype']],
+        dtype_text=t['type_var'] or t['dtype'],
+        layout_cpp=sp.layout_cpp(t['layout']),
+        stride_count=len(dims) + (1 if t['batch'] else 0),
+        alias_index=None,
+        aliased_by=None,
+        py_param=t['name'] + '=None' if t['optional'] else t['name'],
+        rank=len(dims),
+        declared=sp.declared_shape(t),
+        dims=dims,
+    )
 
 
 def _tree_names(tree, out):
@@ -207,33 +170,21 @@ def _attr(a, attr_types, dtypes):
                  default=dtypes[a['default']]['python'] if a['has_default'] else None)
     quoted = ', '.join("'" + v + "'" for v in a['values'])
     literal = sp.attr_literal(a['type'], a['default']) if a['has_default'] else ('', '')
-    return {
-        'name': a['name'],
-        'doc': a['doc'],
-        'kind': 'enum' if enum else 'array' if array else 'dtype' if dtype else 'scalar',
-        'type': {'cpp': info['cpp'], 'numpy': info['numpy']},  # of the value, or of one element of an array
-        'type_name': a['type'],
-        'attr_kind': sp.attr_kind(a['type']),  # its opgen::AttrKind
-        'enum_type': a['enum_type'],
-        'cpp': sp.attr_cpp(a['enum_type'] if enum else None, array, info['cpp']),  # the kernel's Args field
-        'values': a['values'],
-        'enumerators': a.get('enumerators', []),  # an enum's C++ enumerators (a reserved value with a trailing '_')
-        'values_text': ', '.join(a['values']),
-        'type_text': 'one of ' + quoted if enum else 'a dtype, one of ' + ', '.join(a['values']) if dtype else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
-        'py_annotation': sp.py_annotation(a['values'] if enum else None, info['py_type']),
-        'size': a['size'],
-        'unique': a['unique'],
-        'has_default': a['has_default'],
-        'default_py': literal[0],
-        'py_param': a['name'] + '=' + literal[0] if a['has_default'] else a['name'],
-        'min': a['min_text'],
-        'max': a['max_text'],
-        'min_cpp': sp.bound_cpp(a['min']),
-        'max_cpp': sp.bound_cpp(a['max']),
-        'min_exclusive': a['min_exclusive'],
-        'max_exclusive': a['max_exclusive'],
-        'range_text': a['range_text'],
-    }
+    # The facts as they are (template_data.cc's attr_facts; a dtype attribute's dtypes as Python
+    # names them), with the views the templates read.
+    return dict(
+        a,
+        kind='enum' if enum else 'array' if array else 'dtype' if dtype else 'scalar',
+        attr_kind=sp.attr_kind(a['type']),  # its opgen::AttrKind
+        cpp=sp.attr_cpp(a['enum_type'] if enum else None, array, info['cpp']),  # the kernel's Args field
+        values_text=', '.join(a['values']),
+        type_text='one of ' + quoted if enum else 'a dtype, one of ' + ', '.join(a['values']) if dtype else (element['name'] + '[' + (str(a['size']) if a['size'] is not None else '') + ']') if array else a['type'],
+        py_annotation=sp.py_annotation(a['values'] if enum else None, info['py_type']),
+        default_py=literal[0],
+        py_param=a['name'] + '=' + literal[0] if a['has_default'] else a['name'],
+        min_cpp=sp.bound_cpp(a['min']),
+        max_cpp=sp.bound_cpp(a['max']),
+    )
 
 
 def _opaque(op):

@@ -42,6 +42,7 @@ def make_environment(templates_dir, cache_dir=None):
     )
     env.filters.update(escaping.FILTERS)
     env.filters['py_tuple'] = spelling.py_tuple
+    env.filters['py_data'] = spelling.py_data
     env.filters['append'] = lambda text, suffix: text + suffix
     env.filters['cpp_int'] = spelling.int_cpp
     return env

@@ -9,6 +9,8 @@ names derived from spec names (return_<output>, <input>_strides, the XLA
 targets, <op>__lowered, ...): they are the C++ model's (model/names.h),
 which checks them against the spec's names, and come with the facts too."""
 
+import math
+
 
 def comma_list(items):
     return ', '.join(items)
@@ -18,6 +20,43 @@ def py_tuple(items):
     """Python source of a tuple of the given item sources: (), (a,), (a, b)."""
     items = list(items)
     return '(' + items[0] + ',)' if len(items) == 1 else '(' + comma_list(items) + ')'
+
+
+def py_data(value, head='', width=320):
+    """`head` and then `value` (facts: dicts, lists, str, int, float, bool, None) as
+    Python source, laid out as `ruff format` lays it out (generated/ruff.toml):
+    `value` one item a line, each item on one line where it fits in `width`,
+    else one item of its own a line, and so on down (strings never break).
+    Each collection broken over lines ends in a comma, which keeps it so."""
+    return '\n'.join(_data_lines(value, head, '', 0, width, True))
+
+
+def _data_lines(value, head, tail, indent, width, expand=False):
+    pad = ' ' * indent
+    items = list(value.items()) if isinstance(value, dict) else value if isinstance(value, list) else None
+    if not items or not expand and len(pad + head) + len(_data_text(value)) + len(tail) <= width:
+        return [pad + head + _data_text(value) + tail]
+    opening, closing = '{}' if isinstance(value, dict) else '[]'
+    out = [pad + head + opening]
+    for item in items:
+        if isinstance(value, dict):
+            out += _data_lines(item[1], _data_text(item[0]) + ': ', ',', indent + 4, width)
+        else:
+            out += _data_lines(item, '', ',', indent + 4, width)
+    return out + [pad + closing + tail]
+
+
+def _data_text(value):
+    """`value` as Python source on one line."""
+    if isinstance(value, dict):
+        return '{' + ', '.join(_data_text(k) + ': ' + _data_text(v) for k, v in value.items()) + '}'
+    if isinstance(value, list):
+        return '[' + ', '.join(_data_text(v) for v in value) + ']'
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError('%r has no Python literal' % value)
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return repr(value)  # a str's repr escapes quotes, newlines and controls
+    raise TypeError('%r is not a fact' % (value,))
 
 
 def float_literal(v, single):
