@@ -306,7 +306,8 @@ def test_the_rules_size_outputs_and_workspaces():
     S, H, KVH, Dh, NB, BS, MB = 3, 4, 2, 64, 5, 16, 40
     x = jax.ShapeDtypeStruct
     call = _spec.check(op, [x((S, H, Dh), jnp.float32), x((NB, BS, KVH, Dh), jnp.float32),
-                            x((NB, BS, KVH, Dh), jnp.float32), x((S, MB), jnp.int32), x((S,), jnp.int32)],
+                            x((NB, BS, KVH, Dh), jnp.float32), x((S, MB), jnp.int32), x((S,), jnp.int32),
+                            None, None],  # no k_scale, v_scale
                        {"scale": 0.125})
     assert call.output_shapes == ((S, H, Dh),)
     chunks = (MB * BS + 255) // 256
