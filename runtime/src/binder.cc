@@ -416,6 +416,14 @@ size_t result_count(const int* aliases, const int* requests, size_t outputs, siz
   return n;
 }
 
+std::string request_error(const char* op, int64_t requested, size_t requestable) {
+  if (requested < 0 || (requestable < 63 && (requested >> requestable) != 0)) {
+    return std::string(op) + ": the request mask " + std::to_string(requested) + " names outputs beyond the op's " +
+           std::to_string(requestable) + " optional one(s)";
+  }
+  return {};
+}
+
 namespace {
 // `count` (>= 0: both callers refuse a negative one first) elements of
 // `dtype` fit in 2^63 - 1 bytes (`*bytes`).

@@ -144,14 +144,6 @@ std::string presence_error(const char* op, int64_t present, size_t optional_coun
   return {};
 }
 
-std::string request_error(const char* op, int64_t requested, size_t requestable) {
-  if (requested < 0 || (requestable < 63 && (requested >> requestable) != 0)) {
-    return std::string(op) + ": the request mask " + std::to_string(requested) + " names outputs beyond the op's " +
-           std::to_string(requestable) + " optional one(s)";
-  }
-  return {};
-}
-
 size_t present_count(int64_t present) {
   size_t n = 0;
   for (uint64_t m = static_cast<uint64_t>(present); m != 0; m &= m - 1) ++n;

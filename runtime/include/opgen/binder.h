@@ -174,6 +174,12 @@ class Source {
 size_t result_count(const int* aliases, const int* requests, size_t outputs, size_t required_inputs, uint64_t present,
                     uint64_t requested);
 
+// Where a call carries its masks as numbers (the typed FFI's attributes, the
+// legacy descriptor's fields): "" when the request mask `requested` (bit k:
+// the caller asks for the k-th output on request) names none beyond the
+// op's `requestable` ones; else the error.
+std::string request_error(const char* op, int64_t requested, size_t requestable);
+
 // Whether a call gives input `i` of an op with `required` required inputs
 // (optional inputs come last), where the call carries its presence mask as a
 // number (the typed FFI's attribute, the legacy descriptor's field): bit k,

@@ -91,10 +91,6 @@ std::string presence_error(const char* op, int64_t present, size_t optional_coun
 // The number of optional inputs a presence mask names (its set bits).
 size_t present_count(int64_t present);
 
-// "" when `requested` (bit k: the caller asks for the k-th output on
-// request) names none beyond the op's `requestable` ones; else the error.
-std::string request_error(const char* op, int64_t requested, size_t requestable);
-
 // "" when `d`, the value of dimension `expression` of `tensor` ("output
 // 'out'", "workspace 'partials'"), declared `declared`, is a valid size;
 // else why not: "glu: output 'out' is declared [..., D/2], but 7 is not
