@@ -31,6 +31,8 @@ std::string Binder::spell(DType d) const {
   return source_.dialect() == Dialect::kSpec ? dtype_name(d) : numpy_name(d);
 }
 
+std::string Binder::given_dtype(const TensorRef& t) const { return t.foreign ? t.foreign : spell(t.dtype); }
+
 std::string Binder::dtype_hint(DType declared) const {
   switch (source_.dialect()) {
     case Dialect::kSpec: break;
@@ -72,7 +74,7 @@ void Binder::dtype(size_t i, const char* name, DType declared) {
   if (!ok()) return;
   const TensorRef* t = source_.input(i);
   if (t == nullptr || !has_dtype(*t) || t->dtype == declared) return;
-  fail_dtype(who("input", name) + " has dtype " + (t->foreign ? std::string(t->foreign) : spell(t->dtype)) + "; the spec declares " +
+  fail_dtype(who("input", name) + " has dtype " + given_dtype(*t) + "; the spec declares " +
              spell(declared) + dtype_hint(declared));
 }
 
@@ -99,7 +101,7 @@ DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* n
   }
   std::string names;
   for (DType a : allowed) names += (names.empty() ? "" : ", ") + spell(a);
-  fail_dtype(who("input", name) + " has dtype " + (t->foreign ? std::string(t->foreign) : spell(t->dtype)) + "; " + var_name + " must be one of " +
+  fail_dtype(who("input", name) + " has dtype " + given_dtype(*t) + "; " + var_name + " must be one of " +
              names);
   return DType::kUnknown;
 }
@@ -133,7 +135,7 @@ void Binder::same_dtype(size_t i, const char* name, const char* var_name, const 
   if (!ok()) return;
   const TensorRef* t = source_.input(i);
   if (t == nullptr || !has_dtype(*t) || t->dtype == bound) return;
-  fail_dtype(who("input", name) + " has dtype " + (t->foreign ? std::string(t->foreign) : spell(t->dtype)) + ", but its dtype " + var_name + " is " +
+  fail_dtype(who("input", name) + " has dtype " + given_dtype(*t) + ", but its dtype " + var_name + " is " +
              spell(bound) + " (bound by input '" + bound_by + "')");
 }
 

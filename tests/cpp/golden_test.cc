@@ -307,7 +307,8 @@ int main() {
     return opgen::Status();
   });
   std::printf("%d\n", s.ok());
-})", "", repo("runtime/src/binder.cc") + " " + repo("runtime/src/footprint.cc") + " " + repo("runtime/src/dtypes.cc"));
+})", "", repo("runtime/src/binder.cc") + " " + repo("runtime/src/footprint.cc") + " " +
+                  repo("runtime/src/dtypes.cc"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output,
             "[] 1 1 0\n"
@@ -558,7 +559,8 @@ int main() {
 })", "-rdynamic",
       shell_quote((dir / "out" / "src" / "pair_xla.cc").string()) + " " + repo("runtime/src/xla_legacy_status.cc") +
           " " + repo("runtime/src/opaque.cc") + " " + repo("runtime/src/binder.cc") + " " +
-          repo("runtime/src/footprint.cc") + " " + repo("runtime/src/dtypes.cc") + " " + repo("runtime/src/xla_targets.cc") + " -ldl");
+          repo("runtime/src/footprint.cc") + " " + repo("runtime/src/dtypes.cc") + " " +
+          repo("runtime/src/xla_targets.cc") + " -ldl");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output, "-1 [mix_pair_legacy_v3: pair: the opaque descriptor names dtypes this op was not built for]\n");
 }

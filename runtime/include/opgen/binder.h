@@ -442,6 +442,8 @@ class Binder {
   // dtype message suggests to them after `declared`.
   std::string spell(DType d) const;
   std::string dtype_hint(DType declared) const;
+  // An input's dtype as the call gives it: spelled so, or the framework's name of one opgen lacks.
+  std::string given_dtype(const TensorRef& t) const;
   // Why symbol `index` has its value, in a message: "N, bound by input 'a' dimension 0".
   std::string binding_rule(const char* symbol, size_t index) const;
 
