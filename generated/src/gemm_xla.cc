@@ -49,7 +49,7 @@ const opgen::xla::Target kTargets[] = {
 };
 
 constexpr opgen::torch_eager::Runner kRun = &opgen::torch_eager::run<Rules, true, true>;
-constexpr opgen::torch_eager::EagerOp kEager{Rules::kName, Rules::kInputNames, Rules::kInputs, kRun};
+constexpr opgen::torch_eager::EagerOp kEager{Rules::kName, Rules::kInputs, kRun};
 
 constexpr opgen::xla::OpTargets kOp{"gemm", &kLayout, kTargets, std::size(kTargets),
                                     &opgen::check_shapes<Rules>, kEager};

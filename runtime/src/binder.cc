@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "opgen/footprint.h"
 #include "opgen/shape_check.h"
 
 namespace opgen {
@@ -14,7 +15,7 @@ bool Source::type_var(size_t, DType*) { return false; }
 
 bool Source::requested(size_t) { return false; }
 
-Status Source::unrequested(size_t, const char*, DType) { return Status::Ok(); }
+void Source::unrequested(size_t, const char*, DType) {}
 
 Device Source::device() const { return Device::kCpu; }
 
@@ -24,30 +25,21 @@ std::string Source::device_name() const { return device() == Device::kCuda ? "cu
 
 void Source::workspace_shape(size_t, const char*, DType, const int64_t*, size_t) {}
 
-Status Source::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
-  for (size_t i = 0; i < n; ++i) {
-    if (Status s = workspace(i, names[i], bytes[i], &data[i]); !s.ok()) return s;
-  }
-  return Status::Ok();
-}
-Status pack_workspaces(const char* op, size_t n, const size_t* bytes, size_t* offsets, size_t* total) {
-  constexpr size_t kAlign = 256;
-  *total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    offsets[i] = *total;
-    if (__builtin_add_overflow(*total, (bytes[i] + kAlign - 1) / kAlign * kAlign, total) ||
-        *total > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
-      return Status::InvalidArgument(std::string(op) + ": the workspaces would take more than 2^63 - 1 bytes");
-    }
-  }
-  return Status::Ok();
+Dialect Source::dialect() const { return Dialect::kSpec; }
+
+std::string Binder::spell(DType d) const {
+  return source_.dialect() == Dialect::kSpec ? dtype_name(d) : numpy_name(d);
 }
 
-std::string Source::spell(DType d) const { return dtype_name(d); }
-std::string Source::dtype_hint(DType) const { return {}; }
+std::string Binder::given_dtype(const TensorRef& t) const { return t.foreign ? t.foreign : spell(t.dtype); }
 
-std::string torch_dtype_hint(DType declared) {
-  return std::string(" (convert it explicitly, e.g. x.to(torch.") + numpy_name(declared) + "))";
+std::string Binder::dtype_hint(DType declared) const {
+  switch (source_.dialect()) {
+    case Dialect::kSpec: break;
+    case Dialect::kJax: return std::string(" (convert it explicitly, e.g. x.astype(jnp.") + numpy_name(declared) + "))";
+    case Dialect::kTorch: return std::string(" (convert it explicitly, e.g. x.to(torch.") + numpy_name(declared) + "))";
+  }
+  return {};
 }
 
 void Binder::fail(Status s) {
@@ -74,7 +66,6 @@ std::string Binder::binding_rule(const char* symbol, size_t index) const {
 // --- dtypes -----------------------------------------------------------------
 
 namespace {
-std::string got_text(const Source& s, const TensorRef& t) { return t.foreign ? t.foreign : s.spell(t.dtype); }
 // Whether the call says what dtype `t` has (a legacy call's buffers do not).
 bool has_dtype(const TensorRef& t) { return t.dtype != DType::kUnknown || t.foreign != nullptr; }
 }  // namespace
@@ -83,16 +74,16 @@ void Binder::dtype(size_t i, const char* name, DType declared) {
   if (!ok()) return;
   const TensorRef* t = source_.input(i);
   if (t == nullptr || !has_dtype(*t) || t->dtype == declared) return;
-  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + "; the spec declares " +
-             source_.spell(declared) + source_.dtype_hint(declared));
+  fail_dtype(who("input", name) + " has dtype " + given_dtype(*t) + "; the spec declares " +
+             spell(declared) + dtype_hint(declared));
 }
 
 void Binder::chosen_dtype(size_t i, const char* name, DType chosen, const char* attr) {
   if (!ok()) return;
   const TensorRef* t = source_.input(i);
   if (t == nullptr || !has_dtype(*t) || t->dtype == chosen) return;
-  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + "; attribute '" + attr + "' chooses " +
-             source_.spell(chosen) + " for it");
+  fail_dtype(who("input", name) + " has dtype " + given_dtype(*t) + "; attribute '" + attr + "' chooses " +
+             spell(chosen) + " for it");
 }
 
 DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* name,
@@ -117,8 +108,8 @@ DType Binder::type_var(size_t var, const char* var_name, size_t i, const char* n
     return DType::kUnknown;
   }
   std::string names;
-  for (DType a : allowed) names += (names.empty() ? "" : ", ") + source_.spell(a);
-  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + "; " + var_name + " must be one of " +
+  for (DType a : allowed) names += (names.empty() ? "" : ", ") + spell(a);
+  fail_dtype(who("input", name) + " has dtype " + given_dtype(*t) + "; " + var_name + " must be one of " +
              names);
   return DType::kUnknown;
 }
@@ -138,11 +129,11 @@ DType Binder::dtype_attr(size_t i, const char* name, std::initializer_list<DType
       *index = k;
       return a;
     }
-    names += (names.empty() ? "" : ", ") + source_.spell(a);
+    names += (names.empty() ? "" : ", ") + spell(a);
     ++k;
   }
   const bool known = v.i >= 0 && v.i < kDTypeCount;
-  const std::string got = known ? source_.spell(static_cast<DType>(v.i))
+  const std::string got = known ? spell(static_cast<DType>(v.i))
                           : v.name.empty() ? std::string("an unsupported dtype") : std::string(v.name);
   fail(Status::InvalidArgument(dtype_attr_refused(op_, name, got, names)));
   return DType::kUnknown;
@@ -152,8 +143,8 @@ void Binder::same_dtype(size_t i, const char* name, const char* var_name, const 
   if (!ok()) return;
   const TensorRef* t = source_.input(i);
   if (t == nullptr || !has_dtype(*t) || t->dtype == bound) return;
-  fail_dtype(who("input", name) + " has dtype " + got_text(source_, *t) + ", but its dtype " + var_name + " is " +
-             source_.spell(bound) + " (bound by input '" + bound_by + "')");
+  fail_dtype(who("input", name) + " has dtype " + given_dtype(*t) + ", but its dtype " + var_name + " is " +
+             spell(bound) + " (bound by input '" + bound_by + "')");
 }
 
 // --- inputs -----------------------------------------------------------------
@@ -435,6 +426,14 @@ size_t result_count(const int* aliases, const int* requests, size_t outputs, siz
   return n;
 }
 
+std::string request_error(const char* op, int64_t requested, size_t requestable) {
+  if (requested < 0 || (requestable < 63 && (requested >> requestable) != 0)) {
+    return std::string(op) + ": the request mask " + std::to_string(requested) + " names outputs beyond the op's " +
+           std::to_string(requestable) + " optional one(s)";
+  }
+  return {};
+}
+
 namespace {
 // `count` (>= 0: both callers refuse a negative one first) elements of
 // `dtype` fit in 2^63 - 1 bytes (`*bytes`).
@@ -457,6 +456,10 @@ std::string bytes_text(int64_t count, DType dtype) {
 }  // namespace
 
 const TensorRef* Binder::given(size_t i, const char* name, unsigned flags) {
+  if (i < kMaxInputs) {
+    input_names_[i] = name;
+    if (i + 1 > input_count_) input_count_ = i + 1;
+  }
   if (!ok()) return nullptr;
   const TensorRef* t = source_.input(i);
   if (t == nullptr && !(flags & kOptional)) fail(Status::InvalidArgument(who("input", name) + " is required"));
@@ -491,7 +494,7 @@ void Binder::output_buffer(size_t i, const char* name, const char* declared, DTy
   }
   if (!fits_bytes(count, dtype, &bytes)) {
     fail(Status::InvalidArgument(who("output", name) + " " + declared + " of shape " + shape_text(shape, rank) +
-                                 " and dtype " + source_.spell(dtype) + " would take " +
+                                 " and dtype " + spell(dtype) + " would take " +
                                  bytes_text(count, dtype) + " bytes, more than 2^63 - 1"));
     return;
   }
@@ -512,22 +515,44 @@ void Binder::output_buffer(size_t i, const char* name, const char* declared, DTy
     return;
   }
   void* data = nullptr;
-  fail(source_.output(i - omitted_, name, declared, dtype, shape, rank, alias, &data));
+  if (alias >= 0 && source_.allocates()) {
+    fail(in_place(name, static_cast<size_t>(alias), &data));
+  } else {
+    fail(source_.output(i - omitted_, name, declared, dtype, shape, rank, &data));
+  }
   if (!ok()) return;
   data_[i] = data;
   assign(slot, data);
 }
 
-void Binder::unrequested(size_t i, const char* name, DType dtype) {
+Status Binder::in_place(const char* name, size_t alias, void** data) {
+  const TensorRef* updated = source_.input(alias);
+  if (updated == nullptr || alias >= input_count_) {
+    return Status::Internal(who("output", name) + " updates no input");
+  }
+  // Every input's dtype is opgen's by now (the rules have checked it), so
+  // its element size is known.
+  TensorExtent extents[kMaxInputs];
+  for (size_t k = 0; k < input_count_; ++k) {
+    const TensorRef* t = source_.input(k);
+    if (t == nullptr) continue;
+    extents[k] = {t->data, t->dims, t->strides, t->rank, dtype_size(t->dtype)};
+  }
+  if (Status s = in_place_conflict(op_, input_names_, extents, input_count_, alias); !s.ok()) return s;
+  *data = updated->data;
+  return Status::Ok();
+}
+
+void Binder::unrequested(size_t i, const char* name, const char* declared, DType dtype) {
   if (!source_.allocates()) {
-    fail(source_.unrequested(i, name, dtype));
+    source_.unrequested(i, name, dtype);
     return;
   }
   if (i >= kMaxOutputs) {
     fail(Status::Internal(std::string(op_) + ": more than " + std::to_string(kMaxOutputs) + " outputs"));
     return;
   }
-  pending_[pending_count_++] = {i, i, name, nullptr, dtype, false, 0, 0, nullptr, nullptr};
+  pending_[pending_count_++] = {i, i, name, declared, dtype, false, 0, 0, nullptr, nullptr};
 }
 
 size_t Binder::shape_of(bool batch, std::initializer_list<int64_t> dims, int64_t* shape) const {
@@ -602,7 +627,7 @@ void Binder::check_memory() {
     total += bytes_[p.index];
     if (total > memory) {
       return refuse(who("output", p.name) + " " + p.declared + " of shape " +
-                        shape_text(pending_dims_ + p.dims_at, p.rank) + " and dtype " + source_.spell(p.dtype),
+                        shape_text(pending_dims_ + p.dims_at, p.rank) + " and dtype " + spell(p.dtype),
                     bytes_[p.index]);
     }
   }
@@ -625,21 +650,46 @@ void Binder::allocate() {
   }
   for (size_t k = 0; k < pending_count_; ++k) {
     const Pending& p = pending_[k];
+    void* data = nullptr;
     if (!p.requested) {
-      fail(source_.unrequested(p.index, p.name, p.dtype));
+      // The framework's results are fixed: a placeholder of no elements; the body sees nullptr.
+      static constexpr int64_t kNone[1] = {0};
+      fail(source_.output(p.result, p.name, p.declared, p.dtype, kNone, 1, &data));
       if (!ok()) return;
       continue;
     }
-    void* data = nullptr;
-    fail(source_.output(p.result, p.name, p.declared, p.dtype, pending_dims_ + p.dims_at, p.rank, -1, &data));
+    fail(source_.output(p.result, p.name, p.declared, p.dtype, pending_dims_ + p.dims_at, p.rank, &data));
     if (!ok()) return;
     data_[p.index] = data;
     p.assign(p.slot, data);
   }
   if (scratch_count_ == 0) return;
   void* data[kMaxOutputs] = {};
-  fail(source_.workspaces(scratch_count_, scratch_names_, scratch_bytes_, data));
-  if (!ok()) return;
+  if (!source_.allocates() || scratch_count_ == 1) {
+    // Each its own buffer (one that allocates makes one of the exact size).
+    for (size_t i = 0; i < scratch_count_; ++i) {
+      fail(source_.workspace(i, &scratch_names_[i], 1, scratch_bytes_[i], &data[i]));
+      if (!ok()) return;
+    }
+  } else {
+    // One buffer for them all, each on 256 bytes, as torch's allocator aligns a tensor.
+    constexpr size_t kAlign = 256;
+    size_t offsets[kMaxOutputs];
+    size_t total = 0;
+    for (size_t i = 0; i < scratch_count_; ++i) {
+      offsets[i] = total;
+      if (__builtin_add_overflow(total, (scratch_bytes_[i] + kAlign - 1) / kAlign * kAlign, &total) ||
+          total > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+        return fail(Status::InvalidArgument(std::string(op_) + ": the workspaces would take more than 2^63 - 1 bytes"));
+      }
+    }
+    void* base = nullptr;
+    fail(source_.workspace(0, scratch_names_, scratch_count_, total, &base));
+    if (!ok()) return;
+    for (size_t i = 0; i < scratch_count_; ++i) {
+      data[i] = scratch_bytes_[i] == 0 ? nullptr : static_cast<char*>(base) + offsets[i];
+    }
+  }
   for (size_t i = 0; i < scratch_count_; ++i) scratch_assign_[i](scratch_slots_[i], data[i]);
 }
 

@@ -23,11 +23,6 @@ ShapeSource::ShapeSource(const char* op, Framework framework, Device device, std
   }
 }
 
-std::string ShapeSource::dtype_hint(DType declared) const {
-  if (framework_ == Framework::kTorch) return torch_dtype_hint(declared);
-  return std::string(" (convert it explicitly, e.g. x.astype(jnp.") + numpy_name(declared) + "))";
-}
-
 Status ShapeSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {
   if (i >= attrs_.size()) return Status::Internal(std::string(op_) + ": attribute '" + name + "' was not handed over");
   return read_attr(op_, name, kind, attrs_[i], i32s_[i], value);
@@ -92,17 +87,14 @@ Status ShapeSource::read_attr(const char* op, const char* name, AttrKind kind, c
   return Status::Ok();
 }
 
-Status ShapeSource::output(size_t, const char* name, const char*, DType dtype, const int64_t* dims, size_t rank, int,
+Status ShapeSource::output(size_t, const char* name, const char*, DType dtype, const int64_t* dims, size_t rank,
                            void** data) {
   *data = nullptr;
   outputs_.push_back({name, dtype, true, std::vector<int64_t>(dims, dims + rank)});
   return Status::Ok();
 }
 
-Status ShapeSource::unrequested(size_t, const char* name, DType dtype) {
-  outputs_.push_back({name, dtype, false, {}});
-  return Status::Ok();
-}
+void ShapeSource::unrequested(size_t, const char* name, DType dtype) { outputs_.push_back({name, dtype, false, {}}); }
 
 void ShapeSource::workspace_shape(size_t, const char* name, DType dtype, const int64_t* dims, size_t rank) {
   workspaces_.push_back({name, dtype, true, std::vector<int64_t>(dims, dims + rank)});

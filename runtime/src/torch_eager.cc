@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "opgen/device_memory.h"
-#include "opgen/footprint.h"
 #include "opgen/shape_source.h"
 
 #if defined(OPGEN_TORCH_EAGER) && OPGEN_TORCH_EAGER
@@ -71,8 +70,7 @@ class EagerSource : public EagerCall {
   static constexpr size_t kMaxInputs = 64;
   static constexpr size_t kMaxAttrs = 16;
 
-  EagerSource(const char* op, const char* const* input_names, PyObject* inputs, PyObject* attrs, uint64_t requested,
-              bool grad_enabled);
+  EagerSource(const char* op, PyObject* inputs, PyObject* attrs, uint64_t requested, bool grad_enabled);
   ~EagerSource() override;  // frees the outputs not handed over, and the workspaces
   EagerSource(const EagerSource&) = delete;
   EagerSource& operator=(const EagerSource&) = delete;
@@ -84,17 +82,15 @@ class EagerSource : public EagerCall {
   const TensorRef* input(size_t i) override { return i < count_ && present_[i] ? &refs_[i] : nullptr; }
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
-                int alias, void** data) override;
-  Status unrequested(size_t i, const char* name, DType dtype) override;
+                void** data) override;
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
   Device device() const override { return cuda_ ? Device::kCuda : Device::kCpu; }
   bool allocates() const override { return true; }
   uint64_t memory() const override { return device_memory(device(), device_index_); }
   std::string device_name() const override { return cuda_ ? "cuda:" + std::to_string(device_index_) : "cpu"; }
-  Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
-  Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override;
-  std::string spell(DType d) const override { return numpy_name(d); }
-  std::string dtype_hint(DType declared) const override { return torch_dtype_hint(declared); }
+  // One allocation for all of the call's workspaces.
+  Status workspace(size_t i, const char* const* names, size_t count, size_t bytes, void** data) override;
+  Dialect dialect() const override { return Dialect::kTorch; }
 
   // After a successful run: the outputs that alias no input, as the kernel's
   // schema returns them (a new reference), or null with a Python error set.
@@ -106,7 +102,6 @@ class EagerSource : public EagerCall {
                   DLManagedTensorVersioned** managed, void** data);
 
   const char* op_;
-  const char* const* names_;
   size_t count_ = 0;
   PyObject* attrs_;
   uint64_t requested_;
@@ -115,7 +110,6 @@ class EagerSource : public EagerCall {
   int device_index_ = 0;
   void* stream_ = nullptr;
   TensorRef refs_[kMaxInputs];
-  size_t element_sizes_[kMaxInputs] = {};
   bool present_[kMaxInputs] = {};
   // Each attribute's value as read (the rules' Args may point into them until the call returns).
   ShapeSource::Attr values_[kMaxAttrs];
@@ -166,9 +160,8 @@ std::string use_api(const void* api, void* const* types, size_t count, void* con
   return "";
 }
 
-EagerSource::EagerSource(const char* op, const char* const* input_names, PyObject* inputs, PyObject* attrs,
-                         uint64_t requested, bool grad_enabled)
-    : op_(op), names_(input_names), attrs_(attrs), requested_(requested) {
+EagerSource::EagerSource(const char* op, PyObject* inputs, PyObject* attrs, uint64_t requested, bool grad_enabled)
+    : op_(op), attrs_(attrs), requested_(requested) {
   const Py_ssize_t count = PyTuple_GET_SIZE(inputs);
   if (g_api == nullptr || count > static_cast<Py_ssize_t>(kMaxInputs)) return;
   count_ = static_cast<size_t>(count);
@@ -229,7 +222,6 @@ EagerSource::EagerSource(const char* op, const char* const* input_names, PyObjec
       if (!empty) return;
     }
     r.data = static_cast<char*>(t.data) + t.byte_offset;
-    element_sizes_[i] = (static_cast<size_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
     present_[i] = true;
   }
   if (!any) return;
@@ -312,50 +304,17 @@ Status EagerSource::allocate(const char* what, const char* name, DType dtype, co
 }
 
 Status EagerSource::output(size_t, const char* name, const char*, DType dtype, const int64_t* dims, size_t rank,
-                           int alias, void** data) {
-  if (alias >= 0) {
-    // Updated in place: the input's own buffer, whose elements must be its
-    // own and which must share no memory with another input (as the kernel checks).
-    const auto a = static_cast<size_t>(alias);
-    if (a >= count_ || !present_[a]) return Status::Internal(std::string(op_) + ": output '" + name + "' updates no input");
-    TensorExtent extents[kMaxInputs];
-    for (size_t k = 0; k < count_; ++k) {
-      if (!present_[k]) continue;
-      const TensorRef& r = refs_[k];
-      extents[k] = {r.data, r.dims, r.strides, r.rank, element_sizes_[k]};  // DLPack's strides: null where compact
-    }
-    if (Status s = in_place_conflict(op_, names_, extents, count_, a); !s.ok()) return s;
-    *data = refs_[a].data;
-    return Status::Ok();
-  }
+                           void** data) {
   if (fresh_count_ == Binder::kMaxOutputs) return Status::Internal(std::string(op_) + ": too many outputs");
   return allocate("output", name, dtype, dims, rank, &fresh_[fresh_count_++], data);
 }
 
-Status EagerSource::unrequested(size_t, const char* name, DType dtype) {
-  // As the kernel's schema returns it: a tensor of no elements.
-  if (fresh_count_ == Binder::kMaxOutputs) return Status::Internal(std::string(op_) + ": too many outputs");
-  const int64_t none = 0;
-  void* data = nullptr;
-  return allocate("output", name, dtype, &none, 1, &fresh_[fresh_count_++], &data);
-}
-
-Status EagerSource::workspace(size_t, const char* name, size_t bytes, void** data) {
+Status EagerSource::workspace(size_t, const char* const* names, size_t count, size_t bytes, void** data) {
   if (scratch_count_ == Binder::kMaxOutputs) return Status::Internal(std::string(op_) + ": too many workspaces");
   // The binder has bounded the bytes by int64 (Binder::workspace).
   const int64_t size = static_cast<int64_t>(bytes);
-  return allocate("workspace", name, DType::kU8, &size, 1, &scratch_[scratch_count_++], data);
-}
-
-Status EagerSource::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
-  if (n == 1) return workspace(0, names[0], bytes[0], &data[0]);
-  size_t offsets[Binder::kMaxOutputs];
-  size_t total = 0;
-  if (Status s = pack_workspaces(op_, n, bytes, offsets, &total); !s.ok()) return s;
-  void* base = nullptr;
-  if (Status s = workspace(0, "workspaces", total, &base); !s.ok()) return s;
-  for (size_t i = 0; i < n; ++i) data[i] = bytes[i] == 0 ? nullptr : static_cast<char*>(base) + offsets[i];
-  return Status::Ok();
+  return allocate("workspace", count == 1 ? names[0] : "workspaces", DType::kU8, &size, 1,
+                  &scratch_[scratch_count_++], data);
 }
 
 PyObject* EagerSource::results() {
@@ -382,8 +341,8 @@ PyObject* EagerSource::results() {
 
 void* call(const EagerOp& op, void* inputs, void* attrs, uint64_t requested, bool grad_enabled) {
   if (op.run == nullptr) Py_RETURN_NOTIMPLEMENTED;  // a module of rules alone (a test's)
-  EagerSource source(op.name, op.input_names, static_cast<PyObject*>(inputs), static_cast<PyObject*>(attrs),
-                     requested, grad_enabled);
+  EagerSource source(op.name, static_cast<PyObject*>(inputs), static_cast<PyObject*>(attrs), requested,
+                     grad_enabled);
   bool refused = true;
   const Status s = PyTuple_GET_SIZE(static_cast<PyObject*>(inputs)) == static_cast<Py_ssize_t>(op.inputs)
                        ? op.run(source, &refused)

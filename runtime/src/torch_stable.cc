@@ -4,7 +4,6 @@
 #include <limits>
 #include <string>
 
-#include "opgen/footprint.h"
 
 namespace opgen::torch_stable {
 
@@ -97,7 +96,7 @@ Tensor empty(const TensorView& like, const int64_t* sizes, int64_t rank, int32_t
 
 TorchSource::TorchSource(const char* op, const char* const* input_names, size_t inputs, size_t required, size_t attrs,
                          StableIValue* stack)
-    : op_(op), names_(input_names), inputs_(inputs), attrs_(attrs), stack_(stack) {
+    : op_(op), inputs_(inputs), attrs_(attrs), stack_(stack) {
   if (inputs > kMaxInputs) fail(std::string(op) + ": more than 64 inputs");
   for (size_t i = 0; i < inputs; ++i) {
     // A Tensor and a Tensor? travel differently on the stack.
@@ -119,8 +118,6 @@ TorchSource::TorchSource(const char* op, const char* const* input_names, size_t 
   }
   if (first_ == nullptr) fail(std::string(op) + ": every input is None");
 }
-
-std::string TorchSource::dtype_hint(DType declared) const { return torch_dtype_hint(declared); }
 
 Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* value) {
   const StableIValue v = stack_[inputs_ + i];
@@ -163,48 +160,17 @@ Status TorchSource::attr(size_t i, const char* name, AttrKind kind, AttrValue* v
   return Status::Ok();
 }
 
-Status TorchSource::unrequested(size_t, const char* name, DType dtype) {
-  const int64_t none = 0;
-  void* data = nullptr;
-  fresh_[fresh_count_++] = empty(*first_, &none, 1, torch_dtype(dtype), {op_, "output", &name}, &data);
-  return Status::Ok();
-}
-
 Status TorchSource::output(size_t, const char* name, const char*, DType dtype, const int64_t* dims, size_t rank,
-                           int alias, void** data) {
-  if (alias >= 0) {
-    // Updated in place: the input's own buffer, whose elements must be its
-    // own and which must share no memory with another input.
-    TensorExtent extents[kMaxInputs];
-    for (size_t k = 0; k < inputs_; ++k) {
-      if (!views_[k]) continue;
-      const TensorView& v = *views_[k];
-      extents[k] = {v.data, v.sizes, v.strides, static_cast<size_t>(v.dim), aoti_torch_dtype_element_size(v.dtype)};
-    }
-    if (Status s = in_place_conflict(op_, names_, extents, inputs_, static_cast<size_t>(alias)); !s.ok()) return s;
-    const TensorView& a = *views_[alias];
-    *data = a.data;
-    return Status::Ok();
-  }
+                           void** data) {
   fresh_[fresh_count_++] = empty(*first_, dims, static_cast<int64_t>(rank), torch_dtype(dtype), {op_, "output", &name}, data);
   return Status::Ok();
 }
 
-Status TorchSource::workspace(size_t, const char* name, size_t bytes, void** data) {
+Status TorchSource::workspace(size_t, const char* const* names, size_t count, size_t bytes, void** data) {
   const int64_t size = static_cast<int64_t>(bytes);
-  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspace", &name}, data));
-  return Status::Ok();
-}
-
-Status TorchSource::workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) {
-  if (n == 1) return workspace(0, names[0], bytes[0], &data[0]);
-  size_t offsets[Binder::kMaxOutputs];
-  size_t total = 0;
-  if (Status s = pack_workspaces(op_, n, bytes, offsets, &total); !s.ok()) return s;
-  const int64_t size = static_cast<int64_t>(total);
-  void* base = nullptr;
-  keep_.push_back(empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, "workspaces", names, n}, &base));
-  for (size_t i = 0; i < n; ++i) data[i] = bytes[i] == 0 ? nullptr : static_cast<char*>(base) + offsets[i];
+  keep_.push_back(
+      empty(*first_, &size, 1, aoti_torch_dtype_uint8(), {op_, count == 1 ? "workspace" : "workspaces", names, count},
+            data));
   return Status::Ok();
 }
 

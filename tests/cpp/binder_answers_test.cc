@@ -22,14 +22,14 @@ class OneInput : public opgen::Source {
   }
   const opgen::TensorRef* input(size_t) override { return &ref_; }
   opgen::Status attr(size_t, const char*, opgen::AttrKind, opgen::AttrValue*) override { return {}; }
-  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t*, size_t, int,
+  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t*, size_t,
                        void** data) override {
     *data = nullptr;
     return {};
   }
   opgen::Device device() const override { return device_; }
-  opgen::Status workspace(size_t, const char* name, size_t bytes, void** data) override {
-    allocated.push_back(std::string(name) + " " + std::to_string(bytes));
+  opgen::Status workspace(size_t, const char* const* names, size_t, size_t bytes, void** data) override {
+    allocated.push_back(std::string(names[0]) + " " + std::to_string(bytes));
     *data = nullptr;
     return {};
   }

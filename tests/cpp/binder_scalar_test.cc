@@ -22,13 +22,13 @@ class ScalarSource : public opgen::Source {
   }
   const opgen::TensorRef* input(size_t) override { return &ref_; }
   opgen::Status attr(size_t, const char*, opgen::AttrKind, opgen::AttrValue*) override { return {}; }
-  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t* dims, size_t rank, int,
+  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t* dims, size_t rank,
                        void** data) override {
     output_dims.assign(dims, dims + rank);
     *data = &value_;
     return {};
   }
-  opgen::Status workspace(size_t, const char*, size_t, void**) override { return {}; }
+  opgen::Status workspace(size_t, const char* const*, size_t, size_t, void**) override { return {}; }
 
   std::vector<int64_t> output_dims;
 

@@ -1,6 +1,7 @@
-// opgen/binder.h: a call's workspaces are requested one by one, then handed
-// to the framework at once (Source::workspaces), whose pointers reach each
-// workspace's slot; by default Source::workspaces asks workspace(i) for each.
+// opgen/binder.h: a call's workspaces are requested one by one, then asked
+// of the framework once every rule has passed: each its own buffer where the
+// call's buffers exist (XLA's), one buffer that the binder lays out where the
+// framework allocates (PyTorch's); the pointers reach each workspace's slot.
 // A workspace of some platforms only is not allocated on the others; an
 // output on request that the call does not ask for gets no buffer.
 #include <gtest/gtest.h>
@@ -12,37 +13,32 @@
 
 namespace {
 
-// A Source with no inputs that records how its workspaces are asked for.
+// A Source with no inputs that records how its outputs and workspaces are asked for.
 class RecordingSource : public opgen::Source {
  public:
-  explicit RecordingSource(bool at_once, opgen::Device device = opgen::Device::kCpu, uint64_t requested = 0)
-      : at_once_(at_once), device_(device), requested_(requested) {}
+  explicit RecordingSource(opgen::Device device = opgen::Device::kCpu, uint64_t requested = 0)
+      : device_(device), requested_(requested) {}
   const opgen::TensorRef* input(size_t) override { return nullptr; }
   opgen::Status attr(size_t, const char*, opgen::AttrKind, opgen::AttrValue*) override { return {}; }
-  opgen::Status output(size_t i, const char* name, const char*, opgen::DType, const int64_t*, size_t, int,
+  opgen::Status output(size_t i, const char* name, const char*, opgen::DType, const int64_t* dims, size_t rank,
                        void** data) override {
-    outputs.push_back({i, name, 0});
+    outputs.push_back({i, name, 0, std::vector<int64_t>(dims, dims + rank)});
     *data = &buffers[32 + i];
     return {};
   }
-  opgen::Status unrequested(size_t i, const char* name, opgen::DType) override {
-    left_out.push_back({i, name, 0});
-    return {};
-  }
+  void unrequested(size_t i, const char* name, opgen::DType) override { left_out.push_back({i, name, 0}); }
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
   opgen::Device device() const override { return device_; }
-  opgen::Status workspace(size_t i, const char* name, size_t bytes, void** data) override {
-    one_by_one.push_back({i, name, bytes});
-    *data = &buffers[8 * i];
-    return {};
-  }
-  opgen::Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override {
-    if (!at_once_) return Source::workspaces(n, names, bytes, data);
-    ++calls;
-    for (size_t i = 0; i < n; ++i) {
-      at_once.push_back({i, names[i], bytes[i]});
-      data[i] = &buffers[16 * i];
+  opgen::Status workspace(size_t i, const char* const* names, size_t count, size_t bytes, void** data) override {
+    if (!allocates()) {
+      EXPECT_EQ(count, 1u);
+      one_by_one.push_back({i, names[0], bytes});
+      *data = &buffers[8 * i];
+      return {};
     }
+    ++calls;
+    for (size_t k = 0; k < count; ++k) at_once.push_back({i + k, names[k], bytes});
+    *data = arena;
     return {};
   }
 
@@ -50,19 +46,35 @@ class RecordingSource : public opgen::Source {
     size_t index;
     std::string name;
     size_t bytes;
+    std::vector<int64_t> dims = {};
   };
   std::vector<Request> one_by_one, at_once, outputs, left_out;
   int calls = 0;
   double buffers[64] = {};
+  alignas(256) unsigned char arena[1024] = {};
 
  private:
-  bool at_once_;
   opgen::Device device_;
   uint64_t requested_;
 };
 
-TEST(BinderWorkspaces, AreHandedToTheFrameworkAtOnceAndReachTheirSlots) {
-  RecordingSource source(true);
+// A framework that allocates (PyTorch's): the binder asks it for the
+// outputs and workspaces only in allocate(), once every rule has passed, and
+// for nothing larger than its device's memory.
+class AllocatingSource : public RecordingSource {
+ public:
+  explicit AllocatingSource(uint64_t memory, uint64_t requested = 0, opgen::Device device = opgen::Device::kCpu)
+      : RecordingSource(device, requested), memory_(memory) {}
+  bool allocates() const override { return true; }
+  uint64_t memory() const override { return memory_; }
+  std::string device_name() const override { return "cpu"; }
+
+ private:
+  uint64_t memory_;
+};
+
+TEST(BinderWorkspaces, AFrameworkThatAllocatesMakesOneBufferThatTheBinderLaysOut) {
+  AllocatingSource source(uint64_t{1} << 40);
   opgen::Binder b("op", source);
   float* partial = nullptr;
   double* sums = nullptr;
@@ -74,16 +86,15 @@ TEST(BinderWorkspaces, AreHandedToTheFrameworkAtOnceAndReachTheirSlots) {
   EXPECT_EQ(source.calls, 1);
   ASSERT_EQ(source.at_once.size(), 2u);
   EXPECT_EQ(source.at_once[0].name, "partial");
-  EXPECT_EQ(source.at_once[0].bytes, 40u);
   EXPECT_EQ(source.at_once[1].name, "sums");
-  EXPECT_EQ(source.at_once[1].bytes, 24u);
-  EXPECT_EQ(static_cast<void*>(partial), static_cast<void*>(&source.buffers[0]));
-  EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[16]));
+  EXPECT_EQ(source.at_once[0].bytes, 512u);  // 40 and 24 bytes, each on 256
+  EXPECT_EQ(static_cast<void*>(partial), static_cast<void*>(&source.arena[0]));
+  EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.arena[256]));
   EXPECT_TRUE(source.one_by_one.empty());
 }
 
-TEST(BinderWorkspaces, ByDefaultEachIsAskedForInTurn) {
-  RecordingSource source(false);
+TEST(BinderWorkspaces, WhereTheCallsBuffersExistEachIsAskedForInTurn) {
+  RecordingSource source;
   opgen::Binder b("op", source);
   int32_t* a = nullptr;
   int64_t* c = nullptr;
@@ -109,7 +120,7 @@ TEST(BinderWorkspaces, ACountNoFrameworkCanHoldIsRefusedAndNothingIsAllocated) {
                 "op: workspace 'bad' of 2305843009213693952 elements would take 18446744073709551616 bytes, "
                 "more than 2^63 - 1"}};
   for (const auto& c : cases) {
-    RecordingSource source(true);
+    AllocatingSource source(0);  // memory unknown: not asked
     opgen::Binder b("op", source);
     double* fine = nullptr;
     double* bad = nullptr;
@@ -125,7 +136,7 @@ TEST(BinderWorkspaces, ACountNoFrameworkCanHoldIsRefusedAndNothingIsAllocated) {
 }
 
 TEST(BinderOutputs, MoreThanAnInt64OfBytesIsRefusedBeforeTheFrameworkIsAsked) {
-  RecordingSource source(true);
+  RecordingSource source;
   opgen::Binder b("op", source);
   float* out = nullptr;
   b.output(0, "out", "[N, M]", false, {int64_t{1} << 31, int64_t{1} << 31}, &out);  // 2^62 floats
@@ -137,7 +148,7 @@ TEST(BinderOutputs, MoreThanAnInt64OfBytesIsRefusedBeforeTheFrameworkIsAsked) {
   EXPECT_TRUE(source.outputs.empty());
   // 2^61 floats are 2^63 bytes, one too many; a row fewer fits.
   for (int64_t rows : {int64_t{1} << 30, (int64_t{1} << 30) - 1}) {
-    RecordingSource edge_source(true);
+    RecordingSource edge_source;
     opgen::Binder edge("op", edge_source);
     edge.output(0, "out", "[N, M]", false, {rows, int64_t{1} << 31}, &out);
     EXPECT_EQ(edge.ok(), rows < (int64_t{1} << 30)) << edge.status().message();
@@ -147,7 +158,7 @@ TEST(BinderOutputs, MoreThanAnInt64OfBytesIsRefusedBeforeTheFrameworkIsAsked) {
 TEST(BinderWorkspaces, AWorkspaceOfCudaAloneIsNotAllocatedOnTheCpu) {
   const unsigned cuda = opgen::device_bit(opgen::Device::kCuda);
   for (opgen::Device device : {opgen::Device::kCpu, opgen::Device::kCuda}) {
-    RecordingSource source(true, device);
+    AllocatingSource source(0, 0, device);
     opgen::Binder b("op", source);
     float* lt = reinterpret_cast<float*>(&source);  // not nullptr before: the binder must set it
     double* sums = nullptr;
@@ -156,22 +167,23 @@ TEST(BinderWorkspaces, AWorkspaceOfCudaAloneIsNotAllocatedOnTheCpu) {
     b.allocate();
     ASSERT_TRUE(b.ok()) << b.status().message();
     if (device == opgen::Device::kCpu) {
-      // Only sums, as the call's workspace 0.
+      // Only sums, as the call's workspace 0, in a buffer of its exact size.
       ASSERT_EQ(source.at_once.size(), 1u);
       EXPECT_EQ(source.at_once[0].name, "sums");
+      EXPECT_EQ(source.at_once[0].bytes, 24u);
       EXPECT_EQ(lt, nullptr);
-      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[0]));
+      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.arena[0]));
     } else {
       ASSERT_EQ(source.at_once.size(), 2u);
-      EXPECT_EQ(source.at_once[0].bytes, size_t{4} << 40);
-      EXPECT_EQ(static_cast<void*>(lt), static_cast<void*>(&source.buffers[0]));
-      EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[16]));
+      EXPECT_EQ(source.at_once[0].bytes, (size_t{4} << 40) + 256);
+      EXPECT_EQ(static_cast<void*>(lt), static_cast<void*>(&source.arena[0]));
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(sums), reinterpret_cast<uintptr_t>(source.arena) + (size_t{4} << 40));
     }
   }
 }
 
 TEST(BinderOutputsOnRequest, OneNotAskedForIsNullptrAndNoResult) {
-  RecordingSource source(true, opgen::Device::kCpu, /*requested=*/0b10);
+  RecordingSource source(opgen::Device::kCpu, /*requested=*/0b10);
   opgen::Binder b("op", source);
   float* out = nullptr;
   float* mean = reinterpret_cast<float*>(&source);
@@ -199,21 +211,6 @@ TEST(BinderOutputsOnRequest, ResultCountSkipsThoseNotAskedFor) {
   EXPECT_EQ(opgen::result_count(aliases, requests, 4, 1, 0b1, 0b11), 4u);
 }
 
-// A framework that allocates (PyTorch's): the binder asks it for the
-// outputs and workspaces only in allocate(), once every rule has passed, and
-// for nothing larger than its device's memory.
-class AllocatingSource : public RecordingSource {
- public:
-  explicit AllocatingSource(uint64_t memory, uint64_t requested = 0)
-      : RecordingSource(true, opgen::Device::kCpu, requested), memory_(memory) {}
-  bool allocates() const override { return true; }
-  uint64_t memory() const override { return memory_; }
-  std::string device_name() const override { return "cpu"; }
-
- private:
-  uint64_t memory_;
-};
-
 TEST(BinderAllocation, AFrameworkThatAllocatesIsAskedOnlyAfterEveryRule) {
   AllocatingSource source(uint64_t{1} << 40, /*requested=*/0b0);
   opgen::Binder b("op", source);
@@ -234,18 +231,22 @@ TEST(BinderAllocation, AFrameworkThatAllocatesIsAskedOnlyAfterEveryRule) {
   EXPECT_FALSE(b.empty());
   b.allocate();
   ASSERT_TRUE(b.ok()) << b.status().message();
-  // In the outputs' order, the one not asked for in its place; index is result 1.
-  ASSERT_EQ(source.outputs.size(), 2u);
-  ASSERT_EQ(source.left_out.size(), 1u);
+  // In the outputs' order, the one not asked for in its place, as a
+  // placeholder of shape [0] (the framework's results are fixed); index is
+  // result 1 of those the call asks for.
+  ASSERT_EQ(source.outputs.size(), 3u);
+  EXPECT_TRUE(source.left_out.empty());
   EXPECT_EQ(source.outputs[0].name, "out");
-  EXPECT_EQ(source.left_out[0].name, "mean");
-  EXPECT_EQ(source.outputs[1].name, "index");
-  EXPECT_EQ(source.outputs[1].index, 1u);
+  EXPECT_EQ(source.outputs[0].dims, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(source.outputs[1].name, "mean");
+  EXPECT_EQ(source.outputs[1].dims, (std::vector<int64_t>{0}));
+  EXPECT_EQ(source.outputs[2].name, "index");
+  EXPECT_EQ(source.outputs[2].index, 1u);
   EXPECT_EQ(static_cast<void*>(out), static_cast<void*>(&source.buffers[32]));
   EXPECT_EQ(mean, nullptr);
   EXPECT_EQ(static_cast<void*>(index), static_cast<void*>(&source.buffers[33]));
   EXPECT_EQ(b.output_data(2), static_cast<void*>(index));
-  EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.buffers[0]));
+  EXPECT_EQ(static_cast<void*>(sums), static_cast<void*>(&source.arena[0]));
 }
 
 TEST(BinderAllocation, ACallRefusedAfterItsOutputsAllocatesNothing) {
@@ -310,7 +311,7 @@ TEST(BinderAllocation, NothingLargerThanTheDevicesMemoryIsAskedFor) {
 // A framework whose buffers exist (XLA's) binds each output as the rules
 // reach it, so that a refused legacy call can poison it; and is not asked its memory.
 TEST(BinderAllocation, BuffersThatExistAreBoundAtOnce) {
-  RecordingSource source(true);
+  RecordingSource source;
   opgen::Binder b("op", source);
   float* out = nullptr;
   b.output(0, "out", "[N]", false, {int64_t{1} << 60}, &out);

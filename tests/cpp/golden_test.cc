@@ -285,10 +285,10 @@ TEST(Golden, Int64MinReadsInValueRangesAndConstraints) {
 struct NoSource : opgen::Source {
   const opgen::TensorRef* input(size_t) override { return nullptr; }
   opgen::Status attr(size_t, const char*, opgen::AttrKind, opgen::AttrValue*) override { return {}; }
-  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t*, size_t, int, void**) override {
+  opgen::Status output(size_t, const char*, const char*, opgen::DType, const int64_t*, size_t, void**) override {
     return {};
   }
-  opgen::Status workspace(size_t, const char*, size_t, void**) override { return {}; }
+  opgen::Status workspace(size_t, const char* const*, size_t, size_t, void**) override { return {}; }
 };
 int main() {
   namespace e = lim::edge;
@@ -307,7 +307,8 @@ int main() {
     return opgen::Status();
   });
   std::printf("%d\n", s.ok());
-})", "", repo("runtime/src/binder.cc") + " " + repo("runtime/src/dtypes.cc"));
+})", "", repo("runtime/src/binder.cc") + " " + repo("runtime/src/footprint.cc") + " " +
+                  repo("runtime/src/dtypes.cc"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output,
             "[] 1 1 0\n"
@@ -558,7 +559,8 @@ int main() {
 })", "-rdynamic",
       shell_quote((dir / "out" / "src" / "pair_xla.cc").string()) + " " + repo("runtime/src/xla_legacy_status.cc") +
           " " + repo("runtime/src/opaque.cc") + " " + repo("runtime/src/binder.cc") + " " +
-          repo("runtime/src/dtypes.cc") + " " + repo("runtime/src/xla_targets.cc") + " -ldl");
+          repo("runtime/src/footprint.cc") + " " + repo("runtime/src/dtypes.cc") + " " +
+          repo("runtime/src/xla_targets.cc") + " -ldl");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(run.output, "-1 [mix_pair_legacy_v3: pair: the opaque descriptor names dtypes this op was not built for]\n");
 }

@@ -91,7 +91,17 @@ enum class Device : uint8_t { kCpu, kCuda };
 inline constexpr unsigned device_bit(Device d) { return 1u << static_cast<unsigned>(d); }
 inline constexpr unsigned kEveryDevice = device_bit(Device::kCpu) | device_bit(Device::kCuda);
 
-// What a framework gives one call of an op.
+// Whose users read a call's messages: how a message spells a dtype (the
+// spec's f32, or numpy's and PyTorch's float32) and what a dtype message
+// suggests to them (a conversion in JAX's or PyTorch's terms).
+enum class Dialect : uint8_t { kSpec, kJax, kTorch };
+
+// What a framework gives one call of an op: primitive answers only (an
+// input's TensorRef, an attribute's raw value, whether the caller asks for an
+// output, a buffer for an output or the workspaces), from which the Binder
+// derives every feature of the spec (outputs on request, outputs that update
+// an input, dtype attributes, optional and scalar inputs, workspaces, the
+// batch), the same way for every framework.
 class Source {
  public:
   virtual ~Source() = default;
@@ -103,18 +113,27 @@ class Source {
   virtual bool symbol(size_t i, int64_t* value);
   virtual bool batch(int64_t* value);
   virtual bool type_var(size_t i, DType* dtype);
-  // The value of attribute `i` (spec order), called `name`, of `kind`.
+  // The value of attribute `i` (spec order), called `name`, of `kind`, as
+  // the framework hands it over (a dtype as opgen's code: AttrKind::kDtype).
   virtual Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) = 0;
-  // The buffer of the call's result `i` (output "name", declared `declared`;
-  // results skip the outputs left out with their omitted optional input), of
-  // `dtype` and `dims` (the batch dimensions first): checked against the
-  // call's (XLA), or allocated (PyTorch). An output that updates input
-  // `alias` in place (else -1) may be that input's buffer.
+  // Whether the caller asks for the output that bit `k` of the request mask
+  // stands for (the k-th output that is `optional: true` in the spec).
+  virtual bool requested(size_t k);
+  // The buffer of the call's result `i` (output "name", declared `declared`),
+  // of `dtype` and `dims` (the batch dimensions first): checked against the
+  // call's (XLA), or allocated (PyTorch). The binder numbers the results: they
+  // skip the outputs left out with their omitted optional input, and those
+  // not asked for where the framework has no place for them.
   virtual Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
-                        size_t rank, int alias, void** data) = 0;
-  // Whether output() and unrequested() make new memory (PyTorch's): then
-  // the binder asks for them only in Binder::allocate(), once every rule of
-  // the call has passed, so that a refused call allocates nothing. (XLA's
+                        size_t rank, void** data) = 0;
+  // Whether output() and workspace() make new memory (PyTorch's). Then the
+  // binder asks for them only in Binder::allocate(), once every rule of the
+  // call has passed, so that a refused call allocates nothing; an output
+  // that updates an input in place is that input's own memory, which the
+  // binder checks is the input's alone (in_place_conflict) without asking
+  // the source; the results are fixed (a torch schema returns every
+  // output): one not asked for is asked for with shape [0], a placeholder;
+  // and the workspaces are one buffer, which the binder lays out. (XLA's
   // buffers exist before the call: they are bound as the rules reach them,
   // and a refused legacy call can poison them.)
   virtual bool allocates() const;
@@ -126,39 +145,26 @@ class Source {
   virtual uint64_t memory() const;
   // The device's name in that message ("cpu", "cuda:0").
   virtual std::string device_name() const;
-  // Whether the caller asks for the output that bit `k` of the request mask
-  // stands for (the k-th output that is `optional: true` in the spec).
-  virtual bool requested(size_t k);
-  // Output `i` (`name`, of `dtype`) is not asked for: no buffer, and the
-  // body sees nullptr. A framework whose results are fixed (a torch schema
-  // returns every output) puts a placeholder with no elements in its place.
-  virtual Status unrequested(size_t i, const char* name, DType dtype);
+  // Output `i` (`name`, of `dtype`) is not asked for, where the source does
+  // not allocate: told, for a source that reports the call's outputs
+  // (ShapeSource); nothing by default.
+  virtual void unrequested(size_t i, const char* name, DType dtype);
   // The platform the call runs on, which decides the workspaces it has.
   virtual Device device() const;
-  // Scratch memory of `bytes` for workspace `i` (`name`), valid until the call returns.
-  virtual Status workspace(size_t i, const char* name, size_t bytes, void** data) = 0;
+  // Scratch memory of `bytes`, valid until the call returns, for the `count`
+  // workspaces `names` from the call's workspace `i` on: a source that
+  // allocates is asked once, for one buffer that holds every workspace of
+  // the call (laid out by the binder, each on 256 bytes as torch's allocator
+  // aligns a tensor); another is asked for each workspace's own buffer (count 1).
+  virtual Status workspace(size_t i, const char* const* names, size_t count, size_t bytes, void** data) = 0;
   // Workspace `i` (`name`, of `dtype`) has shape `dims` as the rules size it:
   // told on every platform, whether this one allocates it or not (one that
   // does not checks it no further), for a source that reports the call's
   // shapes (ShapeSource); nothing by default.
   virtual void workspace_shape(size_t i, const char* name, DType dtype, const int64_t* dims, size_t rank);
-  // Every workspace of the call at once, `n` of them in spec order: workspace(i)
-  // for each by default; a framework that allocates them may make them one buffer.
-  virtual Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data);
-  // How the framework's users spell a dtype in messages (the spec's f32 by
-  // default, PyTorch's float32), and what a dtype message suggests.
-  virtual std::string spell(DType d) const;
-  virtual std::string dtype_hint(DType declared) const;
+  // Whose users read the call's messages (the spec's spelling by default).
+  virtual Dialect dialect() const;
 };
-
-// Where each of `n` workspaces of `bytes` starts in one allocation of `*total`
-// bytes that holds them all (a framework that allocates them makes one
-// buffer): each on 256 bytes, as torch's allocator aligns a tensor.
-Status pack_workspaces(const char* op, size_t n, const size_t* bytes, size_t* offsets, size_t* total);
-
-// What a dtype message suggests to a PyTorch user: " (convert it explicitly,
-// e.g. x.to(torch.float32))" (the torch kernels' and the torch checks' own).
-std::string torch_dtype_hint(DType declared);
 
 // The number of results a call of an op has: its outputs, less those that
 // update an optional input (`aliases[i]`: the input output i updates, or -1)
@@ -167,6 +173,20 @@ std::string torch_dtype_hint(DType declared);
 // or -1) that the caller does not ask for (`requested`).
 size_t result_count(const int* aliases, const int* requests, size_t outputs, size_t required_inputs, uint64_t present,
                     uint64_t requested);
+
+// Where a call carries its masks as numbers (the typed FFI's attributes, the
+// legacy descriptor's fields): "" when the request mask `requested` (bit k:
+// the caller asks for the k-th output on request) names none beyond the
+// op's `requestable` ones; else the error.
+std::string request_error(const char* op, int64_t requested, size_t requestable);
+
+// Whether a call gives input `i` of an op with `required` required inputs
+// (optional inputs come last), where the call carries its presence mask as a
+// number (the typed FFI's attribute, the legacy descriptor's field): bit k,
+// the k-th optional input is among the operands.
+inline bool input_given(size_t i, size_t required, uint64_t present) {
+  return i < required || ((present >> (i - required)) & 1) != 0;
+}
 
 // A derived type variable's dtype: the one `map` pairs with `from` (the
 // variable it follows, which the call has bound: kUnknown after a failure).
@@ -199,6 +219,7 @@ int row_of(const DType (&rows)[N][V], const DType (&bound)[V]) {
 class Binder {
  public:
   static constexpr size_t kMaxSymbols = 64;
+  static constexpr size_t kMaxInputs = 64;
   static constexpr size_t kMaxOutputs = 64;
   static constexpr size_t kMaxRank = 32;
   static constexpr size_t kMaxTypeVars = 16;
@@ -316,8 +337,10 @@ class Binder {
   }
   // Output `i` updates input `input` in place: its buffer, holding the
   // input's contents by the time the body runs, which also becomes the
-  // input's pointer (`*input_data`). An optional input that the call omits
-  // leaves the output out too (nullptr, and no result of the call).
+  // input's pointer (`*input_data`); where the framework allocates
+  // (Source::allocates), the input's own memory, which must be the input's
+  // alone. An optional input that the call omits leaves the output out too
+  // (nullptr, and no result of the call).
   template <typename T>
   void output_aliasing(size_t i, const char* name, const char* declared, bool batch,
                        std::initializer_list<int64_t> dims, T** data, size_t input, const T** input_data) {
@@ -334,14 +357,16 @@ class Binder {
     *input_data = *data;
   }
   // Output `i`, made only when the caller asks for it (bit `request` of the
-  // request mask): otherwise nullptr, and no result of the call.
+  // request mask): otherwise nullptr, and no result of the call (a
+  // placeholder of shape [0] where the framework's results are fixed:
+  // Source::allocates).
   template <typename T>
   void output_on_request(size_t i, size_t request, const char* name, const char* declared, bool batch,
                          std::initializer_list<int64_t> dims, T** data) {
     if (ok() && !source_.requested(request)) {
       *data = nullptr;
       leave_out(i);
-      unrequested(i, name, dtype_of<T>);
+      unrequested(i, name, declared, dtype_of<T>);
       return;
     }
     output(i, name, declared, batch, dims, data);
@@ -397,6 +422,8 @@ class Binder {
   size_t output_bytes(size_t i) const { return bytes_[i]; }
 
  private:
+  // Input `i` as the call gives it (nullptr: omitted, or a failure before),
+  // its name kept for the in-place rule's message.
   const TensorRef* given(size_t i, const char* name, unsigned flags);
   // Output `i` is not among the call's results: no buffer, no bytes.
   void leave_out(size_t i) {
@@ -414,8 +441,13 @@ class Binder {
   // allocate(); `assign(slot, buffer)` hands its buffer to the Args.
   void output_buffer(size_t i, const char* name, const char* declared, DType dtype, bool batch,
                      std::initializer_list<int64_t> dims, int alias, void* slot, void (*assign)(void*, void*));
-  // Output `i` (`name`, of `dtype`) is not asked for: Source::unrequested, now or in allocate().
-  void unrequested(size_t i, const char* name, DType dtype);
+  // Output `i` (`name`, of `dtype`) is not asked for: Source::unrequested now,
+  // or, where the source allocates, a placeholder in allocate().
+  void unrequested(size_t i, const char* name, const char* declared, DType dtype);
+  // The memory of input `alias`, which output `name` updates in place, where
+  // the framework allocates: refused where other elements of the input or
+  // another input share it (in_place_conflict).
+  Status in_place(const char* name, size_t alias, void** data);
   // No buffer of the call, nor all of them together, would take more than the device's memory.
   void check_memory();
   void request_scratch(size_t i, const char* name, DType dtype, bool batch, std::initializer_list<int64_t> dims,
@@ -427,6 +459,12 @@ class Binder {
                   int32_t* index);
   bool read_attr(size_t i, const char* name, AttrKind kind, AttrValue* value);
   std::string who(const char* role, const char* name) const;
+  // A dtype as the framework's users spell it (Source::dialect), and what a
+  // dtype message suggests to them after `declared`.
+  std::string spell(DType d) const;
+  std::string dtype_hint(DType declared) const;
+  // An input's dtype as the call gives it: spelled so, or the framework's name of one opgen lacks.
+  std::string given_dtype(const TensorRef& t) const;
   // Why symbol `index` has its value, in a message: "N, bound by input 'a' dimension 0".
   std::string binding_rule(const char* symbol, size_t index) const;
 
@@ -451,6 +489,10 @@ class Binder {
     int64_t value;
   };
   uint64_t bound_ = 0;
+  // The inputs' names, the first input_count_ (given: every input is looked
+  // up in order, given or not, before any output).
+  const char* input_names_[kMaxInputs];
+  size_t input_count_ = 0;
   static_assert(kMaxSymbols <= 64, "bound_ has a bit per symbol");
   bool bound(size_t index) const { return index < kMaxSymbols && ((bound_ >> index) & 1); }
   Origin origins_[kMaxSymbols];

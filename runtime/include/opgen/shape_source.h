@@ -21,8 +21,8 @@ namespace opgen {
 
 class ShapeSource : public Source {
  public:
-  // The spelling of the framework whose users read the messages.
-  enum class Framework : uint8_t { kJax, kTorch };
+  // The framework whose users read the messages (Dialect::kJax or kTorch).
+  using Framework = Dialect;
 
   // One input: absent (an omitted optional input), or a dtype by its
   // numpy/torch name, the sizes and the strides (in elements; none: dense,
@@ -61,18 +61,17 @@ class ShapeSource : public Source {
   const TensorRef* input(size_t i) override { return i < refs_.size() && inputs_[i].present ? &refs_[i] : nullptr; }
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
-                int alias, void** data) override;
+                void** data) override;
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
-  Status unrequested(size_t i, const char* name, DType dtype) override;
+  void unrequested(size_t i, const char* name, DType dtype) override;
   Device device() const override { return device_; }
   // Sized and checked by the rules, never allocated.
-  Status workspace(size_t, const char*, size_t, void** data) override {
+  Status workspace(size_t, const char* const*, size_t, size_t, void** data) override {
     *data = nullptr;
     return Status::Ok();
   }
   void workspace_shape(size_t i, const char* name, DType dtype, const int64_t* dims, size_t rank) override;
-  std::string spell(DType d) const override { return numpy_name(d); }
-  std::string dtype_hint(DType declared) const override;
+  Dialect dialect() const override { return framework_; }
 
   const std::vector<Output>& outputs() const { return outputs_; }
   const std::vector<Output>& workspaces() const { return workspaces_; }

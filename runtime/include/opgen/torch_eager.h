@@ -83,11 +83,9 @@ Status run(EagerCall& source, bool* refused) {
 
 using Runner = Status (*)(EagerCall& source, bool* refused);
 
-// What an op registers for the route: its name and inputs' names (for the
-// in-place rule's message), and its runner.
+// What an op registers for the route: its name, its number of inputs, and its runner.
 struct EagerOp {
   const char* name;
-  const char* const* input_names;
   size_t inputs;
   Runner run;
 };

@@ -98,9 +98,9 @@ inline StableIValue stack_from(const Tensor& t) { return from(t); }
 
 // A PyTorch call as a Source: the stack holds the inputs (None for an
 // omitted optional one), then the attributes, then a bool per output on
-// request (return_<name>); every tensor must be on the
-// device of the first input, and an input that an output updates in place
-// must share no memory with another input.
+// request (return_<name>); every tensor must be on the device of the first
+// input. It allocates (Source::allocates): the binder checks an input that an
+// output updates in place, and lays out the workspaces in one buffer.
 class TorchSource : public Source {
  public:
   static constexpr size_t kMaxInputs = 64;
@@ -111,19 +111,15 @@ class TorchSource : public Source {
   const TensorRef* input(size_t i) override { return i < inputs_ && present_[i] ? &refs_[i] : nullptr; }
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
-                int alias, void** data) override;
-  Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
-  // One allocation for all of them (a call of paged_attention_decode has three).
-  Status workspaces(size_t n, const char* const* names, const size_t* bytes, void** data) override;
+                void** data) override;
+  // One allocation for all of the call's workspaces (a call of paged_attention_decode has three).
+  Status workspace(size_t i, const char* const* names, size_t count, size_t bytes, void** data) override;
   bool requested(size_t k) override { return stack_to<bool>(stack_[inputs_ + attrs_ + k]); }
-  // The schema returns every output: one not asked for is a tensor of no elements.
-  Status unrequested(size_t i, const char* name, DType dtype) override;
   Device device() const override { return first_->is_cuda() ? Device::kCuda : Device::kCpu; }
   bool allocates() const override { return true; }
   uint64_t memory() const override { return device_memory(device(), first_->device_index); }
   std::string device_name() const override { return first_->device_text(); }
-  std::string spell(DType d) const override { return numpy_name(d); }
-  std::string dtype_hint(DType declared) const override;
+  Dialect dialect() const override { return Dialect::kTorch; }
 
   const TensorView& first() const { return *first_; }
   // The outputs that alias no input, for the stack: fresh_count() of them.
@@ -132,7 +128,6 @@ class TorchSource : public Source {
 
  private:
   const char* op_;
-  const char* const* names_;
   size_t inputs_;
   size_t attrs_;
   StableIValue* stack_;

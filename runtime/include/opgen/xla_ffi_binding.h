@@ -60,8 +60,8 @@ class FfiSource : public Source {
   const TensorRef* input(size_t i) override { return i < N && present_[i] ? &inputs_[i] : nullptr; }
   Status attr(size_t i, const char* name, AttrKind kind, AttrValue* value) override;
   Status output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims, size_t rank,
-                int alias, void** data) override;
-  Status workspace(size_t i, const char* name, size_t bytes, void** data) override;
+                void** data) override;
+  Status workspace(size_t i, const char* const* names, size_t count, size_t bytes, void** data) override;
   bool requested(size_t k) override { return (requested_ >> k) & 1; }
   Device device() const override { return device_; }
 
@@ -141,10 +141,8 @@ FfiSource<N>::FfiSource(const char* op, Device device, size_t required, size_t o
       status_ = Status::InvalidArgument(std::string(op) + ": the call has no request mask (attribute 'requested_')");
       return;
     }
-    if (r.value() < 0 || (requestable < 63 && (r.value() >> requestable) != 0)) {
-      status_ = Status::InvalidArgument(std::string(op) + ": the request mask " + std::to_string(r.value()) +
-                                        " names outputs beyond the op's " + std::to_string(requestable) +
-                                        " optional one(s)");
+    if (std::string e = request_error(op, r.value(), requestable); !e.empty()) {
+      status_ = Status::InvalidArgument(e);
       return;
     }
     requested_ = static_cast<uint64_t>(r.value());
@@ -160,7 +158,7 @@ FfiSource<N>::FfiSource(const char* op, Device device, size_t required, size_t o
   }
   size_t next = 0;
   for (size_t i = 0; i < inputs; ++i) {
-    if (i >= required && !(mask & (int64_t{1} << (i - required)))) continue;
+    if (!input_given(i, required, static_cast<uint64_t>(mask))) continue;
     ffi::ErrorOr<ffi::AnyBuffer> buffer = args.get<ffi::AnyBuffer>(next++);
     if (!buffer.has_value()) {
       status_ = Status::InvalidArgument(std::string(op) + ": operand " + std::to_string(next - 1) + ": " +
@@ -241,7 +239,7 @@ Status FfiSource<N>::attr(size_t, const char* name, AttrKind kind, AttrValue* va
 
 template <size_t N>
 Status FfiSource<N>::output(size_t i, const char* name, const char* declared, DType dtype, const int64_t* dims,
-                            size_t rank, int, void** data) {
+                            size_t rank, void** data) {
   ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> result = rets_.get<ffi::AnyBuffer>(i);
   if (!result.has_value()) {
     return Status::InvalidArgument(std::string(op_) + ": result " + std::to_string(i) + ": " +
@@ -265,7 +263,7 @@ Status FfiSource<N>::output(size_t i, const char* name, const char* declared, DT
 }
 
 template <size_t N>
-Status FfiSource<N>::workspace(size_t i, const char*, size_t bytes, void** data) {
+Status FfiSource<N>::workspace(size_t i, const char* const*, size_t, size_t bytes, void** data) {
   ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> result = rets_.get<ffi::AnyBuffer>(outputs_ + i);
   if (!result.has_value()) {
     return Status::InvalidArgument(std::string(op_) + ": result " + std::to_string(outputs_ + i) + ": " +

@@ -35,7 +35,7 @@ class LegacySource : public Source {
       : values_(values), device_(device), outputs_(outputs), output_buffers_(output_buffers) {
     size_t next = 0;
     for (size_t i = 0; i < inputs && i < kMaxInputs; ++i) {
-      const bool given = i < required || (values.present & (1u << (i - required)));
+      const bool given = input_given(i, required, values.present);
       present_[i] = given;
       if (given) refs_[i].data = const_cast<void*>(input_buffers[next++]);
     }
@@ -59,11 +59,11 @@ class LegacySource : public Source {
     *value = values_.attrs[i];
     return Status::Ok();
   }
-  Status output(size_t i, const char*, const char*, DType, const int64_t*, size_t, int, void** data) override {
+  Status output(size_t i, const char*, const char*, DType, const int64_t*, size_t, void** data) override {
     *data = output_buffers_[i];
     return Status::Ok();
   }
-  Status workspace(size_t i, const char*, size_t, void** data) override {
+  Status workspace(size_t i, const char* const*, size_t, size_t, void** data) override {
     *data = output_buffers_[outputs_ + i];
     return Status::Ok();
   }
@@ -98,10 +98,8 @@ Status run(const Platform& platform, Device device, const void* const* inputs, v
       !e.empty()) {
     return Status::InvalidArgument(e);
   }
-  if (Rules::kRequestedOutputs < 32 && (values.requested >> Rules::kRequestedOutputs) != 0) {
-    return Status::InvalidArgument(std::string(Rules::kName) + ": the request mask " +
-                                   std::to_string(values.requested) + " names outputs beyond the op's " +
-                                   std::to_string(Rules::kRequestedOutputs) + " optional one(s)");
+  if (std::string e = request_error(Rules::kName, values.requested, Rules::kRequestedOutputs); !e.empty()) {
+    return Status::InvalidArgument(e);
   }
   // A call that omits an optional input updated in place, or does not ask
   // for an output on request, has one result fewer.
