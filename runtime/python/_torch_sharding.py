@@ -12,13 +12,15 @@ redistributed to one of these or to all-replicated.
 Not registered, so that DTensor refuses them by name: ops that update an
 input in place (their schema returns nothing, which DTensor's sharding
 propagation cannot handle) and ops whose kernel takes an array attribute as
-a tensor (flip's dims: a plain tensor beside DTensors).
+a tensor (flip's dims: a plain tensor beside DTensors). An enum attribute
+reaches the strategies as its index (the lowered kernel's), lifted back to
+the spec's value for the rules.
 """
 
 from __future__ import annotations
 
 from . import _spec
-from ._torch_values import split_requests, unasked
+from ._torch_values import lift, split_requests, unasked
 
 
 def takes_strategies(op: _spec.Op) -> bool:
@@ -64,9 +66,11 @@ def register(op: _spec.Op, kernel) -> None:
         mesh = next(s.mesh for _, s in given)
         shapes = [None if s is None else tuple(s.shape) for s in specs]
         dtypes = [None if s is None else str(s.tensor_meta.dtype).removeprefix("torch.") for s in specs]
+        # The kernel of an op with an enum attribute takes the value's index (a lowered
+        # kernel); the rules take the spec's value.
+        attrs = lift(op, kwargs) if op.torch_lowered else kwargs
         for name in op.splits:
-            # Lowered attributes are not the spec's values: such an op is not split.
-            if op.torch_lowered or not _spec.splits_evenly(op, shapes, dtypes, kwargs, name, mesh.size()):
+            if not _spec.splits_evenly(op, shapes, dtypes, attrs, name, mesh.size()):
                 continue
 
             def cut(t, name=name):
