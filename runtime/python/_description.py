@@ -357,6 +357,8 @@ class Op:
     dtype_attrs: Mapping = field(default_factory=dict)
     # A variable an enum attribute chooses -> (the attribute, {each of its values: a dtype or a variable}).
     chosen: Mapping = field(default_factory=dict)
+    # Every instantiation the kernels have, in the bindings' order: {variable: dtype}.
+    instantiations: tuple = ()
     api_versions: tuple = (4,)
     platforms: tuple = ("cuda", "cpu")
     # platform -> the api_versions it has a handler for (XLA:CPU runs 4 and 3 of
@@ -395,10 +397,10 @@ class Op:
         "backward": Converted(("backward",), lambda v, facts, dtypes, where: {
             "backward": None if v is None else Backward.from_facts(v, dtypes, where)}),
         # The C++ bindings' and the build's: the shape symbols' binding order, the handlers'
-        # symbols (in targets), XLA's command buffers, the state's C++ names, the spec's path,
-        # the kernels' instantiations.
+        # symbols (in targets), XLA's command buffers, the state's C++ names, the spec's path.
         "symbols": None,
-        "instantiations": None,
+        "instantiations": Converted(("instantiations",), lambda v, facts, dtypes, where: {"instantiations": tuple(
+            {t["name"]: dtypes.python[d] for t, d in zip(facts["type_vars"], row)} for row in v)}),
         "command_buffer_compatible": None,
         "state": None,
         "spec_path": None,

@@ -9,7 +9,6 @@ to specs/ is tested without a line written for it.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -28,20 +27,9 @@ def choice(op, var: str, dtypes: dict) -> str:
 
 
 def instantiations(op) -> list[dict]:
-    """Every dtype combination of the op's type variables ({} when it has none):
-    over the free ones (a dtype attribute's among them) and the dtypes a chosen
-    one reaches, each derived variable following its own."""
-    free = [n for n in op.type_vars if n not in op.derived and n not in op.chosen]
-    out = []
-    for combo in itertools.product(*(op.type_vars[n] for n in free)):
-        partial = [dict(zip(free, combo))]
-        for v, (_, mapping) in op.chosen.items():
-            partial = [dict(d, **{v: c}) for d in partial for c in dict.fromkeys(d.get(m, m) for m in mapping.values())]
-        for d in partial:
-            for v, (source, mapping) in op.derived.items():
-                d[v] = mapping[d[source]]
-            out.append({n: d[n] for n in op.type_vars})
-    return out
+    """Every dtype combination of the op's type variables ({} when it has none),
+    as the model lists them (the kernels' instantiations)."""
+    return [dict(d) for d in op.instantiations]
 
 
 def instantiation_id(dtypes: dict) -> str:
