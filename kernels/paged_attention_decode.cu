@@ -7,16 +7,18 @@
 // logit and sum in the workspace, and a second kernel combines them.
 //
 // Two kernels compute a partition:
-// - attend_partition_mma, for f16 and bf16 caches at 16-byte aligned
-//   addresses (what vLLM and XLA allocate): tiles of 16 tokens are copied
-//   into shared memory asynchronously (cp.async, a ring of stages per warp)
-//   and multiplied on the tensor cores, up to 8 query heads at a time
-//   (mma.m16n8k16 with the tokens as M and the heads as N), so that a token
-//   costs a few instructions and the kernel streams at memory speed.
-// - attend_partition, for f32 caches, fp8 ones (kv_cache_dtype) and unaligned
-//   ones: CUDA cores, a warp reading kRows rows per load (RowTiling: each
-//   lane 16 bytes or more of a row), the lanes of a row adding their parts of
-//   a dot product with shuffles. An fp8 element converts to f32 exactly.
+// - attend_partition_mma, for f16 and bf16 queries over caches of their own
+//   type or fp8 ones, at 16-byte aligned addresses (what vLLM and XLA
+//   allocate): tiles of 16 tokens are copied into shared memory
+//   asynchronously (cp.async, a ring of stages per warp) and multiplied on
+//   the tensor cores, up to 8 query heads at a time (mma.m16n8k16 with the
+//   tokens as M and the heads as N), so that a token costs a few
+//   instructions and the kernel streams at memory speed. An fp8 tile is
+//   converted to f16 in registers (MmaTile says how).
+// - attend_partition, for f32 queries and unaligned caches: CUDA cores, a
+//   warp reading kRows rows per load (RowTiling: each lane 16 bytes or more of
+//   a row), the lanes of a row adding their parts of a dot product with
+//   shuffles. An fp8 element converts to f32 exactly.
 // The caches' scales (k_scale, v_scale) fold into the logits' factor and
 // into each head's result: no work per element.
 #include <cstdint>
@@ -137,23 +139,183 @@ __device__ void store_result(const Args<T, C>& args, const Work& w, int64_t P, i
   }
 }
 
-// --- tensor cores (f16, bf16) ---------------------------------------------------------------
+// --- tensor cores (f16 and bf16 queries; caches of the same type, or fp8) -------------------
 
 constexpr int kTile = 16;                    // tokens per tile: the M of mma.m16n8k16
 constexpr int kMmaGroup = 8;                 // query heads per block: its N
 constexpr int kMaxPartitionTokens = 2048;    // the block ids a block keeps in shared memory
 // Tiles in each warp's ring: one in flight while the warp works on the
-// other. Three or four measured no faster on the H100 and hold more shared
-// memory, so fewer blocks fit an SM.
+// other. Three or four measured no faster on the H100 for 16-bit caches, and
+// slower on the H200 for fp8 ones (at 16 x 32768: 282 µs with 2, 286 with 3,
+// 301 with 4): they hold more shared memory, so fewer blocks fit an SM.
 constexpr int kMmaStages = 2;
+
+// How a warp multiplies one tile of 16 tokens, staged in shared memory as
+// 16-byte pieces, on the tensor cores: the logits (keys * query heads) and
+// the weighted sum of the values (values^T * weights^T). `slot` places a
+// row's pieces, permuted so that the reads of one instruction fall in
+// different banks; `dh` names the head-dimension element of accumulator row
+// mt * 16 + g + 8 * half.
+template <typename T, typename C, int Dh, typename = void>
+struct MmaTile;
+
+// Caches of the query's type: ldmatrix gives the fragments as they lie.
+template <typename T, int Dh>
+struct MmaTile<T, T, Dh> {
+  using M = T;                                     // the type the tensor cores multiply
+  static constexpr int kRowPieces = Dh * 2 / 16;   // 16-byte pieces of a cache row
+  static_assert(kRowPieces % 8 == 0, "the swizzle permutes 8 pieces");
+  __device__ static int slot(int row, int piece) { return row * kRowPieces + (piece ^ (row & 7)); }
+  __device__ static int dh(int mt, int g, int half) { return mt * 16 + g + 8 * half; }
+
+  // Head g's query (q; zeros where absent) as B fragments: k the head
+  // dimension, n the head. Returns the factor its logits take (1).
+  __device__ static float load_query(const T* q, bool present, uint32_t (&query)[Dh / 16][2], int lane) {
+    const int c = lane % 4;
+#pragma unroll
+    for (int kt = 0; kt < Dh / 16; ++kt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = kt * 16 + 2 * c + 8 * half;
+        query[kt][half] = present ? uint32_t{q[d].bits} | uint32_t{q[d + 1].bits} << 16 : 0u;
+      }
+    }
+    return 1.f;
+  }
+  // s[i]: the logit of token g + 8 * (i / 2) of the tile and head 2c + i % 2.
+  __device__ static void logits(const uint4* keys, const uint32_t (&query)[Dh / 16][2], float (&s)[4], int lane) {
+    const int quad = lane / 8, r8 = lane % 8;  // the tile and row whose address the lane gives ldmatrix
+#pragma unroll
+    for (int kt = 0; kt < Dh / 16; ++kt) {
+      uint32_t a[4];
+      opgen::kernels::ldmatrix_x4(a, keys + slot(r8 + 8 * (quad % 2), 2 * kt + quad / 2));
+      opgen::kernels::mma_16x8x16<M>(s, a, query[kt]);
+    }
+  }
+  __device__ static void accumulate(const uint4* values, const uint32_t (&weights)[2], float (&acc)[Dh / 16][4],
+                                    int lane) {
+    const int quad = lane / 8, r8 = lane % 8;
+#pragma unroll
+    for (int mt = 0; mt < Dh / 16; ++mt) {
+      uint32_t a[4];
+      opgen::kernels::ldmatrix_x4_trans(a, values + slot(r8 + 8 * (quad / 2), 2 * mt + quad % 2));
+      opgen::kernels::mma_16x8x16<M>(acc[mt], a, weights);
+    }
+  }
+};
+
+// fp8 caches (e4m3fn, e5m2) under f16 or bf16 queries: the tensor cores
+// multiply in f16, which holds every fp8 value exactly (one cvt a pair), and
+// each head's query exactly too, scaled by a power of two (load_query). The
+// fragments are read from shared memory as words and converted in registers;
+// since a dot product may take its terms in any order, each lane reads
+// whole words of a row: for the keys, lane c the c-th quarter of rows g and
+// g + 8 (its query fragments follow the same order); for the values, lane g
+// its own eighth of every 128 bytes of rows 2c, 2c + 1, 2c + 8, 2c + 9, which
+// byte_perm pairs up by token (the accumulator's rows are then a
+// permutation of the head dimension, which `dh` undoes).
+template <typename T, typename C, int Dh>
+struct MmaTile<T, C, Dh, std::enable_if_t<sizeof(C) == 1>> {
+  using M = opgen::f16;
+  static constexpr int kRowPieces = Dh / 16;
+  static constexpr int kKeyPieces = Dh / 64;                // pieces of a key row each lane reads
+  static constexpr int kValueBytes = (Dh < 128 ? Dh : 128) / 8;  // of each 128 bytes of a value row, per lane
+  static constexpr int kValueWords = kValueBytes / 4;
+  // Within each 8 pieces (128 bytes: the banks once), XOR by the row and by
+  // which 8 they are: both read patterns above then meet 8 different
+  // 16-byte bank groups among the 8 lanes of a phase (Dh 64's values: 2-way).
+  __device__ static int slot(int row, int piece) {
+    constexpr int kMask = kRowPieces < 8 ? kRowPieces - 1 : 7;
+    return row * kRowPieces + (piece ^ ((row ^ 2 * (piece / 8)) & kMask));
+  }
+  __device__ static int dh(int mt, int g, int half) { return 128 * (mt / 8) + kValueBytes * g + 2 * (mt % 8) + half; }
+  // The element of the head dimension that lane c's key word w of piece j, byte b, holds.
+  __device__ static int key_dh(int c, int j, int w, int b) { return 16 * (c * kKeyPieces + j) + 4 * w + b; }
+
+  // The scale 2^e brings the head's largest |q| into [2^14, 2^15): an f16
+  // then holds each bf16 value exactly (8 significant bits in 11) and
+  // cannot overflow; the logits take the factor 2^-e back. e stays within
+  // +-100 (a query below 2^-86 loses bits, far below any bf16 normal's use).
+  __device__ static float load_query(const T* q, bool present, uint32_t (&query)[Dh / 16][2], int lane) {
+    const int c = lane % 4;
+    float largest = 0.f;
+#pragma unroll
+    for (int d = 0; d < Dh / 4; ++d) largest = fmaxf(largest, present ? fabsf(opgen::kernels::load(q, c * Dh / 4 + d)) : 0.f);
+    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 1));
+    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 2));  // the head's 4 lanes
+    const int e = largest > 0.f && isfinite(largest) ? max(-100, min(100, 14 - ilogbf(largest))) : 0;
+    const float up = ldexpf(1.f, e);
+    const auto at = [&](int d) { return present ? opgen::kernels::load(q, d) * up : 0.f; };
+#pragma unroll
+    for (int j = 0; j < kKeyPieces; ++j) {
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        query[j * 4 + w][0] = opgen::kernels::pack_pair<M>(at(key_dh(c, j, w, 0)), at(key_dh(c, j, w, 1)));
+        query[j * 4 + w][1] = opgen::kernels::pack_pair<M>(at(key_dh(c, j, w, 2)), at(key_dh(c, j, w, 3)));
+      }
+    }
+    return ldexpf(1.f, -e);
+  }
+  __device__ static void logits(const uint4* keys, const uint32_t (&query)[Dh / 16][2], float (&s)[4], int lane) {
+    using opgen::kernels::f16_pair_of_fp8;
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int j = 0; j < kKeyPieces; ++j) {
+      const uint4 top = keys[slot(g, c * kKeyPieces + j)], bottom = keys[slot(g + 8, c * kKeyPieces + j)];
+      const uint32_t t[4] = {top.x, top.y, top.z, top.w}, b[4] = {bottom.x, bottom.y, bottom.z, bottom.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        // A: rows g, g + 8 (tokens); columns 2c, 2c + 1 the word's low bytes, 2c + 8, 2c + 9 its high ones.
+        const uint32_t a[4] = {f16_pair_of_fp8<C>(t[w]), f16_pair_of_fp8<C>(b[w]), f16_pair_of_fp8<C>(t[w] >> 16),
+                               f16_pair_of_fp8<C>(b[w] >> 16)};
+        opgen::kernels::mma_16x8x16<M>(s, a, query[j * 4 + w]);
+      }
+    }
+  }
+  __device__ static void accumulate(const uint4* values, const uint32_t (&weights)[2], float (&acc)[Dh / 16][4],
+                                    int lane) {
+    using opgen::kernels::f16_pair_of_fp8;
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int j = 0; j < (Dh + 127) / 128; ++j) {
+      const int at = j * 128 + g * kValueBytes, piece = at / 16, within = at % 16;  // bytes into each row
+      uint32_t r[4][kValueWords];  // rows 2c, 2c + 1, 2c + 8, 2c + 9
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const auto* row = reinterpret_cast<const uint32_t*>(
+            reinterpret_cast<const unsigned char*>(values + slot(2 * c + i % 2 + 8 * (i / 2), piece)) + within);
+        if constexpr (kValueWords == 4) {
+          const uint4 x = *reinterpret_cast<const uint4*>(row);
+          r[i][0] = x.x, r[i][1] = x.y, r[i][2] = x.z, r[i][3] = x.w;
+        } else {
+          const uint2 x = *reinterpret_cast<const uint2*>(row);
+          r[i][0] = x.x, r[i][1] = x.y;
+        }
+      }
+#pragma unroll
+      for (int w = 0; w < kValueWords; ++w) {
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+          // Bytes 2 * odd and 2 * odd + 1 of the word: head-dimension rows g
+          // and g + 8 of accumulator j * 8 + 2w + odd, paired by token.
+          const uint32_t selector = odd ? 0x7362u : 0x5140u;
+          const uint32_t near = __byte_perm(r[0][w], r[1][w], selector), far = __byte_perm(r[2][w], r[3][w], selector);
+          const uint32_t a[4] = {f16_pair_of_fp8<C>(near), f16_pair_of_fp8<C>(near >> 16), f16_pair_of_fp8<C>(far),
+                                 f16_pair_of_fp8<C>(far >> 16)};
+          opgen::kernels::mma_16x8x16<M>(acc[j * 8 + 2 * w + odd], a, weights);
+        }
+      }
+    }
+  }
+};
 
 // Shared memory of attend_partition_mma: kMmaStages tiles of keys and values per
 // warp, reused at the end for the warps' partial sums.
 template <int Dh>
 constexpr int kMergePitch = Dh + 4;  // floats per head: lanes 2c heads apart fall in different banks
-template <int Dh>
+template <typename T, typename C, int Dh>
 constexpr int mma_shared_bytes() {
-  const int ring = kWarps * kMmaStages * 2 * kTile * Dh * 2;
+  const int ring = kWarps * kMmaStages * 2 * kTile * Dh * int(sizeof(C));
   const int merge = kWarps * kMmaGroup * kMergePitch<Dh> * 4;
   return ring > merge ? ring : merge;
 }
@@ -161,9 +323,10 @@ constexpr int mma_shared_bytes() {
 template <typename T, typename C, int Dh>
 __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T, C> args, int64_t chunks, int partition_tokens) {
   using namespace opgen::kernels;
-  constexpr int kRowPieces = Dh * 2 / 16;          // 16-byte pieces of a cache row
-  constexpr int kTilePieces = kTile * kRowPieces;  // of one cache's tile
-  static_assert(kRowPieces % 8 == 0 && kTilePieces % 32 == 0, "the swizzle permutes 8 pieces");
+  using Tile = MmaTile<T, C, Dh>;
+  constexpr int kTilePieces = kTile * Tile::kRowPieces;  // of one cache's tile
+  constexpr int kPieceElements = 16 / int(sizeof(C));
+  static_assert(kTilePieces % 32 == 0, "a tile is copied in whole rounds of the warp");
   extern __shared__ uint4 staged[];  // [kWarps][kMmaStages][keys, values][kTilePieces]
   __shared__ int block_ids[kMaxPartitionTokens / 16];
   __shared__ float warp_max[kWarps][kMmaGroup], warp_sum[kWarps][kMmaGroup];
@@ -171,30 +334,25 @@ __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T, C> args
   const Work w = work_of<kMmaGroup>(args, chunks, partition_tokens);
   if (w.idle || wrote_a_context_without_tokens<Dh>(args, w) || met_a_bad_block<Dh>(args, w, P, block_ids)) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, c = lane % 4;       // the fragment row and column pair of the lane (warp_mma.h)
-  const int quad = lane / 8, r8 = lane % 8;   // the tile and row whose address the lane gives ldmatrix
+  const int g = lane / 4, c = lane % 4;  // the fragment row and column pair of the lane (warp_mma.h)
 
-  // The block's query heads as B fragments (k: the head dimension, n: the
-  // head), zero past its heads.
+  // The block's query heads as B fragments, zero past its heads, and the
+  // logits' factor of heads 2c and 2c + 1 (in base 2: exp2 is one
+  // instruction).
   uint32_t query[Dh / 16][2];
-  const T* q = args.query + w.s * args.query_strides[0] + (w.h0 + g) * args.query_strides[1];
+  const float factor = Tile::load_query(args.query + w.s * args.query_strides[0] + (w.h0 + g) * args.query_strides[1],
+                                        g < w.heads, query, lane);
+  float log2_scale[2];
 #pragma unroll
-  for (int kt = 0; kt < Dh / 16; ++kt) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int d = kt * 16 + 2 * c + 8 * half;
-      query[kt][half] = g < w.heads ? uint32_t{q[d].bits} | uint32_t{q[d + 1].bits} << 16 : 0u;
-    }
+  for (int h = 0; h < 2; ++h) {
+    log2_scale[h] = args.scale * key_scale(args) * 1.4426950408889634f * __shfl_sync(0xffffffffu, factor, (2 * c + h) * 4);
   }
 
   // Warp `warp` takes tiles warp, warp + kWarps, ...: the block reads the
-  // partition front to back. Its ring holds kMmaStages tiles in flight; a tile's
-  // rows are stored with their 16-byte pieces permuted (piece ^ row % 8) so
-  // that ldmatrix's eight rows of one column fall in different banks.
+  // partition front to back. Its ring holds kMmaStages tiles in flight.
   const int tiles = (w.n + kTile - 1) / kTile;
   const int mine = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
   uint4* ring = staged + warp * kMmaStages * 2 * kTilePieces;
-  const auto swizzled = [](int row, int piece) { return row * kRowPieces + (piece ^ (row & 7)); };
   const int64_t row_stride = args.KVH * Dh;  // elements from one token of a block to the next
   const auto issue = [&](int k) {
     if (k < mine) {
@@ -203,21 +361,20 @@ __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T, C> args
       uint4* keys = ring + k % kMmaStages * 2 * kTilePieces;
 #pragma unroll
       for (int i = 0; i < kTilePieces / 32; ++i) {
-        const int piece = i * 32 + lane, row = piece / kRowPieces, column = piece % kRowPieces;
-        const int64_t at = base + row * row_stride + column * 8;
+        const int piece = i * 32 + lane, row = piece / Tile::kRowPieces, column = piece % Tile::kRowPieces;
+        const int64_t at = base + row * row_stride + column * kPieceElements;
         const bool valid = first + row < w.n;  // rows past the context: zeros, never read
-        cp_async_16(keys + swizzled(row, column), args.key_cache + at, valid);
-        cp_async_16(keys + kTilePieces + swizzled(row, column), args.value_cache + at, valid);
+        cp_async_16(keys + Tile::slot(row, column), args.key_cache + at, valid);
+        cp_async_16(keys + kTilePieces + Tile::slot(row, column), args.value_cache + at, valid);
       }
     }
     cp_async_commit();  // an empty group past the last tile keeps the count of groups regular
   };
 
-  // One pass with an online softmax, in base 2 (exp2 is one instruction):
-  // per head, the largest logit m so far, the lane's part of the sum l of
-  // exp2(logit - m), and the weighted sum of the values, transposed
-  // (acc[mt]: rows mt*16 + g and + 8 of the head dimension, heads 2c, 2c+1).
-  const float log2_scale = args.scale * key_scale(args) * 1.4426950408889634f;
+  // One pass with an online softmax: per head, the largest logit m so far
+  // (base 2), the lane's part of the sum l of exp2(logit - m), and the
+  // weighted sum of the values, transposed (acc[mt]: rows mt*16 + g and + 8
+  // of the head dimension, as Tile::dh names them; heads 2c, 2c+1).
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, acc[Dh / 16][4] = {};
 #pragma unroll
   for (int k = 0; k < kMmaStages - 1; ++k) issue(k);
@@ -229,15 +386,10 @@ __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T, C> args
     const uint4* values = keys + kTilePieces;
     // The logits, transposed: s[i] for token g + 8 * (i / 2) of the tile and head 2c + i % 2.
     float s[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int kt = 0; kt < Dh / 16; ++kt) {
-      uint32_t a[4];
-      ldmatrix_x4(a, keys + swizzled(r8 + 8 * (quad % 2), 2 * kt + quad / 2));
-      mma_16x8x16<T>(s, a, query[kt]);
-    }
+    Tile::logits(keys, query, s, lane);
     const int first = (k * kWarps + warp) * kTile;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) s[i] = first + g + 8 * (i / 2) < w.n ? s[i] * log2_scale : -INFINITY;
+    for (int i = 0; i < 4; ++i) s[i] = first + g + 8 * (i / 2) < w.n ? s[i] * log2_scale[i % 2] : -INFINITY;
     float p[4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -257,13 +409,9 @@ __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T, C> args
     }
     // The weights as the B fragment of values^T * weights^T: the accumulator
     // layout of s transposed, 8x8 tile by tile.
-    const uint32_t weights[2] = {movmatrix_trans(pack_pair<T>(p[0], p[1])), movmatrix_trans(pack_pair<T>(p[2], p[3]))};
-#pragma unroll
-    for (int mt = 0; mt < Dh / 16; ++mt) {
-      uint32_t a[4];
-      ldmatrix_x4_trans(a, values + swizzled(r8 + 8 * (quad / 2), 2 * mt + quad % 2));
-      mma_16x8x16<T>(acc[mt], a, weights);
-    }
+    using M = typename Tile::M;
+    const uint32_t weights[2] = {movmatrix_trans(pack_pair<M>(p[0], p[1])), movmatrix_trans(pack_pair<M>(p[2], p[3]))};
+    Tile::accumulate(values, weights, acc, lane);
     __syncwarp();  // every lane has read the stage before the next issue overwrites it
   }
 
@@ -287,8 +435,8 @@ __global__ void __launch_bounds__(kThreads) attend_partition_mma(Args<T, C> args
     float* head = merged + (warp * kMmaGroup + 2 * c + h) * kMergePitch<Dh>;
 #pragma unroll
     for (int mt = 0; mt < Dh / 16; ++mt) {
-      head[mt * 16 + g] = acc[mt][h] * weight;
-      head[mt * 16 + g + 8] = acc[mt][h + 2] * weight;
+      head[Tile::dh(mt, g, 0)] = acc[mt][h] * weight;
+      head[Tile::dh(mt, g, 1)] = acc[mt][h + 2] * weight;
     }
     if (g == 0) warp_sum[warp][2 * c + h] = l[h] * weight;
   }
@@ -579,7 +727,7 @@ opgen::Status too_large(const Args<T, C>& args) {
 template <typename T, typename C, int Dh>
 opgen::Status launch_mma(cudaStream_t stream, const Args<T, C>& args, int* partition_tokens) {
   const int64_t chunks = (args.H / args.KVH + kMmaGroup - 1) / kMmaGroup, blocks = args.S * args.KVH * chunks;
-  constexpr int kBytes = mma_shared_bytes<Dh>();
+  constexpr int kBytes = mma_shared_bytes<T, C, Dh>();
   const auto kernel = attend_partition_mma<T, C, Dh>;
   if (opgen::Status s = opgen::allow_dynamic_shared<attend_partition_mma<T, C, Dh>, kBytes>(
           "paged_attention_decode attend_partition_mma");
@@ -619,7 +767,7 @@ opgen::Status launch(cudaStream_t stream, const Args<T, C>& args) {
   const bool aligned = (reinterpret_cast<uintptr_t>(args.key_cache) | reinterpret_cast<uintptr_t>(args.value_cache)) % 16 == 0;
   int partition_tokens = kPartition;
   const opgen::Status attended = [&] {
-    if constexpr (sizeof(T) == 2 && std::is_same_v<C, T>) {
+    if constexpr (sizeof(T) == 2 && (std::is_same_v<C, T> || sizeof(C) == 1)) {
       if (aligned) return launch_mma<T, C, Dh>(stream, args, &partition_tokens);
     }
     // Query heads per block: registers hold kGroup heads of the query and of

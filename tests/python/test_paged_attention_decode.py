@@ -4,8 +4,8 @@ heads, every head size and block size the spec allows, empty contexts, and
 the documented answer (NaN for that sequence alone) to a context length or a
 block id out of range. On a GPU, contexts of several partitions exercise
 the CUDA body's split and combine, in its tensor-core kernel (f16 and bf16
-caches at aligned addresses) and its CUDA-core kernel (f32, fp8 or
-unaligned caches); skipped without one. An fp8 cache (kv_cache_dtype, with
+queries over caches of their type or fp8, at aligned addresses) and its
+CUDA-core kernel (f32 queries, unaligned caches); skipped without one. An fp8 cache (kv_cache_dtype, with
 k_scale and v_scale) is checked against the reference over the values it
 holds, K = k_scale * key_cache."""
 
@@ -295,3 +295,72 @@ def test_what_reshape_and_cache_writes_in_fp8_decodes_as_vllm_reads_it(rng):
 def test_torch_cuda_fp8_long_contexts_split_into_partitions(rng, kv_cache_dtype, dh):
     p = fp8_problem(rng, kv_cache_dtype, "bfloat16", seqs=3, heads=16, kv_heads=2, dh=dh, bs=32, max_blocks=40)
     check_fp8(torch_fp8_call(p, kv_cache_dtype, "cuda"), p, "bfloat16")
+
+
+@needs_torch_cuda
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_cuda_fp8_reads_query_heads_of_any_magnitude(rng, dtype):
+    """The tensor-core kernel multiplies an fp8 cache in f16, each query head
+    scaled by its own power of two: heads from 2^-60 to 2^60 in bf16 (beyond
+    f16's range both ways), from 2^-20 to 2^15 in f16, keep their logits."""
+    p = fp8_problem(rng, "fp8", dtype, seqs=2, heads=16, kv_heads=2, dh=128, bs=16, max_blocks=20)
+    query = p[0].astype(np.float32)
+    exponents = np.linspace(-60, 60, 16) if dtype == "bfloat16" else np.linspace(-20, 15, 16)
+    query *= np.exp2(np.round(exponents))[None, :, None] / np.sqrt(128)
+    p = (query.astype(DTYPES[dtype]), *p[1:])
+    check_fp8(torch_fp8_call(p, "fp8", "cuda"), p, dtype)
+
+
+@needs_torch_cuda
+def test_torch_cuda_fp8_caches_that_are_not_16_byte_aligned(rng):
+    """An fp8 cache one byte into its storage: the CUDA-core kernel's element loads."""
+    p = fp8_problem(rng, "fp8", "bfloat16", heads=16, kv_heads=2, max_blocks=20)
+    query, k, v, tables, lens, k_scale, v_scale, scale = p
+    shifted = []
+    for x in (k, v):
+        storage = torch.empty(x.size + 1, dtype=torch.uint8, device="cuda")[1:]
+        storage.copy_(torch.from_numpy(x.view(np.uint8).reshape(-1)))
+        shifted.append(storage.view(torch.float8_e4m3fn).view(x.shape))
+    assert shifted[0].data_ptr() % 16 != 0
+    got = tops.paged_attention_decode(to_torch(query, "cuda"), *shifted, to_torch(tables, "cuda"),
+                                      to_torch(lens, "cuda"), to_torch(np.asarray(k_scale), "cuda"),
+                                      to_torch(v_scale, "cuda"), scale=scale, kv_cache_dtype="fp8")
+    check_fp8(got, p, "bfloat16")
+
+
+# e4m3's rounding: 3 significand bits after the leading one, to nearest, so
+# an error spread evenly within half a spacing, +-2^(e-4), of a value
+# 2^e (1 + f). With f spread log-uniformly (as a normal sample's are), the
+# relative error's mean square is (2^-3)^2 / 12 * E[(1 + f)^-2], and
+# E[(1 + f)^-2] = 3 / (8 ln 2).
+E4M3_RMS = 2**-3 / np.sqrt(12) * np.sqrt(3 / (8 * np.log(2)))  # 0.0265
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_an_fp8_cache_decodes_within_its_rounding_of_the_unrounded_one(rng, device):
+    """The decode over caches written in fp8 by reshape_and_cache (each scaled
+    by its largest value over 448, as vLLM calibrates) against the decode over
+    the caches themselves. Queries and keys of unit variance with scale
+    Dh^-1/2 give logits of unit variance. A key's rounding moves its logit by
+    about E4M3_RMS (Dh terms q_d k_d eps_d, scaled), which moves the output
+    sum_i p_i (v_i - o) ds_i by E4M3_RMS of the output's size (the output, a
+    weighted mean of independent values, has size |p| sqrt(Dh), as that sum
+    has); a value's rounding moves sum_i p_i v_i eps_i as much; the two add in
+    quadrature: sqrt(2) E4M3_RMS = 0.0375 of the output. The check allows 25%
+    more, and less than half would mean the fp8 cache was not what was read."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    seqs, heads, kv_heads, dh, bs, blocks = 4, 16, 2, 128, 16, 32
+    g = lambda *shape: torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(device, dtype)  # noqa: E731
+    query, caches = g(seqs, heads, dh), [g(blocks, bs, kv_heads, dh) for _ in range(2)]
+    tables = torch.from_numpy(np.stack([rng.permutation(blocks)[:8] for _ in range(seqs)]).astype(np.int32)).to(device)
+    lens = torch.tensor([128, 77, 100, 5], dtype=torch.int32, device=device)
+    scales = [c.abs().amax().float() / 448 for c in caches]
+    fp8 = [torch.empty(c.shape, dtype=torch.float8_e4m3fn, device=device) for c in caches]
+    tops.reshape_and_cache(*(c.view(-1, kv_heads, dh) for c in caches), *fp8,
+                           torch.arange(blocks * bs, device=device), *scales, kv_cache_dtype="fp8")
+    exact = tops.paged_attention_decode(query, *caches, tables, lens, scale=dh**-0.5)
+    rounded = tops.paged_attention_decode(query, *fp8, tables, lens, *scales, scale=dh**-0.5, kv_cache_dtype="fp8")
+    distance = ref.relative_error(as_float64(rounded), as_float64(exact))
+    assert 0.5 * np.sqrt(2) * E4M3_RMS < distance < 1.25 * np.sqrt(2) * E4M3_RMS, distance

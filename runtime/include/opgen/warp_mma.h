@@ -5,6 +5,7 @@
 //   movmatrix_trans(x)             one 8x8 16-bit tile transposed across the warp
 //   mma_16x8x16<T>(c, a, b)        c (16x8 f32) += a (16x16 T) * b (16x8 T)
 //   pack_pair<T>(lo, hi)           two floats rounded to T in one register
+//   f16_pair_of_fp8<C>(x)          two 8-bit floats (x's low 16 bits) as two f16, exactly
 //
 // The fragment layouts are PTX's (the mma.m16n8k16 section of the PTX ISA):
 // with g = lane / 4 and c = lane % 4, a thread holds rows g and g + 8 and
@@ -21,8 +22,10 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "opgen/cp_async.h"  // shared_address
 #include "opgen/dtypes.h"
@@ -76,6 +79,16 @@ template <>
 __device__ __forceinline__ uint32_t pack_pair<bf16>(float lo, float hi) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// The lower byte in the low half. Every e4m3fn and e5m2 value, NaN included,
+// is an f16 value; from sm_89 on this is one cvt instruction.
+template <typename C>
+__device__ __forceinline__ uint32_t f16_pair_of_fp8(uint32_t x) {
+  static_assert(std::is_same_v<C, f8e4m3fn> || std::is_same_v<C, f8e5m2>, "an 8-bit float type");
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(x & 0xffffu),
+                                                   std::is_same_v<C, f8e4m3fn> ? __NV_E4M3 : __NV_E5M2);
+  return uint32_t{h.x} | uint32_t{h.y} << 16;
 }
 
 }  // namespace opgen::kernels
