@@ -2,9 +2,11 @@
 laid out from the built package, read by `kernels` (its metadata parser, its digest, its
 variant resolution), loaded with `kernels.get_local_kernel` and run, in a process of its own
 (kernel_hub_checks.py: the ops against references, a transformers Llama whose RMSNorms
-kernels' layer mapping replaces, against the unreplaced model); the JAX half imported from
-the laid-out folder; and the tool's refusals. Skipped where `kernels` or transformers is
-missing (requirements-dev.txt pins the versions tested)."""
+kernels' layer mapping replaces, against the unreplaced model, in float32 and bfloat16); the
+JAX half imported from the laid-out folder; and the tool's refusals. A CPU build's variant runs
+on the CPU; a CUDA build's on the GPU, where torch's CUDA is one kernels takes it with and a GPU
+is visible (scripts/kernel_hub_gpu.sh), else those tests are skipped, saying why. Skipped where
+`kernels` or transformers is missing (requirements-dev.txt pins the versions tested)."""
 
 import importlib.util
 import json
@@ -34,7 +36,14 @@ def package_dir() -> Path:
 
 
 def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """This environment without the built package's folder on PYTHONPATH: the process sees the
+    kernel's copy of the package alone. Other entries stay (scripts/kernel_hub_gpu.sh puts the
+    wheels of kernels and transformers there); `extra` replaces variables whole."""
+    env = dict(os.environ)
+    build = package_dir().parent.resolve()
+    kept = [p for p in env.pop("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != build]
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(kept)
     env.update(extra)
     return env
 
@@ -66,33 +75,49 @@ def test_variant_is_the_stable_abi_one_kernels_picks(hub_repo):
     machine, system = platform.machine(), platform.system().lower()
     backend = "cpu" if facts.get("cuda") is None else "cu" + "".join(facts["cuda"].split(".")[:2])
     assert variant.name == f"torch-stable-abi{built[0]}{built[1]}-{backend}-{machine}-{system}"
-    skip_unless_loadable(facts)
-    chosen, trace = resolve_variant(get_variants_local(out / "build"), "cpu")
+    device = loadable_device(facts, run=False)
+    # The CPU variant by name (a torch with CUDA asks for a CUDA one); the CUDA variant as
+    # get_kernel picks it, for the backend of torch's build.
+    chosen, trace = resolve_variant(get_variants_local(out / "build"), "cpu" if device == "cpu" else None)
     assert chosen is not None and chosen.variant_str == variant.name, trace
     metadata = kernels.Metadata.read_from_file(variant / "metadata.json")
     assert str(metadata.name) == "opgen-ops" and metadata.version == 1 and metadata.license == "Apache-2.0"
-    assert metadata.backend.backend_type == kernels._rust.Backend.CPU
+    if device == "cpu":
+        assert metadata.backend.backend_type == kernels._rust.Backend.CPU
+    else:
+        assert metadata.backend.backend_type == kernels._rust.Backend.CUDA
+        assert metadata.backend.archs == [hub.hub_arch(a) for a in facts["cuda_architectures"]]
     # The digest, against kernels' own hash of the folder.
     theirs = kernels._rust.Digest.hash_variant(kernels._rust.DigestAlgorithm.SHA256, variant)
     metadata.digest.validate(theirs)
     assert metadata.digest.files == theirs.files and "opgen_ops/_torch_ops.so" in theirs.files
 
 
-def skip_unless_loadable(facts: dict) -> None:
-    """kernels loads a CUDA variant only where torch's CUDA is the one it was
-    built with (CI's first stack: nvcc 13.0 bodies, PyPI's torch 2.9 for CUDA
-    12.8); these tests load the CPU build's variant (CI's second stack and a
-    build with OPGEN_CUDA=OFF build one)."""
-    if facts.get("cuda") is not None:
-        import torch
+def loadable_device(facts: dict, *, run: bool) -> str:
+    """Where the build's variant is loaded (and, for `run`, run) here: `cpu` for a CPU build;
+    `cuda` for a CUDA build where kernels takes its variant with this torch (kernels 0.17.2:
+    torch's CUDA x.y takes a variant of CUDA x.z, z <= y; CI's first stack has nvcc 13.0
+    bodies and PyPI's torch 2.9 for CUDA 12.8, so it lays out a CUDA variant that kernels
+    refuses) and, for `run`, a GPU is visible. Else the test is skipped, saying why (CI's
+    second stack and a build with OPGEN_CUDA=OFF build a CPU variant, which is loaded)."""
+    if facts.get("cuda") is None:
+        return "cpu"
+    import torch
 
+    built = tuple(int(v) for v in facts["cuda"].split(".")[:2])
+    have = None if torch.version.cuda is None else tuple(int(v) for v in torch.version.cuda.split(".")[:2])
+    if have is None or have[0] != built[0] or have[1] < built[1]:
         pytest.skip(f"this package has CUDA {facts['cuda']} bodies, and kernels loads its variant only with a torch "
-                    f"for that CUDA (this one's is {torch.version.cuda}); a CPU build's variant is loaded instead")
+                    f"for CUDA {built[0]}.{built[1]} to {built[0]}.x (this one's is {torch.version.cuda})")
+    if run and not torch.cuda.is_available():
+        pytest.skip(f"this package has CUDA {facts['cuda']} bodies, and torch {torch.__version__} sees no GPU "
+                    "to run its variant on")
+    return "cuda"
 
 
 def test_kernel_runs_the_ops_and_replaces_llama_norms(hub_repo, seed):
     pytest.importorskip("kernels", reason="kernels (the Kernel Hub's loader) is not installed")
-    skip_unless_loadable(json.loads((package_dir() / "_build.json").read_text()))
+    device = loadable_device(json.loads((package_dir() / "_build.json").read_text()), run=True)
     transformers = pytest.importorskip("transformers", reason="transformers is not installed")
     from transformers.utils import import_utils
 
@@ -101,15 +126,27 @@ def test_kernel_runs_the_ops_and_replaces_llama_norms(hub_repo, seed):
 
         pytest.skip(f"transformers {transformers.__version__} takes kernels >= {import_utils.KERNELS_MIN_VERSION}, "
                     f"< {import_utils.KERNELS_MAX_VERSION}, not {kernels.__version__}: its layers are not mapped")
-    out, _ = hub_repo
+    out, variant = hub_repo
     # Neither the package from PYTHONPATH nor the Hub: the kernel alone, offline.
-    done = subprocess.run([sys.executable, str(Path(__file__).parent / "kernel_hub_checks.py"), str(out), str(seed)],
-                          capture_output=True, text=True, timeout=300, env=clean_env(HF_HUB_OFFLINE="1"))
+    done = subprocess.run([sys.executable, str(Path(__file__).parent / "kernel_hub_checks.py"), str(out), str(seed),
+                           device], capture_output=True, text=True, timeout=300, env=clean_env(HF_HUB_OFFLINE="1"))
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     print(seen)
-    assert seen["module"].startswith("_opgen_ops_cpu_") and seen["jax"] == seen["module"] + ".opgen_ops.jax"
-    assert seen["replaced"] == seen["norms"] == seen["rms_norm_calls"] == 5
+    assert seen["variant"] == variant.name and seen["device"] == device
+    assert seen["module"].startswith(f"_opgen_ops_{device}_") and seen["jax"] == seen["module"] + ".opgen_ops.jax"
+    for dtype in ("float32", "bfloat16"):
+        assert seen[f"replaced_{dtype}"] == seen[f"norms_{dtype}"] == seen[f"rms_norm_calls_{dtype}"] == 5, seen
+
+
+def test_the_kernels_process_keeps_pythonpath_but_the_build(monkeypatch, tmp_path):
+    # Where kernels and transformers come from a folder on PYTHONPATH (scripts/kernel_hub_gpu.sh),
+    # the kernel's process needs it; the build's folder alone goes.
+    wheels = tmp_path / "site"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(wheels), str(package_dir().parent), ""]))
+    assert clean_env()["PYTHONPATH"] == str(wheels)
+    monkeypatch.setenv("PYTHONPATH", str(package_dir().parent))
+    assert "PYTHONPATH" not in clean_env() and clean_env(PYTHONPATH="x")["PYTHONPATH"] == "x"
 
 
 def test_jax_half_imports_from_the_laid_out_folder(hub_repo, rng):
