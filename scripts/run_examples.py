@@ -3,7 +3,8 @@ its `run(rng, where)`) through JAX, on the GPU when JAX has one and on the CPU
 otherwise, each checking its results against a float64 numpy reference on
 fresh random inputs; then the small Llama-architecture model of
 examples/decode_step decoding greedily in JAX and in PyTorch (on the same
-device), each against the same model written with the framework's own ops, and
+device), over its own caches and over fp8 caches, each against the same model
+written with the framework's own ops, and
 the PyTorch module of examples/torchax_mlp through torchax against eager
 PyTorch. Exits non-zero on any mismatch."""
 
@@ -62,8 +63,8 @@ def run_model_examples(where) -> int:
     device, which is `where`; where torchax does not import, its example is
     skipped with a line that says why."""
     failures = 0
-    for folder, name, kwargs in (("decode_step", "llama_jax", {"device": where}),
-                                 ("decode_step", "llama_torch", {"device": where}),
+    for folder, name, kwargs in (("decode_step", "llama_jax", {"device": where, "kv_cache_dtype": "fp8"}),
+                                 ("decode_step", "llama_torch", {"device": where, "kv_cache_dtype": "fp8"}),
                                  ("torchax_mlp", "torchax_mlp", {})):
         if folder == "torchax_mlp" and (why := torchax_unusable()):
             print(f"{name}: skipped: {why}")

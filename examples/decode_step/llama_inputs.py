@@ -12,6 +12,7 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 EPS = 1e-6  # rms_norm's and fused_add_rms_norm's default
@@ -33,15 +34,17 @@ class Config(NamedTuple):
     T: int  # greedy decode steps
     min_context: int  # tokens already cached per sequence: drawn from [min_context, MB*BS - T]
     tol: float  # f32 check: max |logits - reference| / max |reference|
+    fp8_tol: float  # the fp8 cache against the f32 cache: max |logits - f32 cache's| / max |f32 cache's| (README.md)
 
 
 # Tiny, so that both frameworks check and time it in a few seconds on two CPU cores; 4 kv heads, so that
 # it splits over the 4 host devices of tests/multi_device (tensor parallelism cuts whole kv heads).
-CPU = Config(L=2, d=512, H=8, KVH=4, Dh=64, F=512, V=512, BS=16, NB=40, MB=8, S=4, T=4, min_context=16, tol=1e-4)
+CPU = Config(L=2, d=512, H=8, KVH=4, Dh=64, F=512, V=512, BS=16, NB=40, MB=8, S=4, T=4, min_context=16, tol=1e-4,
+             fp8_tol=3e-2)
 # Llama-3-8B's layer shapes, 8 layers and a 32000-token vocabulary: 2.0 G parameters (3.7 GiB in bf16,
 # 7.5 GiB in f32 for the check), caches of 1024 tokens per sequence (1 GiB in bf16 for the 8 layers).
 GPU = Config(L=8, d=4096, H=32, KVH=8, Dh=128, F=14336, V=32000, BS=16, NB=2048, MB=64, S=32, T=16,
-             min_context=256, tol=1e-3)
+             min_context=256, tol=1e-3, fp8_tol=2e-2)
 
 
 def _normals(seed, specs):
@@ -105,6 +108,45 @@ def make_model(c: Config, seed: int = 0):
     return weights, state
 
 
+# The caches' dtypes the decoders offer (--kv-cache-dtype), by the name the ops give them (kv_cache_dtype, as
+# vLLM's): auto, the model's own; fp8, float8_e4m3fn (vLLM's fp8 cache, its scales from amax / 448).
+KV_CACHE_DTYPES = {"auto": None, "fp8": "float8_e4m3fn"}
+# The state's per-layer cache scales (0-d float32 arrays, lists of L): float32 whatever the model's dtype, as
+# the ops take them.
+SCALES = ("k_scales", "v_scales")
+
+
+def kv_cache_dtype_of(cache_dtype: str) -> str:
+    """The ops' kv_cache_dtype for a cache of this dtype (its name: 'float8_e4m3fn' in numpy, JAX and torch
+    alike): the step passes what its caches are."""
+    return next((name for name, dtype in KV_CACHE_DTYPES.items() if dtype == cache_dtype), "auto")
+
+
+def quantized(x, scale, dtype):
+    """What reshape_and_cache writes for x (float32) into a cache of `dtype` (an ml_dtypes 8-bit float) with
+    this scale, in numpy: x / scale in float32, rounded to the nearest value of dtype (ties to even: ml_dtypes'
+    cast) and saturated to its finite range (the cast alone would give NaN past it)."""
+    largest = np.float32(ml_dtypes.finfo(dtype).max)
+    return np.clip(x / np.float32(scale), -largest, largest).astype(dtype)
+
+
+@functools.lru_cache(maxsize=2)
+def quantized_state(c: Config, seed: int = 0, cache_dtype: str = "float8_e4m3fn"):
+    """make_model's starting state with caches of `cache_dtype` (an 8-bit float's name, KV_CACHE_DTYPES's)
+    that hold the same context as vLLM's fp8 caches do: each layer's keys divided by its k_scale and
+    rounded (quantized()), likewise the values, the scales chosen from the data as vLLM calibrates them,
+    max |x| / (the dtype's largest value: 448 in e4m3), so that the largest key maps to the largest fp8
+    value. Adds k_scales and v_scales (SCALES); the rest is make_model's (shared: treat it as read-only)."""
+    _, state = make_model(c, seed)
+    dtype = np.dtype(getattr(ml_dtypes, cache_dtype))
+    out = dict(state)
+    for caches, scales in (("key_caches", "k_scales"), ("value_caches", "v_scales")):
+        out[scales] = [np.asarray(np.abs(cache).max() / ml_dtypes.finfo(dtype).max, np.float32)
+                       for cache in state[caches]]
+        out[caches] = [quantized(cache, scale, dtype) for cache, scale in zip(state[caches], out[scales])]
+    return out
+
+
 def by_shard(weights, c: Config, shards: int):
     """The weights with the columns of the packed projections laid out for `shards` devices, each of
     which holds one contiguous block of columns (column-parallel): block i of qkv is device i's query
@@ -122,11 +164,12 @@ def by_shard(weights, c: Config, shards: int):
     return {**weights, "layers": layers}
 
 
-def check(name, device, tokens, logits, ref_logits, tol):
+def check(name, device, tokens, logits, ref_logits, tol, against="reference"):
     """Compares a decode's tokens [T, S] and logits [T, S, V] (numpy, float32) with the reference's
     logits, computed from the same input tokens (teacher-forced). Every token must be the reference's
     argmax, unless the reference's logit for it is within the tolerance of its maximum (a near-tie, which
-    a rounding may flip). Prints one line; returns whether both hold."""
+    a rounding may flip). `against` names the reference in the line. Prints one line; returns whether both
+    hold."""
     scale = np.abs(ref_logits).max()
     err = np.abs(logits - ref_logits).max() / scale
     ref_best = ref_logits.max(-1)
@@ -134,8 +177,8 @@ def check(name, device, tokens, logits, ref_logits, tol):
     equal = tokens == ref_logits.argmax(-1)
     ties = ~equal & (ref_best - chosen <= tol * scale)
     ok = err <= tol and bool(np.all(equal | ties))
-    print(f"  {name:<26} {device} f32: logits max rel. error {err:.2e} (tolerance {tol:.0e}), "
-          f"tokens {int(equal.sum())}/{equal.size} = reference argmax, {int(ties.sum())} near-ties"
+    print(f"  {name:<28} {device} f32: logits max rel. error {err:.2e} (tolerance {tol:.0e}), "
+          f"tokens {int(equal.sum())}/{equal.size} = {against} argmax, {int(ties.sum())} near-ties"
           f"{'' if ok else '  MISMATCH'}")
     return ok
 
@@ -148,10 +191,10 @@ def check_same(name, device, tokens, logits, one_tokens, one_logits, tol):
     err = np.abs(logits - one_logits).max() / np.abs(one_logits).max()
     same = tokens == one_tokens
     ok = err <= tol and bool(same.all())
-    print(f"  {name:<26} {device} f32: logits max rel. difference from one device {err:.2e} (tolerance "
+    print(f"  {name:<28} {device} f32: logits max rel. difference from one device {err:.2e} (tolerance "
           f"{tol:.0e}), tokens {int(same.sum())}/{same.size} = one device's{'' if ok else '  MISMATCH'}")
     return ok
 
 
 def print_timing(name, seconds_per_step, batch):
-    print(f"  {name:<26} {seconds_per_step * 1e3:9.3f} ms/step {batch / seconds_per_step:10.0f} tokens/s")
+    print(f"  {name:<36} {seconds_per_step * 1e3:9.3f} ms/step {batch / seconds_per_step:10.0f} tokens/s")
