@@ -140,6 +140,28 @@ def test_cuda_backward_matches_the_cpu_body(rng, dtype, d, broadcast):
         assert relative_error(a, want) < ref.CROSS_DEVICE_TOLERANCE[dtype], name
 
 
+# The one-pass backward gives each block every 512th row (256 on GPUs without
+# clusters), loads a row while it reduces the one before, and reads the
+# statistics given 256 rows at a time: past 512 x 256 rows, more than once.
+# Each row's statistics are its own, moved by a different amount, so that a
+# row paired with another's shows.
+@needs_cuda
+@pytest.mark.parametrize("given", ["", "mean", "rstd", "mean, rstd"])
+def test_cuda_backward_over_many_rows_a_block_matches_the_cpu_body(rng, given):
+    rows, d = 2 * 512 * 256 + 3, 64
+    x, w, g = tensors(rng, [(rows, d), (d,), (rows, d)], dtype=np.float64)
+    x = x + 3.0
+    _, mean, rstd = tops.layer_norm(x, w, None, eps=EPS, return_mean=True, return_rstd=True)
+    moved = {"mean": mean + torch.from_numpy(rng.uniform(0.1, 0.5, rows)),
+             "rstd": rstd * torch.from_numpy(rng.uniform(1.5, 2.0, rows))}
+    stats = {name: moved[name] for name in ("mean", "rstd") if name in given}
+    on_cpu = tops.layer_norm_backward(g, x, w, eps=EPS, **stats)
+    on_gpu = tops.layer_norm_backward(g.cuda(), x.cuda(), w.cuda(), eps=EPS,
+                                      **{name: s.cuda() for name, s in stats.items()})
+    for name, a, want in zip(("grad_x", "grad_weight", "grad_bias"), on_gpu, on_cpu):
+        assert relative_error(a, want) < ref.CROSS_DEVICE_TOLERANCE["float64"], name
+
+
 @needs_cuda
 def test_cuda_graph_replays_forward_and_backward(rng):
     x, w, b, g = tensors(rng, [(64, 1024), (1024,), (1024,), (64, 1024)], device="cuda")
