@@ -12,13 +12,12 @@
 // the square root.
 //
 // Where rows are dense, start on 16 bytes and fit one block (D <= 256 threads
-// x 4 vectors of 16 bytes), one pass reads each row once (fused_pass, the
-// next row's loads in flight while it reduces one): per row, the row sums
-// (centred: the mean first, in a round of barriers of its own, so that the
-// variance is a sum of squared deviations, not a difference of large sums),
-// then grad_x (+ grad_residual), adding grad_out * n and grad_out to its
-// columns' sums in shared memory; each of 256 slices of those sums comes
-// from one block or, on sm_90 and newer, from a cluster of two.
+// x 4 vectors of 16 bytes), one pass reads each row once (fused_pass): per
+// row, the row sums (centred: the mean first, in a round of barriers of its
+// own, so that the variance is a sum of squared deviations, not a difference
+// of large sums), then grad_x (+ grad_residual), adding grad_out * n and
+// grad_out to its columns' sums in shared memory; each of 256 slices of those
+// sums comes from one block or, on sm_90 and newer, from a cluster of two.
 // Otherwise (a broadcast or strided grad_out or grad_residual, an odd D, a
 // wide row) it reads the rows twice:
 //  rows (a block per row): the sums, grad_x, and the row's statistics;
@@ -92,142 +91,87 @@ __device__ auto given_rstd(const A& args) {
   }
 }
 
-// The row's mean: the one given where `given`, else the block's sum of its x
-// (every thread's share in `x_sum`) over d. Uniform across the block, so the
-// barriers are too.
-template <typename C>
-__device__ C row_mean(bool given, C mean, C x_sum, C* partial, int64_t d) {
-  return given ? mean : opgen::kernels::block_sum<kThreads>(x_sum, partial) / C(d);
+// The row's mean: given, or the block's sum of its x (every thread's share
+// in `x_sum`) over d. Uniform across the block, so the barriers are too.
+template <bool kCentred, typename A, typename C>
+__device__ C row_mean(const A& args, int64_t row, C x_sum, C* partial) {
+  if (const auto* mean = given_mean<kCentred>(args)) return C(mean[row]);
+  return opgen::kernels::block_sum<kThreads>(x_sum, partial) / C(args.D);
 }
 
-// A row's statistics and the two means grad_x takes, from its sums (rstd:
-// the one given where `given`, else from the sum of squares).
+// A row's statistics and the two means grad_x takes, from its sums (rstd
+// given, or from the sum of squares).
 template <bool kCentred, typename C>
 struct RowTerms {
   C rstd, mean_g, mean_gn;
-  __device__ RowTerms(const C (&sums)[kRowSums<kCentred>], int64_t d, float eps, bool given, C given_rstd) {
-    rstd = given ? given_rstd : C(1) / sqrt(sums[0] / C(d) + C(eps));
+  template <typename S>
+  __device__ RowTerms(const C (&sums)[kRowSums<kCentred>], int64_t d, float eps, const S* given_rstd, int64_t row) {
+    rstd = given_rstd ? C(given_rstd[row]) : C(1) / sqrt(sums[0] / C(d) + C(eps));
     mean_gn = sums[1] * rstd / C(d);
     mean_g = kCentred ? sums[kRowSums<kCentred> - 1] / C(d) : C(0);
   }
 };
 
-// A thread's share of one row as fused_pass loads it: its K vectors of x
-// and grad_out (zeros past d), 16 bytes each. They stay in the storage type
-// until used (converted exactly, each time): half the registers of the
-// compute type for 16-bit types, so that the next row's can be in flight
-// while the block reduces this one.
-template <typename A, int V, int K>
-struct RowLoad {
-  using C = Compute<A>;
-  uint4 x[K], g[K];
-
-  __device__ void load(const A& args, int64_t row) {
-    const int64_t d = args.D;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t col = int64_t{threadIdx.x + k * kThreads} * V;
-      x[k] = g[k] = make_uint4(0, 0, 0, 0);
-      if (col < d) {
-        x[k] = *reinterpret_cast<const uint4*>(args.x + row * d + col);
-        g[k] = *reinterpret_cast<const uint4*>(args.grad_out + row * args.grad_out_strides[0] + col);
-      }
-    }
-  }
-
-  // Element j of a vector loaded, in the compute type.
-  __device__ static C at(const uint4& vector, int j) {
-    return opgen::kernels::load(reinterpret_cast<const Element<A>*>(&vector), j);
-  }
-};
-
-// A block's values of its columns in shared memory (the weight, the column
-// sums): each vector's V values as 16-byte pieces, piece p of vector v at
-// p * kVectors + v, so that a warp reads or writes a piece as consecutive
-// 16-byte words (no bank conflicts), V / kPerPiece accesses a vector.
-template <typename C, int V, int kVectors>
-struct ColumnPieces {
-  using Piece = std::conditional_t<sizeof(C) == 8, double2, float4>;
-  static constexpr int kPerPiece = int(sizeof(Piece) / sizeof(C)), kPieces = V / kPerPiece;
-  static_assert(V % kPerPiece == 0, "a vector is whole pieces");
-  static constexpr int kBytes = kPieces * kVectors * int(sizeof(Piece));
-  Piece* pieces;
-
-  __device__ Piece& operator()(int p, int v) const { return pieces[p * kVectors + v]; }
-  __device__ static C& at(Piece& piece, int i) { return reinterpret_cast<C*>(&piece)[i]; }
-};
-
 // The one pass: V elements per vector, K vectors per thread, kPerSlice
 // blocks a slice of the column sums. Block b takes rows b, b + kPerSlice *
-// kSlices, ... (blocks at work at once read neighbouring rows), and loads
-// each row before it reduces the one before, so that a row's loads are in
-// flight through the previous row's barriers and stores (a row at a time,
-// each row's load latency was exposed: DRAM 45% under ncu). The statistics
-// given (layer_norm's) are read kThreads rows at a time into shared memory,
-// a thread a row: the next row's in registers would not fit beside its
-// vectors. For the same reason grad_residual is read after the barriers, as
-// it is used. The weight and the column sums live in shared memory
-// (ColumnPieces), which leaves registers for four blocks an SM. With two
-// blocks a slice (a cluster, sm_90 and newer), block 0 adds block 1's sums
+// kSlices, ... (blocks at work at once read neighbouring rows). The weight and
+// the column sums live in shared memory, [V][K * kThreads] so that a warp's
+// accesses are consecutive, which leaves registers for four blocks an SM. With
+// two blocks a slice (a cluster, sm_90 and newer), block 0 adds block 1's sums
 // (distributed shared memory) to its own and writes the slice's: twice the
 // blocks at work, the same bytes of sums. Up to 2 vectors a thread, four
 // blocks an SM (64 registers a thread); at 4, the shared memory (96 KiB for
 // bf16) leaves room for two.
 template <bool kCentred, typename A, int V, int K, int kPerSlice>
 __global__ void __launch_bounds__(kThreads, K > 2 ? 2 : 4) fused_pass(A args) {
+  using opgen::kernels::load_vec;
   using C = Compute<A>;
-  using Row = RowLoad<A, V, K>;
-  static_assert(V * sizeof(Element<A>) == sizeof(uint4), "a vector is 16 bytes");
   constexpr int kColumns = K * kThreads;  // vectors a block covers
   constexpr int kSums = kRowSums<kCentred>;
-  using Columns = ColumnPieces<C, V, kColumns>;
-  using Piece = typename Columns::Piece;
-  constexpr int kPer = Columns::kPerPiece;
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  const Columns weight{reinterpret_cast<Piece*>(shared_bytes)};
-  const Columns weight_sum{weight.pieces + Columns::kPieces * kColumns};
-  const Columns bias_sum{weight_sum.pieces + Columns::kPieces * kColumns};
+  extern __shared__ unsigned char shared_bytes[];
+  C* weight = reinterpret_cast<C*>(shared_bytes);  // [V][kColumns], then the two sums likewise
+  C* weight_sum = weight + V * kColumns;
+  C* bias_sum = weight_sum + V * kColumns;
   __shared__ C partial[kSums * (kThreads / 32)];
-  constexpr int kStatRows = kCentred ? kThreads : 1;
-  __shared__ C stats[2][kStatRows];  // the mean and rstd given of the block's next kThreads rows
   const int64_t d = args.D;
-  const int64_t step = int64_t{kPerSlice} * kSlices;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int v = threadIdx.x + k * kThreads;
     const int64_t col = int64_t{v} * V;
-    alignas(16) C w[V];
+    C w[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) w[j] = C(1);
-    if (args.weight && col < d) opgen::kernels::load_vec<V>(args.weight + col, true, w);
+    if (args.weight && col < d) load_vec<V>(args.weight + col, true, w);
 #pragma unroll
-    for (int p = 0; p < Columns::kPieces; ++p) {
-      weight(p, v) = reinterpret_cast<const Piece*>(w)[p];
-      weight_sum(p, v) = bias_sum(p, v) = Piece{};
+    for (int j = 0; j < V; ++j) {
+      weight[j * kColumns + v] = w[j];
+      weight_sum[j * kColumns + v] = bias_sum[j * kColumns + v] = C(0);
     }
   }
-  // The row's sums, grad_x, and its terms of the column sums; the row is the
-  // block's i-th, its statistics given in stats[][slot], slot = i % kThreads.
-  auto reduce = [&](const Row& r, int64_t row, int slot) {
+  for (int64_t row = blockIdx.x; row < args.batch; row += int64_t{kPerSlice} * kSlices) {
+    C x[K][V], g[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t col = int64_t{threadIdx.x + k * kThreads} * V;
+      if (col < d) {
+        load_vec<V>(args.x + row * d + col, true, x[k]);
+        load_vec<V>(args.grad_out + row * args.grad_out_strides[0] + col, true, g[k]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) x[k][j] = g[k][j] = C(0);
+      }
+    }
     C mean = 0;
     if constexpr (kCentred) {
-      if ((args.mean || args.rstd) && slot == 0) {
-        __syncthreads();  // every thread has read the last rows' statistics
-        if (const int64_t mine = row + threadIdx.x * step; mine < args.batch) {
-          if (args.mean) stats[0][threadIdx.x] = C(args.mean[mine]);
-          if (args.rstd) stats[1][threadIdx.x] = C(args.rstd[mine]);
-        }
-        __syncthreads();
-      }
       C x_sum = 0;
       if (!args.mean) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
 #pragma unroll
-          for (int j = 0; j < V; ++j) x_sum += Row::at(r.x[k], j);
+          for (int j = 0; j < V; ++j) x_sum += x[k][j];
         }
       }
-      mean = row_mean(args.mean != nullptr, args.mean ? stats[0][slot] : C(0), x_sum, partial, d);
+      mean = row_mean<kCentred>(args, row, x_sum, partial);
     }
     C sums[kSums] = {};
 #pragma unroll
@@ -235,64 +179,35 @@ __global__ void __launch_bounds__(kThreads, K > 2 ? 2 : 4) fused_pass(A args) {
       const int v = threadIdx.x + k * kThreads;
       if (int64_t{v} * V >= d) continue;  // its x are 0, which the mean would shift
 #pragma unroll
-      for (int p = 0; p < Columns::kPieces; ++p) {
-        Piece w = weight(p, v);
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          const int j = p * kPer + i;
-          const C x = Row::at(r.x[k], j) - mean;
-          const C gw = Row::at(r.g[k], j) * Columns::at(w, i);
-          sums[0] += x * x;
-          sums[1] += gw * x;
-          if constexpr (kCentred) sums[2] += gw;
-        }
+      for (int j = 0; j < V; ++j) {
+        x[k][j] -= mean;
+        const C gw = g[k][j] * weight[j * kColumns + v];
+        sums[0] += x[k][j] * x[k][j];
+        sums[1] += gw * x[k][j];
+        if constexpr (kCentred) sums[2] += gw;
       }
     }
     opgen::kernels::block_sums<kThreads>(sums, partial);
-    const bool rstd_given = given_rstd<kCentred>(args) != nullptr;
-    const RowTerms<kCentred, C> terms(sums, d, args.eps, rstd_given, rstd_given ? stats[1][slot] : C(0));
+    const RowTerms<kCentred, C> terms(sums, d, args.eps, given_rstd<kCentred>(args), row);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int v = threadIdx.x + k * kThreads;
       const int64_t col = int64_t{v} * V;
       if (col >= d) continue;
       C out[V], residual[V] = {};
-      if (args.grad_residual) {
-        opgen::kernels::load_vec<V>(args.grad_residual + row * args.grad_residual_strides[0] + col, true, residual);
-      }
+      if (args.grad_residual) load_vec<V>(args.grad_residual + row * args.grad_residual_strides[0] + col, true, residual);
 #pragma unroll
-      for (int p = 0; p < Columns::kPieces; ++p) {
-        Piece w = weight(p, v), ws = weight_sum(p, v), bs = bias_sum(p, v);
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) {
-          const int j = p * kPer + i;
-          const C g = Row::at(r.g[k], j);
-          const C n = (Row::at(r.x[k], j) - mean) * terms.rstd;
-          out[j] = terms.rstd * (g * Columns::at(w, i) - terms.mean_g - n * terms.mean_gn) + residual[j];
-          Columns::at(ws, i) += g * n;
-          Columns::at(bs, i) += g;
-        }
-        weight_sum(p, v) = ws;
-        bias_sum(p, v) = bs;
+      for (int j = 0; j < V; ++j) {
+        const C n = x[k][j] * terms.rstd;
+        out[j] = terms.rstd * (g[k][j] * weight[j * kColumns + v] - terms.mean_g - n * terms.mean_gn) + residual[j];
+        weight_sum[j * kColumns + v] += g[k][j] * n;
+        bias_sum[j * kColumns + v] += g[k][j];
       }
       opgen::kernels::store_vec<V>(args.grad_x + row * d + col, true, out);
     }
-  };
-  // Two rows' loads by turns, so that neither is copied while in flight.
-  static_assert(kThreads % 2 == 0, "a pair of rows' statistics is in one chunk");
-  Row even, odd;
-  if (blockIdx.x < args.batch) even.load(args, blockIdx.x);
-  int slot = 0;
-  for (int64_t row = blockIdx.x; row < args.batch; row += 2 * step) {
-    if (row + step < args.batch) odd.load(args, row + step);
-    reduce(even, row, slot);
-    if (row + step >= args.batch) break;
-    if (row + 2 * step < args.batch) even.load(args, row + 2 * step);
-    reduce(odd, row + step, slot + 1);
-    slot = (slot + 2) % kThreads;
   }
-  const Piece* other_weight_sum = nullptr;
-  const Piece* other_bias_sum = nullptr;
+  const C* other_weight_sum = nullptr;
+  const C* other_bias_sum = nullptr;
   if constexpr (kPerSlice == 2) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
@@ -301,8 +216,8 @@ __global__ void __launch_bounds__(kThreads, K > 2 ? 2 : 4) fused_pass(A args) {
       cluster.sync();  // this block's shared memory stays until block 0 has read it
       return;
     }
-    other_weight_sum = cluster.map_shared_rank(weight_sum.pieces, 1);
-    other_bias_sum = cluster.map_shared_rank(bias_sum.pieces, 1);
+    other_weight_sum = cluster.map_shared_rank(weight_sum, 1);
+    other_bias_sum = cluster.map_shared_rank(bias_sum, 1);
 #else
     __trap();  // launch_fused runs it only on sm_90 and newer
 #endif
@@ -315,18 +230,10 @@ __global__ void __launch_bounds__(kThreads, K > 2 ? 2 : 4) fused_pass(A args) {
     const int64_t col = int64_t{v} * V;
     if (col >= d) continue;
 #pragma unroll
-    for (int p = 0; p < Columns::kPieces; ++p) {
-      Piece ws = weight_sum(p, v), bs = bias_sum(p, v), other_ws{}, other_bs{};
-      if (other_weight_sum) {
-        other_ws = other_weight_sum[p * kColumns + v];
-        other_bs = other_bias_sum[p * kColumns + v];
-      }
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int64_t j = col + p * kPer + i;
-        column[slice * d + j] = Columns::at(ws, i) + (other_weight_sum ? Columns::at(other_ws, i) : C(0));
-        column[(kSlices + slice) * d + j] = Columns::at(bs, i) + (other_bias_sum ? Columns::at(other_bs, i) : C(0));
-      }
+    for (int j = 0; j < V; ++j) {
+      const int at = j * kColumns + v;
+      column[slice * d + col + j] = weight_sum[at] + (other_weight_sum ? other_weight_sum[at] : C(0));
+      column[(kSlices + slice) * d + col + j] = bias_sum[at] + (other_bias_sum ? other_bias_sum[at] : C(0));
     }
   }
   if constexpr (kPerSlice == 2) {
@@ -354,7 +261,7 @@ __global__ void __launch_bounds__(kThreads) row_pass(A args) {
       if (!args.mean) {
         for (int64_t i = threadIdx.x; i < d; i += kThreads) x_sum += load(x, i);
       }
-      mean = row_mean(args.mean != nullptr, args.mean ? C(args.mean[row]) : C(0), x_sum, partial, d);
+      mean = row_mean<kCentred>(args, row, x_sum, partial);
     }
     C sums[kSums] = {};
     for (int64_t i = threadIdx.x; i < d; i += kThreads) {
@@ -364,8 +271,7 @@ __global__ void __launch_bounds__(kThreads) row_pass(A args) {
       if constexpr (kCentred) sums[2] += gwi;
     }
     opgen::kernels::block_sums<kThreads>(sums, partial);
-    const auto* rstd = given_rstd<kCentred>(args);
-    const RowTerms<kCentred, C> terms(sums, d, args.eps, rstd != nullptr, rstd ? C(rstd[row]) : C(0));
+    const RowTerms<kCentred, C> terms(sums, d, args.eps, given_rstd<kCentred>(args), row);
     for (int64_t i = threadIdx.x; i < d; i += kThreads) {
       const C n = (C(load(x, i)) - mean) * terms.rstd;
       const C residual = args.grad_residual ? C(load(args.grad_residual, row * args.grad_residual_strides[0] +
@@ -447,7 +353,7 @@ __global__ void __launch_bounds__(kTileColumns* kRowLanes) column_pass(A args) {
 // Two blocks a slice where the GPU has clusters (sm_90 and newer), else one.
 template <bool kCentred, typename A, int V, int K>
 opgen::Status launch_fused(cudaStream_t stream, const A& args, const char* op) {
-  constexpr int kBytes = 3 * ColumnPieces<Compute<A>, V, K * kThreads>::kBytes;  // the weight, the two sums
+  constexpr int kBytes = 3 * V * K * kThreads * int(sizeof(Compute<A>));
   const std::string kernel = std::string(op) + " fused_pass";
   int device = 0, major = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return opgen::cuda_status(e, op);

@@ -141,10 +141,9 @@ def test_cuda_backward_matches_the_cpu_body(rng, dtype, d, broadcast):
 
 
 # The one-pass backward gives each block every 512th row (256 on GPUs without
-# clusters), loads a row while it reduces the one before, and reads the
-# statistics given 256 rows at a time: past 512 x 256 rows, more than once.
-# Each row's statistics are its own, moved by a different amount, so that a
-# row paired with another's shows.
+# clusters): here each block takes about 512 rows, one after another. Each
+# row's statistics are its own, moved by a different amount, so that a row
+# paired with another's shows.
 @needs_cuda
 @pytest.mark.parametrize("given", ["", "mean", "rstd", "mean, rstd"])
 def test_cuda_backward_over_many_rows_a_block_matches_the_cpu_body(rng, given):
