@@ -26,7 +26,10 @@ each crash says where.
 Its answer on that machine (2026-11-28, `--packages torch,opgen --devices
 cpu`): the "torch" package crashes after "nothing", in the package's own
 wrapper (std::regex in torch::aot_inductor::parse_device_str): torch's and the
-machine's, not opgen's (README, "Deploy").
+machine's, not opgen's (README, "Deploy"). With the compiler's own C++ library
+preloaded (`LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6)`, `--packages
+torch,opgen --devices cuda`), the "torch" package runs after "nothing" and
+after "library" (the run stopped there, at its time limit).
 
     PYTHONPATH=<the built package's folder> python scripts/aoti_crash_probe.py [DIR] [--packages torch,opgen] [--devices cpu,cuda]
 """
