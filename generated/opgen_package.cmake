@@ -156,6 +156,7 @@ set(OPGEN_FILES_PYTHON
     python/opgen_ops/torch.py
     python/opgen_ops/__init__.py
     python/opgen_ops/_ops/__init__.py
+    python/opgen_ops/_ops/_dtypes.py
     python/opgen_ops/jax.pyi
     python/opgen_ops/torch.pyi
     python/opgen_ops/_ops/dynamic_per_token_scaled_fp8_quant.py

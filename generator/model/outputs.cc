@@ -29,6 +29,7 @@ std::vector<OutputFile> package_outputs(const std::string& package) {
       {"package.cmake.j2", "opgen_package.cmake", "build"},
       {"package_init.py.j2", python + "__init__.py", "python"},
       {"ops_init.py.j2", python + "_ops/__init__.py", "python"},
+      {"dtypes.py.j2", python + "_ops/_dtypes.py", "python"},
       {"jax.pyi.j2", python + "jax.pyi", "python"},
       {"torch.pyi.j2", python + "torch.pyi", "python"},
       {"docs_index.md.j2", "docs/README.md", "doc"},

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 OPS_DIR = REPO / "generated" / "python" / "opgen_ops" / "_ops"
-OP_FILES = sorted(p for p in OPS_DIR.glob("*.py") if p.name != "__init__.py")
+OP_FILES = sorted(p for p in OPS_DIR.glob("*.py") if not p.name.startswith("_"))
 
 
 def _load_description():
@@ -32,7 +32,10 @@ D = _load_description()
 
 
 def _assigned(path, name):
-    """The literal assigned to `name` in a generated module, read without running it."""
+    """The literal assigned to `name` in a generated module, read without running it; DTYPES,
+    which each op module imports, from the package's _dtypes.py."""
+    if name == "DTYPES":
+        path = OPS_DIR / "_dtypes.py"
     return next(ast.literal_eval(n.value) for n in ast.parse(path.read_text()).body
                 if isinstance(n, ast.Assign) and n.targets[0].id == name)
 

@@ -2,10 +2,12 @@
 """The rules of opgen_ops.moe_align_block_size, as its spec states them: every Python entry point
 (JAX, the PyTorch fake and XLA kernels, the documented functions) checks a call
 against this description (see opgen_ops._spec). FACTS are the op's facts as
-opgen's checked model states them (the facts every template reads), DTYPES opgen's
-dtype table; Op.from_facts maps each fact to the description's field of its name."""
+opgen's checked model states them (the facts every template reads); DTYPES, opgen's
+dtype table, is the package's one (_dtypes.py). Op.from_facts maps each fact to the
+description's field of its name."""
 
 from .._spec import Op
+from ._dtypes import DTYPES
 
 FACTS = {
     'name': 'moe_align_block_size',
@@ -258,20 +260,6 @@ FACTS = {
     'state': None,
     'backward': None,
 }
-
-DTYPES = [
-    {'code': 0, 'name': 'f16', 'enum': 'kF16', 'cpp': 'opgen::f16', 'python': 'float16', 'size': 2},
-    {'code': 1, 'name': 'bf16', 'enum': 'kBF16', 'cpp': 'opgen::bf16', 'python': 'bfloat16', 'size': 2},
-    {'code': 2, 'name': 'f32', 'enum': 'kF32', 'cpp': 'float', 'python': 'float32', 'size': 4},
-    {'code': 3, 'name': 'f64', 'enum': 'kF64', 'cpp': 'double', 'python': 'float64', 'size': 8},
-    {'code': 4, 'name': 'i32', 'enum': 'kI32', 'cpp': 'int32_t', 'python': 'int32', 'size': 4},
-    {'code': 5, 'name': 'i64', 'enum': 'kI64', 'cpp': 'int64_t', 'python': 'int64', 'size': 8},
-    {'code': 6, 'name': 'u8', 'enum': 'kU8', 'cpp': 'uint8_t', 'python': 'uint8', 'size': 1},
-    {'code': 7, 'name': 'bool', 'enum': 'kBool', 'cpp': 'bool', 'python': 'bool', 'size': 1},
-    {'code': 8, 'name': 'f8e4m3fn', 'enum': 'kF8E4M3FN', 'cpp': 'opgen::f8e4m3fn', 'python': 'float8_e4m3fn', 'size': 1},
-    {'code': 9, 'name': 'f8e5m2', 'enum': 'kF8E5M2', 'cpp': 'opgen::f8e5m2', 'python': 'float8_e5m2', 'size': 1},
-    {'code': 10, 'name': 'i8', 'enum': 'kI8', 'cpp': 'int8_t', 'python': 'int8', 'size': 1},
-]
 
 OP = Op.from_facts(
     FACTS,
