@@ -234,8 +234,10 @@ struct MmaTile<T, C, Dh, std::enable_if_t<sizeof(C) == 1>> {
 
   // The scale 2^e brings the head's largest |q| into [2^14, 2^15): an f16
   // then holds each bf16 value exactly (8 significant bits in 11) and
-  // cannot overflow; the logits take the factor 2^-e back. e stays within
-  // +-100 (a query below 2^-86 loses bits, far below any bf16 normal's use).
+  // cannot overflow; the logits take the factor 2^-e back. e is at least
+  // -113 (bf16's largest values) and held to at most 126, so that 2^e and
+  // 2^-e are f32 normals: a head whose largest |q| is below 2^-112 lands
+  // below 2^14 but still within f16's normals.
   __device__ static float load_query(const T* q, bool present, uint32_t (&query)[Dh / 16][2], int lane) {
     const int c = lane % 4;
     float largest = 0.f;
@@ -243,7 +245,7 @@ struct MmaTile<T, C, Dh, std::enable_if_t<sizeof(C) == 1>> {
     for (int d = 0; d < Dh / 4; ++d) largest = fmaxf(largest, present ? fabsf(opgen::kernels::load(q, c * Dh / 4 + d)) : 0.f);
     largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 1));
     largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, 2));  // the head's 4 lanes
-    const int e = largest > 0.f && isfinite(largest) ? max(-100, min(100, 14 - ilogbf(largest))) : 0;
+    const int e = largest > 0.f && isfinite(largest) ? min(126, 14 - ilogbf(largest)) : 0;
     const float up = ldexpf(1.f, e);
     const auto at = [&](int d) { return present ? opgen::kernels::load(q, d) * up : 0.f; };
 #pragma unroll
