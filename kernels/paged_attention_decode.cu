@@ -233,7 +233,8 @@ struct MmaTile<T, C, Dh, std::enable_if_t<sizeof(C) == 1>> {
   __device__ static int key_dh(int c, int j, int w, int b) { return 16 * (c * kKeyPieces + j) + 4 * w + b; }
 
   // The scale 2^e brings the head's largest |q| into [2^14, 2^15): an f16
-  // then holds each bf16 value exactly (8 significant bits in 11) and
+  // then holds each bf16 value exactly (8 significant bits in 11; but for
+  // elements 2^38 and more below the head's largest, f16 subnormals) and
   // cannot overflow; the logits take the factor 2^-e back. e is at least
   // -113 (bf16's largest values) and held to at most 126, so that 2^e and
   // 2^-e are f32 normals: a head whose largest |q| is below 2^-112 lands

@@ -14,7 +14,7 @@ the estimate beside what it measures:
 
   python examples/decode_step/fp8_error.py [--seeds N] [--cache-dtype float8_e5m2] [--gpu-model --steps T]
 
---gpu-model measures the GPU's model on the CPU: about 13 GiB of memory and half a minute a step.
+--gpu-model measures the GPU's model on the CPU: about 13 GiB of memory and about a minute a step (260 s for --steps 4).
 """
 
 from __future__ import annotations

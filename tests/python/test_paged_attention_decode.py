@@ -297,18 +297,26 @@ def test_torch_cuda_fp8_long_contexts_split_into_partitions(rng, kv_cache_dtype,
     check_fp8(torch_fp8_call(p, kv_cache_dtype, "cuda"), p, "bfloat16")
 
 
-@needs_torch_cuda
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_torch_cuda_fp8_reads_query_heads_of_any_magnitude(rng, dtype):
+# (dtype, the heads' exponents, the scale's exponent): bf16 heads far beyond
+# f16's range both ways, f16 heads down into its subnormals. The scale brings
+# the middle heads' logits to about 1, so that each end matters: a head whose
+# query were lost (zero, infinite) would show.
+MAGNITUDES = [("bfloat16", (60, 120), -90), ("bfloat16", (-124, -100), 112), ("float16", (-20, -4), 12),
+              ("float16", (0, 12), -6)]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("dtype, exponents, scale_exponent", MAGNITUDES)
+def test_fp8_reads_query_heads_of_any_magnitude(rng, device, dtype, exponents, scale_exponent):
     """The tensor-core kernel multiplies an fp8 cache in f16, each query head
-    scaled by its own power of two: heads from 2^-120 to 2^120 in bf16 (far
-    beyond f16's range both ways), from 2^-20 to 2^15 in f16, keep their logits."""
+    scaled by its own power of two (held to at most 2^126): its logits keep
+    what the head holds, whatever its magnitude. The CPU body as the control."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
     p = fp8_problem(rng, "fp8", dtype, seqs=2, heads=16, kv_heads=2, dh=128, bs=16, max_blocks=20)
-    query = p[0].astype(np.float32)
-    exponents = np.linspace(-120, 120, 16) if dtype == "bfloat16" else np.linspace(-20, 15, 16)
-    query *= np.exp2(np.round(exponents))[None, :, None] / np.sqrt(128)
-    p = (query.astype(DTYPES[dtype]), *p[1:])
-    check_fp8(torch_fp8_call(p, "fp8", "cuda"), p, dtype)
+    query = p[0].astype(np.float32) * np.exp2(np.round(np.linspace(*exponents, 16)))[None, :, None]
+    p = (query.astype(DTYPES[dtype]), *p[1:-1], float(np.exp2(scale_exponent) / np.sqrt(128)))
+    check_fp8(torch_fp8_call(p, "fp8", device), p, dtype)
 
 
 @needs_torch_cuda
