@@ -116,6 +116,12 @@ KV_CACHE_DTYPES = {"auto": None, "fp8": "float8_e4m3fn"}
 SCALES = ("k_scales", "v_scales")
 
 
+def layer_scales(st):
+    """Each layer's (k_scale, v_scale) in a decode state: its SCALES, or (None, None) where its caches are of
+    the model's dtype (no scales)."""
+    return zip(*(st.get(name, [None] * len(st["key_caches"])) for name in SCALES))
+
+
 def kv_cache_dtype_of(cache_dtype: str) -> str:
     """The ops' kv_cache_dtype for a cache of this dtype (its name: 'float8_e4m3fn' in numpy, JAX and torch
     alike): the step passes what its caches are."""

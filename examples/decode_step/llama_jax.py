@@ -36,7 +36,7 @@ from jax.sharding import PartitionSpec as P
 
 import opgen_ops.jax as ops
 from llama_inputs import (CPU, EPS, GPU, KV_CACHE_DTYPES, SCALES, by_shard, check, check_same,  # beside this file
-                          kv_cache_dtype_of, make_model, print_timing, quantized_state)
+                          kv_cache_dtype_of, layer_scales, make_model, print_timing, quantized_state)
 
 # Inside a jitted step: inlined. kv_cache_dtype, a string, is a constant of the call (static).
 write_cache = jax.jit(ops.reshape_and_cache, donate_argnums=(2, 3), static_argnames="kv_cache_dtype")
@@ -54,7 +54,6 @@ def step(w, st, shards=1):
     _, bs, kvh, dh = st["key_caches"][0].shape
     s, (_, d) = tokens.shape[0], w["embed"].shape
     kv_cache_dtype = kv_cache_dtype_of(st["key_caches"][0].dtype.name)
-    scales = zip(*(st.get(name, [None] * len(st["key_caches"])) for name in SCALES))
     # The new token's slot: row ctx % BS of the sequence's block block_tables[s, ctx // BS].
     slots = block_tables[jnp.arange(s), ctx // bs] * bs + ctx % bs
     lens = ctx + 1  # each sequence attends to its context and the new token
@@ -62,7 +61,7 @@ def step(w, st, shards=1):
     out = None  # the previous layer's MLP output, not yet added to the residual
     key_caches, value_caches = [], []
     for lw, key_cache, value_cache, (k_scale, v_scale) in zip(w["layers"], st["key_caches"], st["value_caches"],
-                                                               scales):
+                                                               layer_scales(st)):
         if out is None:
             h, _rstd = ops.rms_norm(residual, lw["norm1"])
         else:  # residual + out, and its rms_norm
@@ -138,11 +137,10 @@ def reference_step(w, st):
     _, bs, kvh, dh = st["key_caches"][0].shape
     s, (_, d) = tokens.shape[0], w["embed"].shape
     block, row = block_tables[jnp.arange(s), ctx // bs], ctx % bs
-    scales = zip(*(st.get(name, [None] * len(st["key_caches"])) for name in SCALES))
     x = w["embed"][tokens]
     key_caches, value_caches = [], []
     for lw, key_cache, value_cache, (k_scale, v_scale) in zip(w["layers"], st["key_caches"], st["value_caches"],
-                                                               scales):
+                                                               layer_scales(st)):
         q, k, v = jnp.split(rms_norm_ref(x, lw["norm1"]) @ lw["qkv"], [d, d + kvh * dh], axis=-1)
         q, k = rotary_ref(ctx, q, w["cos_sin"], dh), rotary_ref(ctx, k, w["cos_sin"], dh)
         key_caches.append(key_cache.at[block, row].set(cached(k.reshape(s, kvh, dh), k_scale, key_cache.dtype)))

@@ -35,7 +35,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import opgen_ops.torch as tops
 from llama_inputs import (CPU, EPS, GPU, KV_CACHE_DTYPES, SCALES, by_shard, check, check_same,  # beside this file
-                          kv_cache_dtype_of, make_model, print_timing, quantized_state)
+                          kv_cache_dtype_of, layer_scales, make_model, print_timing, quantized_state)
 
 
 def step(w, st, all_reduce=None):
@@ -51,14 +51,13 @@ def step(w, st, all_reduce=None):
     _, bs, kvh, dh = st["key_caches"][0].shape
     s = tokens.shape[0]
     kv_cache_dtype = kv_cache_dtype_of(str(st["key_caches"][0].dtype).removeprefix("torch."))
-    scales = zip(*(st.get(name, [None] * len(st["key_caches"])) for name in SCALES))
     # The new token's slot: row ctx % BS of the sequence's block block_tables[s, ctx // BS].
     slots = block_tables.gather(1, (ctx // bs).long()[:, None])[:, 0] * bs + ctx % bs
     lens = ctx + 1  # each sequence attends to its context and the new token
     residual = w["embed"][tokens]
     out = None  # the previous layer's MLP output, not yet added to the residual
     for lw, key_cache, value_cache, (k_scale, v_scale) in zip(w["layers"], st["key_caches"], st["value_caches"],
-                                                               scales):
+                                                               layer_scales(st)):
         if out is None:
             h, _rstd = tops.rms_norm(residual, lw["norm1"])
         else:  # residual += out; out = rms_norm(residual) * norm1, both in place
@@ -136,10 +135,9 @@ def reference_step(w, st):
     s, (_, d) = tokens.shape[0], w["embed"].shape
     positions = ctx.long()
     block, row = block_tables.gather(1, (positions // bs)[:, None])[:, 0].long(), positions % bs
-    scales = zip(*(st.get(name, [None] * len(st["key_caches"])) for name in SCALES))
     x = w["embed"][tokens]
     for lw, key_cache, value_cache, (k_scale, v_scale) in zip(w["layers"], st["key_caches"], st["value_caches"],
-                                                               scales):
+                                                               layer_scales(st)):
         q, k, v = (rms_norm_ref(x, lw["norm1"]) @ lw["qkv"]).split([d, kvh * dh, kvh * dh], dim=-1)
         q, k = rotary_ref(positions, q, w["cos_sin"], dh), rotary_ref(positions, k, w["cos_sin"], dh)
         key_cache[block, row] = cached(k.reshape(s, kvh, dh), k_scale, key_cache.dtype)
